@@ -1,0 +1,147 @@
+"""Typed configuration: the dataclasses behind every Hydra config group.
+
+``conf/`` only picks and overrides; the fields, their types and their meaning live
+here. ``CampaignConfig`` is registered in Hydra's ConfigStore as ``campaign_schema``
+and ``conf/config.yaml`` starts from it, so every group option is checked against
+its dataclass (an unknown key or a wrong type is refused at compose time).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING, OmegaConf
+
+GROUPS = ("platform", "experiment", "trainer", "dataset", "store", "container")
+
+
+@dataclass
+class PlatformSpec:
+    name: str = MISSING  # the option name, e.g. "a100_nvlink_80"
+    description: str = ""  # one line shown by `campaign status` and harvest
+    executor: str = "slurm"  # "slurm" (sbatch through submitit) or "local" (processes on this machine)
+    partition: Optional[str] = None  # SLURM partition the jobs go to
+    gpus_per_node: int = 1  # GPUs (ranks) one node holds; more needs nodes>1
+    max_nodes: int = 1  # nodes a job may span on this platform
+    device: str = "cuda"  # "cuda" or "cpu": what a rank computes on
+    dist_backend: str = "nccl"  # torch.distributed backend: "nccl" on GPUs, "gloo" on CPUs
+    gpu_model: str = ""  # vendor model name, e.g. "NVIDIA A100-SXM4-80GB"
+    gpu_memory_gb: float = 0.0  # memory per GPU
+    memory_bandwidth_gbs: float = 0.0  # GPU memory bandwidth (datasheet)
+    interconnect: str = ""  # GPU-GPU link within a node, e.g. "NVLINK 3.0"
+    interconnect_bandwidth_gbs: float = 0.0  # GPU-GPU bandwidth within a node (datasheet)
+    cpu: str = ""  # host CPU model
+    cpus_per_node: int = 0  # CPU cores per node
+    node_memory_gb: float = 0.0  # host RAM per node
+    constraint: Optional[str] = None  # sbatch --constraint, e.g. picks 80 GB vs 40 GB A100 nodes
+    cpus_per_task: Optional[int] = None  # CPU cores per rank (default: cpus_per_node // gpus_per_node)
+    mem_per_gpu_gb: Optional[float] = None  # host memory per rank requested from SLURM
+    account: Optional[str] = None  # sbatch --account
+    qos: Optional[str] = None  # sbatch --qos
+    time_limit_min: int = 60  # wall-clock limit of a job
+    extra_sbatch: List[str] = field(default_factory=list)  # raw extra "#SBATCH" arguments, e.g. "--exclusive"
+    peak_tflops: Dict[str, float] = field(default_factory=dict)  # peak dense TFLOP/s per precision (datasheet)
+
+
+@dataclass
+class ExperimentSpec:
+    name: str = MISSING  # the option name, e.g. "weak_scaling"
+    scaling: str = "weak"  # "weak": fixed images per GPU, base_iterations/N; "strong": fixed global batch; "fixed": same iterations for every N
+    images_per_gpu: Optional[int] = 8  # per-rank batch ("weak"/"fixed")
+    global_batch: Optional[int] = None  # whole-job batch split over the ranks ("strong")
+    base_iterations: int = 160000  # iterations on 1 GPU; weak scaling runs base_iterations/N
+    iterations: Optional[int] = None  # explicit iteration count for every N (overrides the derivation)
+    warmup_iterations: int = 5  # iterations run before the timed window and reported apart
+    profile_iterations: int = 0  # iterations profiled after the timed window (0: no profiler)
+    grad_accum: int = 1  # micro-batches per optimizer step
+    validation: bool = False  # run validation (off for timing runs)
+    checkpoint: bool = False  # write checkpoints (off for timing runs)
+
+
+@dataclass
+class TrainerSpec:
+    name: str = MISSING  # trainer registered in trainers.registry, e.g. "synthetic"
+    optimizer: str = "sgd"  # "sgd" or "adamw"
+    lr: float = 0.01  # learning rate
+    momentum: float = 0.9  # SGD momentum
+    weight_decay: float = 0.0  # optimizer weight decay
+    precision: str = "fp32"  # "fp32", "fp16" or "bf16" (autocast on GPU)
+    params: Dict[str, Any] = field(default_factory=dict)  # trainer-specific knobs (model size, ...)
+
+
+@dataclass
+class DatasetSpec:
+    name: str = "synthetic"  # "synthetic" or a real on-disk dataset ("mnist", "cifar10", "ade20k", ...)
+    root: Optional[str] = None  # folder holding the dataset in its standard on-disk format
+    image_size: int = 32  # side of the (square) images fed to the model
+    channels: int = 3  # image channels
+    num_classes: int = 10  # label range
+    num_workers: int = 0  # DataLoader worker processes per rank
+
+
+@dataclass
+class StoreSpec:
+    url: str = MISSING  # SQLAlchemy URL of the results store, e.g. sqlite:///results/campaign.db
+    busy_timeout_s: float = 30.0  # how long a writer waits on a locked database before spooling
+
+
+@dataclass
+class ContainerSpec:
+    runtime: str = "none"  # "none", "singularity" or "apptainer"
+    image: Optional[str] = None  # path of the .sif image
+    binds: List[str] = field(default_factory=list)  # extra bind mounts, "src[:dst[:opts]]"
+    env: Dict[str, str] = field(default_factory=dict)  # extra environment variables set inside
+
+
+@dataclass
+class CampaignConfig:
+    platform: PlatformSpec = MISSING  # where the point runs
+    experiment: ExperimentSpec = MISSING  # how iterations and batch scale with gpus
+    trainer: TrainerSpec = MISSING  # what trains
+    dataset: DatasetSpec = MISSING  # what it trains on
+    store: StoreSpec = MISSING  # where timing rows go
+    container: ContainerSpec = MISSING  # what the job's Python runs in
+    gpus: int = 1  # GPUs (= DDP ranks) of the point, over all its nodes
+    nodes: int = 1  # nodes the point spans; gpus must divide evenly over them
+    repeats: int = 1  # run each point this many times (harvest reports median and spread)
+    seed: int = 0  # random seed of model init and data
+    name: Optional[str] = None  # campaign name shown by status (default: the campaign id)
+    dry_run: bool = False  # print what would be submitted and submit nothing
+    results_dir: str = "results"  # folder of the default store, job folders and logs
+
+
+def cpu_count() -> int:
+    """Cores this process may use (honours affinity masks and cgroups' cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def cpu_peak_tflops() -> float:
+    """A stated fp32 peak for this machine: cores x 2.5 GHz x 32 FLOP/cycle (AVX2, 2 FMA units).
+
+    Only an estimate; the local platform's ``peak_tflops.fp32`` overrides it.
+    """
+    return round(cpu_count() * 2.5e9 * 32 / 1e12, 4)
+
+
+_REGISTERED = False
+
+
+def register() -> None:
+    """Register the schemas and the ``${cpus:}`` resolver (idempotent)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="campaign_schema", node=CampaignConfig)
+    if not OmegaConf.has_resolver("cpus"):
+        OmegaConf.register_new_resolver("cpus", cpu_count)
+    if not OmegaConf.has_resolver("cpu_peak_tflops"):
+        OmegaConf.register_new_resolver("cpu_peak_tflops", cpu_peak_tflops)
+    _REGISTERED = True
