@@ -1,0 +1,137 @@
+"""Job-side datasets and loaders: what a trainer iterates over.
+
+``build_dataset`` turns the job's ``dataset`` config section into a torch Dataset whose
+items are ``(image, label)``: a float32 ``channels x image_size x image_size`` tensor,
+normalised, and an int class. ``build_loader`` shards it over the DDP ranks.
+
+Where the files are is decided by ``campaign.datasets`` (stdlib only, also run on the
+host before submission), so the host check and the job read the same folder. ADE20K is
+not here: MMSegmentation's pipeline loads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+NAMES = ("cifar10", "cifar100", "imagefolder", "mnist", "synthetic")
+DEFAULT_SYNTHETIC_LENGTH = 10_000  # samples of dataset=synthetic when dataset.length is unset
+
+
+def share_indices(n: int, fraction: float, seed: int) -> List[int]:
+    """A deterministic, sorted share of ``range(n)``: ``round(n * fraction)`` indices (at least 1).
+
+    The share is a prefix of one seeded permutation, so shares of one seed are nested
+    (the 10 % share lies inside the 20 % share): weak scaling by dataset share grows
+    the data a point sees without swapping it for other samples.
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction={fraction} is outside (0, 1]")
+    if fraction == 1.0:
+        return list(range(n))
+    k = max(1, int(round(n * fraction)))
+    # numpy's legacy RandomState is guaranteed stable across versions: same seed, same share.
+    order = np.random.RandomState(seed).permutation(n)[:k]
+    return sorted(int(i) for i in order)
+
+
+def to_model_input(image: torch.Tensor, mean: Sequence[float], std: Sequence[float],
+                   image_size: int, channels: int) -> torch.Tensor:
+    """uint8 ``C x H x W`` -> normalised float32 ``channels x image_size x image_size``.
+
+    A grey image is repeated to 3 channels (ImageNet backbones); resizing is bilinear,
+    antialiased when it shrinks.
+    """
+    x = image.to(torch.float32).div_(255.0)
+    mean_t = torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1)
+    std_t = torch.tensor(std, dtype=torch.float32).view(-1, 1, 1)
+    x = (x - mean_t) / std_t
+    height, width = x.shape[-2:]
+    if (height, width) != (image_size, image_size):
+        shrink = image_size < min(height, width)
+        x = F.interpolate(x[None], size=(image_size, image_size), mode="bilinear",
+                          align_corners=False, antialias=shrink)[0]
+    if x.shape[0] != channels:
+        if x.shape[0] != 1:
+            raise ValueError(f"cannot turn a {x.shape[0]}-channel image into {channels} channels")
+        x = x.expand(channels, -1, -1).contiguous()
+    return x
+
+
+def _get(spec: Any, key: str, default: Any = None) -> Any:
+    value = spec.get(key, default) if isinstance(spec, Mapping) else getattr(spec, key, default)
+    return default if value is None else value
+
+
+def build_dataset(spec: Mapping, *, train: bool, image_size: int, channels: int, seed: int = 0) -> Dataset:
+    """The torch Dataset of the job's ``dataset`` section (DatasetSpec keys as a plain dict).
+
+    ``image_size`` and ``channels`` are the model's input; ``dataset.fraction`` (0, 1]
+    keeps a share of the training set chosen by ``seed`` (use the campaign seed: every
+    rank must pick the same share); ``dataset.length`` sizes dataset=synthetic.
+    """
+    name = _get(spec, "name", "synthetic")
+    fraction = float(_get(spec, "fraction", 1.0)) if train else 1.0
+    root = _get(spec, "root")
+    if name == "synthetic":
+        from trainers.data.synthetic import SyntheticImages
+
+        length = int(_get(spec, "length", DEFAULT_SYNTHETIC_LENGTH))
+        return SyntheticImages(channels=channels, image_size=image_size,
+                               num_classes=int(_get(spec, "num_classes", 10)),
+                               length=max(1, int(round(length * fraction))), seed=seed, train=train)
+    if name == "mnist":
+        from trainers.data.mnist import MNIST
+
+        return MNIST(root, train=train, image_size=image_size, channels=channels, fraction=fraction, seed=seed)
+    if name in ("cifar10", "cifar100"):
+        from trainers.data.cifar import CIFAR
+
+        return CIFAR(root, variant=name, train=train, image_size=image_size, channels=channels,
+                     fraction=fraction, seed=seed)
+    if name == "imagefolder":
+        from trainers.data.imagefolder import ImageFolder
+
+        return ImageFolder(root, train=train, image_size=image_size, channels=channels,
+                           fraction=fraction, seed=seed)
+    if name == "ade20k":
+        raise ValueError("dataset=ade20k is read by MMSegmentation's pipeline (the mmseg trainer), "
+                         "not by trainers.data")
+    raise ValueError(f"unknown dataset {name!r}; available: {', '.join(NAMES)}")
+
+
+def build_loader(dataset: Dataset, *, batch_size: int, rank: int, world_size: int, seed: int,
+                 num_workers: int, drop_last: bool = True, pin_memory: Optional[bool] = None) -> DataLoader:
+    """A DataLoader of this rank's shard, reshuffled per epoch by ``loader.sampler.set_epoch``.
+
+    Every world size gets a DistributedSampler (one replica when ``world_size`` is 1), so
+    the shuffle depends only on ``seed`` and the epoch, and ``set_epoch`` always exists.
+    Worker processes persist across epochs; memory is pinned by default on CUDA hosts.
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"rank={rank} is outside a world of {world_size}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} must be at least 1")
+    per_rank = len(dataset) // world_size if drop_last else -(-len(dataset) // world_size)
+    if drop_last and per_rank < batch_size:
+        raise ValueError(f"dataset of {len(dataset)} samples gives no full batch of {batch_size} on each "
+                         f"of {world_size} ranks; lower the batch or raise dataset.length/dataset.fraction")
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
+                                 seed=seed, drop_last=drop_last)
+    generator = torch.Generator()
+    generator.manual_seed(seed * 1_000 + rank)  # seeds the workers' RNGs, distinct per rank
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=num_workers,
+        drop_last=drop_last,
+        pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
+        persistent_workers=num_workers > 0,
+        generator=generator,
+    )
