@@ -79,6 +79,8 @@ class DatasetSpec:
     channels: int = 3  # image channels
     num_classes: int = 10  # label range
     num_workers: int = 0  # DataLoader worker processes per rank
+    fraction: Optional[float] = None  # share of the training set to use (weak scaling by dataset share)
+    length: Optional[int] = None  # samples of the synthetic dataset (default 10,000)
 
 
 @dataclass
@@ -140,6 +142,14 @@ def register() -> None:
 
     cs = ConfigStore.instance()
     cs.store(name="campaign_schema", node=CampaignConfig)
+    # Hydra finds plugins by scanning the hydra_plugins namespace package, which an
+    # editable install's import hook hides from pkgutil; register ours explicitly
+    # (importing the module also stores its hydra/launcher=campaign config).
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.campaign_launcher.campaign_launcher import CampaignLauncher
+
+    Plugins.instance().register(CampaignLauncher)
     if not OmegaConf.has_resolver("cpus"):
         OmegaConf.register_new_resolver("cpus", cpu_count)
     if not OmegaConf.has_resolver("cpu_peak_tflops"):

@@ -1,0 +1,145 @@
+"""The local executor: submitit's LocalExecutor, one controller process per point
+that starts N rank processes on this machine and outlives the launcher."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+from campaign.backends.base import Backend, Observed, Submitted
+from campaign.errors import one_line
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now (for the job's torch.distributed rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def detached_stdio(log_path: Path) -> Iterator[None]:
+    """Children started inside get /dev/null as stdin and ``log_path`` as stdout/stderr.
+
+    submitit's local controller inherits the launcher's standard streams; a pipe
+    reading the launcher (``launch | tee``, a test's ``capture_output``) would then
+    wait for the jobs to end instead of the launcher.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(fd) for fd in (0, 1, 2)]
+    try:
+        with open(os.devnull, "rb") as null, open(log_path, "ab") as log:
+            os.dup2(null.fileno(), 0)
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        for fd, copy in zip((0, 1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+def _controller_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            cmd = fh.read().replace(b"\0", b" ")
+    except OSError:
+        return False
+    if b"submitit.local._local" not in cmd:
+        return False  # the pid was reused by something else
+    try:  # a zombie (finished, not yet reaped) counts as ended
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().split(b")")[-1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+def read_result(folder: Path, job_id: str) -> Optional[tuple[str, Any]]:
+    """submitit's result pickle of task 0: ("success", value) or ("error", traceback)."""
+    path = Path(folder) / f"{job_id}_0_result.pkl"
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+    except Exception as exc:  # a half-written or foreign pickle
+        return ("error", f"unreadable result {path}: {exc}")
+
+
+def failure_reason(traceback_text: str) -> str:
+    """The last line of a traceback: the exception and its message."""
+    lines = [ln for ln in str(traceback_text).strip().splitlines() if ln.strip()]
+    return one_line(lines[-1]) if lines else "failed"
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def submit(self, items: Sequence[tuple[Any, dict]], folder: Path, python: Optional[str]) -> list[Submitted]:
+        import submitit
+
+        from campaign.launch.entry import JobEntry
+
+        out = []
+        for plan, spec in items:
+            ex = submitit.LocalExecutor(folder=folder, python=python)
+            ex.update_parameters(
+                tasks_per_node=plan.resources["tasks_per_node"],
+                timeout_min=plan.resources["timeout_min"],
+                gpus_per_node=0,
+                stderr_to_stdout=False,
+            )
+            spec = dict(spec, master_port=free_port())
+            try:
+                with detached_stdio(Path(folder) / "controllers.log"):
+                    job = ex.submit(JobEntry(spec))
+            except Exception as exc:  # e.g. the folder is not writable
+                out.append(Submitted(spec["point_id"], None, error=one_line(exc)))
+                continue
+            out.append(
+                Submitted(
+                    spec["point_id"],
+                    str(job.job_id),
+                    job_folder=str(folder),
+                    log_path=str(job.paths.stderr),
+                    job=job,
+                )
+            )
+        return out
+
+    def observe(self, points: Sequence[dict]) -> dict[int, Observed]:
+        seen: dict[int, Observed] = {}
+        for p in points:
+            if not p.get("job_id") or not p.get("job_folder"):
+                continue
+            pid = int(p["job_id"])
+            if _controller_alive(pid):
+                seen[p["id"]] = Observed("running" if p["state"] == "running" else "pending")
+                continue
+            res = read_result(Path(p["job_folder"]), p["job_id"])
+            if res is None:
+                seen[p["id"]] = Observed("failed", "job process ended without a result (killed?); see its log")
+            elif res[0] == "success":
+                seen[p["id"]] = Observed("completed")
+            else:
+                seen[p["id"]] = Observed("failed", failure_reason(res[1]))
+        return seen
+
+    def cancel(self, points: Sequence[dict]) -> list[int]:
+        done = []
+        for p in points:
+            if not p.get("job_id"):
+                continue
+            pid = int(p["job_id"])
+            if _controller_alive(pid):
+                # SIGINT: the controller stops its tasks (submitit tasks ignore SIGTERM).
+                os.kill(pid, signal.SIGINT)
+            done.append(p["id"])
+        return done

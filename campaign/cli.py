@@ -1,0 +1,111 @@
+"""The ``campaign`` command: a thin layer over the library.
+
+Each subcommand parses its arguments, calls one function, and maps
+``CampaignError`` to ``error: <one line>`` on stderr with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn, Optional, Sequence
+
+from campaign.errors import EXIT_USAGE, CampaignError
+
+EPILOG_MAIN = """examples:
+  python -m campaign.launch -m platform=local gpus=1,2      # launch a campaign (Hydra sweep)
+  campaign status --wait                                    # follow the latest campaign
+  campaign harvest --to csv --out results/scaling.csv       # speedup and efficiency
+"""
+
+
+def fail(exc: BaseException) -> NoReturn:
+    """Print ``error: <message>`` and exit 2 (bad input or a refused action)."""
+    print(f"error: {exc}", file=sys.stderr)
+    sys.exit(EXIT_USAGE)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse's own usage errors: one line, exit 2
+        print(f"error: {message}; see {self.prog} --help", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def _store_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL", default=None,
+                   help="results store (SQLAlchemy URL); default $CAMPAIGN_STORE or sqlite:///results/campaign.db")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from campaign import __version__
+
+    top = _Parser(prog="campaign", description="Scaling studies of deep-learning training on HPC clusters.",
+                  epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
+    top.add_argument("--version", action="version", version=f"campaign {__version__}")
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    st = sub.add_parser("status", help="what ran, what pends, what failed and why",
+                        description="One row per point of a campaign (the latest by default).",
+                        epilog="examples:\n  campaign status\n  campaign status 20261121-1057 --wait\n  campaign status --json | jq .counts",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    st.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
+    _store_arg(st)
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+    st.add_argument("--wait", action="store_true", help="block until every point is final; exit 1 if any did not complete")
+    st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --wait (default 2)")
+    st.add_argument("--timeout", type=float, default=None, help="give up waiting after this many seconds")
+
+    hv = sub.add_parser("harvest", help="speedup, parallel efficiency, throughput tables and exports",
+                        description="Derive T1/TN speedup and speedup/N efficiency from completed points.",
+                        epilog="examples:\n  campaign harvest\n  campaign harvest --to csv --out results/scaling.csv\n"
+                               "  campaign harvest 20261121-1057 --to markdown --platform v100 --platform a100",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    hv.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
+    _store_arg(hv)
+    hv.add_argument("--to", dest="fmt", default="table", help="table (default), csv, json, markdown or parquet")
+    hv.add_argument("--out", default=None, help="write to this file instead of standard output")
+    for key in ("platform", "trainer", "experiment"):
+        hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
+    hv.add_argument("--gpus", action="append", type=int, help="only these GPU counts (repeatable)")
+
+    cc = sub.add_parser("cancel", help="cancel a campaign's unfinished points",
+                        description="Cancel the jobs of unfinished points (scancel on SLURM, SIGINT locally).",
+                        epilog="examples:\n  campaign cancel\n  campaign cancel 20261121-1057 --point 3 --point 4",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cc.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
+    _store_arg(cc)
+    cc.add_argument("--point", action="append", type=int, help="only these point numbers (#, repeatable)")
+    return top
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    from campaign.store import default_store_url
+
+    store_url = args.store or default_store_url()
+    try:
+        if args.command == "status":
+            from campaign.status import show_status
+
+            return show_status(args.campaign, store_url=store_url, as_json=args.json, wait=args.wait,
+                               interval=args.interval, timeout=args.timeout)
+        if args.command == "harvest":
+            from campaign.harvest.run import harvest
+
+            where = {k: v for k in ("platform", "trainer", "experiment", "gpus") if (v := getattr(args, k))}
+            return harvest(args.campaign, store_url=store_url, fmt=args.fmt, out=args.out, where=where)
+        if args.command == "cancel":
+            from campaign.cancel import cancel
+
+            return cancel(args.campaign, store_url=store_url, points=args.point)
+    except CampaignError as exc:
+        fail(exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

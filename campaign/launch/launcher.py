@@ -1,0 +1,123 @@
+"""The campaign launcher: a Hydra sweep becomes a campaign of jobs.
+
+Unlike Hydra's submitit launcher it gives every point its own resources, refuses
+the whole sweep before anything is submitted if any point is invalid, and returns
+without waiting for the jobs.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig, OmegaConf
+
+from campaign.errors import CampaignError, ConfigError, one_line
+from campaign.launch.plan import PointPlan, plan_point
+from campaign.launch.report import print_dry_run, print_submitted
+
+
+def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[PointPlan]:
+    """Compose, resolve and validate every point (and its repeats); raise on the first bad one."""
+    from hydra.errors import HydraException
+
+    loader = launcher.hydra_context.config_loader
+    points: list[PointPlan] = []
+    idx = 0
+    for n, overrides in enumerate(job_overrides):
+        overrides = list(overrides)
+        try:
+            cfg = loader.load_sweep_config(launcher.config, overrides)
+        except (HydraException, ValueError) as exc:
+            raise ConfigError(f"point {' '.join(overrides)}: {one_line(exc)}") from exc
+        repeats = cfg.get("repeats", 1)
+        if not isinstance(repeats, int) or repeats < 1:
+            raise ConfigError(f"repeats must be a positive integer, got {repeats!r}")
+        for r in range(repeats):
+            try:
+                points.append(plan_point(cfg, initial_job_idx + idx, overrides, repeat=r))
+            except ConfigError as exc:
+                raise ConfigError(f"point {' '.join(overrides) or '(defaults)'}: {exc}") from exc
+            idx += 1
+    return points
+
+
+def preflight(points: Sequence[PointPlan]) -> None:
+    """Launch-time checks that need the file system: datasets, container images."""
+    seen: set = set()
+    for p in points:
+        for kind, section in (("dataset", p.config["dataset"]), ("container", p.config["container"])):
+            key = (kind, repr(sorted(section.items(), key=str)))
+            if key in seen:
+                continue
+            seen.add(key)
+            check = _checker(kind)
+            if check is not None:
+                check(OmegaConf.create(section))
+
+
+def _checker(kind: str):
+    try:
+        if kind == "dataset":
+            from campaign.datasets import check_dataset
+
+            return check_dataset
+        from campaign.container import check_container
+
+        return check_container
+    except ImportError:
+        return None
+
+
+def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
+    """Body of CampaignLauncher.launch; CampaignErrors end the process with exit 2."""
+    from campaign.cli import fail
+
+    base: DictConfig = launcher.config
+    try:
+        points = compose_points(launcher, job_overrides, initial_job_idx)
+        preflight(points)
+        if base.get("dry_run"):
+            print_dry_run(points)
+            campaign_id = None
+        else:
+            from campaign.launch.submit import register_and_submit
+
+            campaign_id, submitted = register_and_submit(
+                points,
+                store_url=str(base.store.url),
+                results_dir=str(base.results_dir),
+                name=base.get("name"),
+                overrides=[a for a in sys.argv[1:] if a not in ("-m", "--multirun")],
+                python=_container_python(points),
+            )
+            print_submitted(campaign_id, points, submitted, base)
+    except CampaignError as exc:
+        fail(exc)
+    returns = []
+    for p in points:
+        ret = JobReturn(overrides=p.overrides, status=JobStatus.COMPLETED)
+        ret.return_value = campaign_id
+        returns.append(ret)
+    return returns
+
+
+def _container_python(points: Sequence[PointPlan]):
+    """The job interpreter for a containerised campaign (None: the host's Python)."""
+    runtimes = {p.config["container"]["runtime"] for p in points}
+    if runtimes == {"none"}:
+        return None
+    if len({repr(p.config["container"]) for p in points}) > 1:
+        raise ConfigError("one campaign runs in one container; do not sweep container settings")
+    from campaign.container import container_python, job_binds
+
+    p = points[0]
+    binds = job_binds(
+        data_dirs=[d for d in [p.config["dataset"].get("root")] if d],
+        results_dir=p.config["results_dir"],
+        code_dir=None,
+        extra=list(p.config["container"].get("binds") or []),
+    )
+    gpu = p.config["platform"]["device"] == "cuda"
+    return container_python(OmegaConf.create(p.config["container"]), binds=binds, gpu=gpu)

@@ -1,0 +1,180 @@
+"""From a composed sweep point to a validated plan: schedule, resources, job spec.
+
+Pure functions of the resolved config; every refusal is a ``ConfigError`` with
+the reason and the fix (``v100 has 4 GPUs per node; 8 needs nodes=2``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from campaign.config import cpu_count
+from campaign.errors import ConfigError
+
+KNOWN_TRAINERS = ("frozen_backbone", "swinv2_upernet", "synthetic", "vit")
+SCALINGS = ("fixed", "strong", "weak")
+
+
+@dataclass
+class PointPlan:
+    idx: int  # position in the sweep
+    overrides: list[str]  # the overrides that made this point
+    config: dict[str, Any]  # fully resolved config
+    repeat: int = 0
+    batch_per_gpu: int = 0
+    iterations: int = 0
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def platform(self) -> str:
+        return self.config["platform"]["name"]
+
+    @property
+    def gpus(self) -> int:
+        return int(self.config["gpus"])
+
+    @property
+    def nodes(self) -> int:
+        return int(self.config["nodes"])
+
+    @property
+    def executor(self) -> str:
+        return self.config["platform"]["executor"]
+
+    def label(self) -> str:
+        c = self.config
+        rep = f" repeat={self.repeat}" if c.get("repeats", 1) > 1 else ""
+        return f"platform={self.platform} gpus={self.gpus} trainer={c['trainer']['name']} experiment={c['experiment']['name']}{rep}"
+
+    def store_row(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "idx": self.idx,
+            "platform": self.platform,
+            "trainer": c["trainer"]["name"],
+            "experiment": c["experiment"]["name"],
+            "dataset": c["dataset"]["name"],
+            "gpus": self.gpus,
+            "nodes": self.nodes,
+            "repeat": self.repeat,
+            "batch_per_gpu": self.batch_per_gpu,
+            "iterations": self.iterations,
+            "overrides": list(self.overrides),
+            "config": c,
+            "executor": self.executor,
+            "state": "registered",
+        }
+
+
+def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
+    """(images per GPU, timed iterations) of an experiment on ``gpus`` GPUs."""
+    scaling = exp["scaling"]
+    if scaling not in SCALINGS:
+        raise ConfigError(f"unknown experiment.scaling '{scaling}'; available: {', '.join(SCALINGS)}")
+    if scaling == "strong":
+        gb = exp.get("global_batch")
+        if not gb or gb <= 0:
+            raise ConfigError("experiment.global_batch must be a positive integer for strong scaling")
+        if gb % gpus:
+            raise ConfigError(f"experiment.global_batch={gb} does not split over {gpus} GPUs; use a multiple of {gpus}")
+        batch = gb // gpus
+    else:
+        batch = exp.get("images_per_gpu")
+        if not batch or batch <= 0:
+            raise ConfigError(f"experiment.images_per_gpu must be a positive integer, got {batch}")
+    if exp.get("iterations") is not None:
+        iters = int(exp["iterations"])
+    elif scaling == "weak":
+        # The reference study's weak scaling: base_iterations / N (160K/N).
+        iters = int(exp["base_iterations"]) // gpus
+    else:
+        iters = int(exp["base_iterations"])
+    if iters <= 0:
+        raise ConfigError(
+            f"{gpus} GPUs leave {iters} iterations (experiment.base_iterations={exp['base_iterations']}); "
+            f"raise experiment.base_iterations to at least {gpus}"
+        )
+    if exp.get("warmup_iterations", 0) < 0 or exp.get("profile_iterations", 0) < 0:
+        raise ConfigError("experiment.warmup_iterations and experiment.profile_iterations must be >= 0")
+    return int(batch), iters
+
+
+def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
+    """Refuse a point the platform cannot hold, saying why and what would."""
+    name = platform["name"]
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus <= 0:
+        raise ConfigError(f"gpus must be a positive integer, got {gpus!r}")
+    if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes <= 0:
+        raise ConfigError(f"nodes must be a positive integer, got {nodes!r}")
+    per_node = int(platform["gpus_per_node"])
+    what = "ranks (CPU cores here)" if platform["executor"] == "local" else "GPUs"
+    if gpus % nodes:
+        raise ConfigError(f"gpus={gpus} does not divide over nodes={nodes}; use a multiple of {nodes}")
+    if nodes > int(platform.get("max_nodes", 1)):
+        raise ConfigError(f"{name} allows at most {platform.get('max_nodes', 1)} node(s) per job, got nodes={nodes}")
+    if gpus // nodes > per_node:
+        need = math.ceil(gpus / per_node)
+        if platform["executor"] == "local" or need > int(platform.get("max_nodes", 1)):
+            raise ConfigError(f"{name} has {per_node} {what} per node; gpus={gpus} does not fit")
+        raise ConfigError(f"{name} has {per_node} {what} per node; {gpus} needs nodes={need}")
+
+
+def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0) -> PointPlan:
+    """Resolve, validate and schedule one sweep point."""
+    if isinstance(cfg, DictConfig):
+        cfg = cfg.copy()
+        with open_dict(cfg):
+            cfg.pop("hydra", None)  # Hydra's own node: not the point's config
+        try:
+            c = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        except Exception as exc:  # omegaconf's errors carry the key path
+            raise ConfigError(f"config: {str(exc).splitlines()[0]}") from exc
+    else:
+        c = cfg
+    c.pop("hydra", None)
+    plat = c["platform"]
+    check_resources(plat, c["gpus"], c["nodes"])
+    if c["trainer"]["name"] not in KNOWN_TRAINERS:
+        raise ConfigError(f"unknown trainer '{c['trainer']['name']}'; available: {', '.join(KNOWN_TRAINERS)}")
+    if plat["executor"] not in ("local", "slurm"):
+        raise ConfigError(f"platform.executor must be local or slurm, got '{plat['executor']}'")
+    if c.get("repeats", 1) < 1:
+        raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
+    batch, iters = schedule(c["experiment"], c["gpus"])
+    per_node = c["gpus"] // c["nodes"]
+    if plat["executor"] == "local":
+        cpus_per_task = max(1, cpu_count() // per_node)
+    else:
+        cpus_per_task = plat.get("cpus_per_task") or max(1, int(plat.get("cpus_per_node") or per_node) // int(plat["gpus_per_node"]))
+    resources = {
+        "nodes": c["nodes"],
+        "tasks_per_node": per_node,  # one rank per GPU
+        "gpus_per_node": per_node if plat["executor"] == "slurm" else 0,
+        "cpus_per_task": cpus_per_task,
+        "timeout_min": int(plat.get("time_limit_min") or 60),
+        "partition": plat.get("partition"),
+        "constraint": plat.get("constraint"),
+        "account": plat.get("account"),
+        "qos": plat.get("qos"),
+        "mem_gb": None if not plat.get("mem_per_gpu_gb") else float(plat["mem_per_gpu_gb"]) * per_node,
+        "extra_sbatch": list(plat.get("extra_sbatch") or []),
+    }
+    return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
+                     batch_per_gpu=batch, iterations=iters, resources=resources)
+
+
+def job_plan(p: PointPlan) -> dict[str, Any]:
+    """What the job needs to know about its schedule (``spec['plan']``)."""
+    exp = p.config["experiment"]
+    return {
+        "batch_per_gpu": p.batch_per_gpu,
+        "iterations": p.iterations,
+        "warmup": int(exp.get("warmup_iterations", 0)),
+        "profile_iterations": int(exp.get("profile_iterations", 0)),
+        "grad_accum": int(exp.get("grad_accum", 1)),
+        "seed": int(p.config.get("seed", 0)) + p.repeat,
+    }

@@ -1,0 +1,129 @@
+"""``campaign status``: what ran, what pends, what failed and why.
+
+The store holds what the jobs reported; the executors are asked (one bulk query
+per executor) about points that are not final yet, and the store is updated with
+what they say (a job killed from outside never reports itself).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from typing import Any, Optional
+
+from tabulate import tabulate
+
+from campaign.backends import get_backend
+from campaign.errors import SchedulerError
+from campaign.store import Store, open_store
+from campaign_sql.schema import ACTIVE_STATES
+
+FAILED_STATES = ("failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline", "rejected", "lost")
+
+
+def reconcile(store: Store, campaign_id: str) -> tuple[list[dict], list[str]]:
+    """The campaign's points after asking the executors about the unfinished ones.
+
+    Returns the points and warnings (e.g. a scheduler query that failed: the
+    store's view is shown instead, never an error).
+    """
+    points = store.points(campaign_id)
+    warnings: list[str] = []
+    active = [p for p in points if p["state"] in ACTIVE_STATES and p.get("job_id")]
+    by_exec: dict[str, list[dict]] = {}
+    for p in active:
+        by_exec.setdefault(p["executor"], []).append(p)
+    changed = False
+    for executor, pts in by_exec.items():
+        try:
+            seen = get_backend(executor).observe(pts)
+        except SchedulerError as exc:
+            warnings.append(f"{executor}: {exc} (showing the store's last known states)")
+            continue
+        for p in pts:
+            obs = seen.get(p["id"])
+            if obs is None or obs.state == p["state"]:
+                continue
+            if obs.state in ("pending", "running", "requeued") and p["state"] == "running" and obs.state != "requeued":
+                continue  # the job itself said it runs
+            extra = {k: v for k, v in (("started_at", obs.started_at), ("ended_at", obs.ended_at)) if v}
+            store.set_state(p["id"], obs.state, obs.reason, **extra)
+            changed = True
+    return (store.points(campaign_id) if changed else points), warnings
+
+
+def _elapsed(p: dict, now: float) -> Optional[float]:
+    start = p.get("started_at")
+    if not start:
+        return None
+    return (p.get("ended_at") or now) - start if p["state"] not in ACTIVE_STATES else now - start
+
+
+def _fmt_s(s: Optional[float]) -> str:
+    if s is None:
+        return "-"
+    s = int(round(s))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def point_view(p: dict, now: float) -> dict[str, Any]:
+    reason = p.get("reason")
+    if p["state"] in FAILED_STATES and p.get("log_path"):
+        reason = f"{reason or p['state']} (log: {p['log_path']})"
+    return {
+        "idx": p["idx"], "platform": p["platform"], "gpus": p["gpus"], "trainer": p["trainer"],
+        "experiment": p["experiment"], "repeat": p["repeat"], "state": p["state"], "job_id": p.get("job_id"),
+        "elapsed_s": _elapsed(p, now), "reason": reason, "log_path": p.get("log_path"),
+    }
+
+
+def summary_line(views: list[dict]) -> str:
+    counts = Counter(v["state"] for v in views)
+    order = ["completed", "running", "pending", "registered", *FAILED_STATES, "requeued"]
+    parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
+    return f"{len(views)} point(s): " + ", ".join(parts)
+
+
+def render(campaign: dict, views: list[dict]) -> str:
+    rows = [[v["idx"], v["platform"], v["gpus"], v["trainer"], v["experiment"], v["state"], v["job_id"] or "-",
+             _fmt_s(v["elapsed_s"]), v["reason"] or ""] for v in views]
+    head = f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else "")
+    table = tabulate(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "state", "job", "elapsed", "reason"],
+                     tablefmt="simple")
+    return f"{head}\n{table}\n{summary_line(views)}"
+
+
+def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wait: bool = False,
+                interval: float = 2.0, timeout: Optional[float] = None) -> int:
+    """Print the campaign's status; with ``wait`` block until every point is final.
+
+    Exit status: 0, or 1 when waiting ended with a point that did not complete.
+    """
+    with open_store(store_url) as store:
+        campaign = store.resolve_campaign(ref)
+        start = time.time()
+        tty = sys.stderr.isatty()
+        while True:
+            points, warnings = reconcile(store, campaign["id"])
+            now = time.time()
+            views = [point_view(p, now) for p in points]
+            pending = [v for v in views if v["state"] in ACTIVE_STATES]
+            if not wait or not pending or (timeout is not None and now - start > timeout):
+                break
+            line = f"waiting for {len(pending)} of {len(views)} point(s) [{_fmt_s(now - start)}] {summary_line(views)}"
+            print(("\r" + line + "\033[K") if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+            time.sleep(interval)
+        if wait and tty:
+            print(file=sys.stderr)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if as_json:
+        counts = Counter(v["state"] for v in views)
+        print(json.dumps({"campaign": campaign, "points": views, "counts": dict(counts)}, indent=2, default=str))
+    else:
+        print(render(campaign, views))
+    if wait and any(v["state"] != "completed" for v in views):
+        return 1
+    return 0

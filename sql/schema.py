@@ -1,0 +1,171 @@
+"""Tables of the results store, schema version ``SCHEMA_VERSION``.
+
+campaign 1--n point 1--n attempt 1--n rank_timing / iteration / profile / breakdown
+A point is one sweep point (platform x gpus x ... x repeat) and one scheduler job;
+an attempt is one run of that job (a requeued job has several).
+"""
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+meta = Table(
+    "meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+campaign = Table(
+    "campaign",
+    metadata,
+    Column("id", String(64), primary_key=True),  # e.g. 20261121-105700-3f2a
+    Column("name", String(255)),
+    Column("created_at", Float, nullable=False),  # unix time
+    Column("command", Text),  # the launch command line
+    Column("overrides", JSON),  # the sweep's overrides as given
+    Column("results_dir", Text),
+    Column("host", String(255)),
+    Column("user", String(255)),
+)
+
+point = Table(
+    "point",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("campaign_id", String(64), ForeignKey("campaign.id", ondelete="CASCADE"), nullable=False),
+    Column("idx", Integer, nullable=False),  # position in the sweep
+    Column("platform", String(64), nullable=False),
+    Column("trainer", String(64), nullable=False),
+    Column("experiment", String(64), nullable=False),
+    Column("dataset", String(64), nullable=False),
+    Column("gpus", Integer, nullable=False),
+    Column("nodes", Integer, nullable=False),
+    Column("repeat", Integer, nullable=False, default=0),
+    Column("batch_per_gpu", Integer),
+    Column("iterations", Integer),
+    Column("overrides", JSON),  # this point's overrides
+    Column("config", JSON),  # the fully resolved config
+    Column("executor", String(16), nullable=False),  # local | slurm
+    Column("job_id", String(64)),
+    Column("job_folder", Text),
+    Column("log_path", Text),
+    Column("state", String(16), nullable=False),  # registered pending running completed failed cancelled timeout ...
+    Column("reason", Text),  # why a point failed / is pending
+    Column("submitted_at", Float),
+    Column("started_at", Float),
+    Column("ended_at", Float),
+    UniqueConstraint("campaign_id", "idx", name="uq_point_campaign_idx"),
+)
+Index("ix_point_campaign_state", point.c.campaign_id, point.c.state)
+Index("ix_point_job", point.c.job_id)
+
+attempt = Table(
+    "attempt",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("point_id", Integer, ForeignKey("point.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt_no", Integer, nullable=False),  # 0, then 1.. after requeues
+    Column("job_id", String(64)),
+    Column("state", String(16), nullable=False),  # running completed failed
+    Column("reason", Text),
+    Column("world_size", Integer),
+    Column("started_at", Float),
+    Column("ended_at", Float),
+    Column("provenance", JSON),  # host(s), torch/cuda versions, devices, image, ...
+    UniqueConstraint("point_id", "attempt_no", name="uq_attempt_point_no"),
+)
+Index("ix_attempt_point", attempt.c.point_id)
+
+# One row per rank and attempt: the timed window's summary.
+rank_timing = Table(
+    "rank_timing",
+    metadata,
+    Column("attempt_id", Integer, ForeignKey("attempt.id", ondelete="CASCADE"), primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("host", String(255)),
+    Column("device", String(255)),
+    Column("warmup_iterations", Integer),
+    Column("warmup_s", Float),  # time of the warm-up iterations, reported apart
+    Column("iterations", Integer),  # timed iterations
+    Column("wall_s", Float),  # start of the first timed iteration to the end of the last
+    Column("iter_mean_s", Float),
+    Column("iter_median_s", Float),
+    Column("iter_p95_s", Float),
+    Column("images", Integer),  # images this rank processed in the timed window
+    Column("images_per_s", Float),
+    Column("final_loss", Float),
+    Column("data_wait_s", Float),  # summed over the timed window
+    Column("compute_s", Float),
+    Column("comm_s", Float),
+    Column("peak_memory_bytes", Float),
+    Column("flops_per_iter", Float),
+    Column("trainable_params", Integer),
+    Column("extra", JSON),
+)
+
+# One row per rank and iteration (warm-up included, flagged).
+iteration = Table(
+    "iteration",
+    metadata,
+    Column("attempt_id", Integer, ForeignKey("attempt.id", ondelete="CASCADE"), primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("iter", Integer, primary_key=True),
+    Column("warmup", Boolean, nullable=False),
+    Column("iter_s", Float, nullable=False),
+    Column("loss", Float),
+    Column("data_s", Float),
+    Column("forward_s", Float),
+    Column("backward_s", Float),
+    Column("step_s", Float),
+    Column("comm_s", Float),
+)
+
+# Profiler window (after the timed window): CPU / device time and utilisation.
+profile = Table(
+    "profile",
+    metadata,
+    Column("attempt_id", Integer, ForeignKey("attempt.id", ondelete="CASCADE"), primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("iterations", Integer),
+    Column("total_s", Float),  # wall time of the profiled iterations
+    Column("cpu_s", Float),  # self CPU time of all operators
+    Column("device_s", Float),  # self device (GPU) time of all kernels
+    Column("cpu_util", Float),  # cpu_s / total_s
+    Column("gpu_util", Float),  # device_s / total_s (NULL on CPU)
+    Column("comm_s", Float),  # communication kernels / collectives
+    Column("exposed_comm_s", Float),  # communication not overlapped with compute
+    Column("top_ops", JSON),
+)
+
+# Named phases reported by an engine itself (e.g. DeepSpeed's wall_clock_breakdown).
+breakdown = Table(
+    "breakdown",
+    metadata,
+    Column("attempt_id", Integer, ForeignKey("attempt.id", ondelete="CASCADE"), primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("phase", String(64), primary_key=True),
+    Column("total_s", Float),
+    Column("mean_s", Float),
+    Column("median_s", Float),
+    Column("p95_s", Float),
+    Column("count", Integer),
+)
+
+FINAL_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline", "rejected", "lost")
+ACTIVE_STATES = ("registered", "pending", "running", "requeued")

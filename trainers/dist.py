@@ -1,0 +1,121 @@
+"""torch.distributed set-up from the job's environment (submitit, SLURM or torchrun)."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class DistContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    num_nodes: int
+    device: torch.device
+    backend: str  # "nccl" | "gloo" | "none" (one rank, no process group)
+    emulated: bool  # the platform asked for CUDA but none is visible: ran on CPU
+    host: str
+
+    @property
+    def distributed(self) -> bool:
+        return self.backend != "none"
+
+
+def _job_env() -> dict:
+    """Rank layout of this process: submitit's JobEnvironment, else torchrun's variables."""
+    if os.environ.get("SUBMITIT_EXECUTOR"):  # set by submitit in local and SLURM jobs
+        import submitit
+
+        env = submitit.JobEnvironment()
+        return {
+            "rank": env.global_rank,
+            "world_size": env.num_tasks,
+            "local_rank": env.local_rank,
+            "num_nodes": env.num_nodes,
+            "hostnames": list(env.hostnames),
+            "job_id": str(env.job_id),
+        }
+    return {
+        "rank": int(os.environ.get("RANK", 0)),
+        "world_size": int(os.environ.get("WORLD_SIZE", 1)),
+        "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
+        "num_nodes": int(os.environ.get("GROUP_WORLD_SIZE", os.environ.get("SLURM_NNODES", 1))),
+        "hostnames": [os.environ.get("MASTER_ADDR", "127.0.0.1")],
+        "job_id": os.environ.get("TORCHELASTIC_RUN_ID", "0"),
+    }
+
+
+def _master_port(job_id: str) -> int:
+    # Same rule as submitit's TorchDistributedEnvironment: every rank derives the
+    # same port from the job id, so no rendezvous is needed to agree on it.
+    import random
+
+    return random.Random(job_id).randint(20000, 60000)
+
+
+def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None = None) -> DistContext:
+    """Initialise the process group (if more than one rank) and pick this rank's device.
+
+    ``want_device`` is the platform's ("cuda" or "cpu"). Without a visible CUDA device
+    the rank runs on CPU with gloo and says so (``emulated``): the local test cluster
+    emulates GPUs.
+    """
+    env = _job_env()
+    world = env["world_size"]
+    local_world = max(1, world // max(1, env["num_nodes"]))
+    use_cuda = want_device == "cuda" and torch.cuda.is_available()
+    if use_cuda:
+        device = torch.device("cuda", env["local_rank"] % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    backend = "none"
+    if world > 1:
+        backend = "nccl" if use_cuda else "gloo"
+        if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+            one_node = env["num_nodes"] == 1
+            os.environ["MASTER_ADDR"] = "127.0.0.1" if one_node else env["hostnames"][0]
+            os.environ["MASTER_PORT"] = str(master_port or _master_port(env["job_id"]))
+        if env["num_nodes"] == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
+            os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+        from datetime import timedelta
+
+        dist.init_process_group(
+            backend=backend,
+            init_method="env://",
+            rank=env["rank"],
+            world_size=world,
+            timeout=timedelta(seconds=timeout_s),
+            **({"device_id": device} if use_cuda else {}),
+        )
+    return DistContext(
+        rank=env["rank"],
+        world_size=world,
+        local_rank=env["local_rank"],
+        local_world_size=local_world,
+        num_nodes=env["num_nodes"],
+        device=device,
+        backend=backend,
+        emulated=want_device == "cuda" and not use_cuda,
+        host=socket.gethostname(),
+    )
+
+
+def teardown(ctx: DistContext) -> None:
+    if ctx.distributed and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def broadcast_object(ctx: DistContext, obj, src: int = 0):
+    """``obj`` from rank ``src`` on every rank (identity with one rank)."""
+    if not ctx.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src, device=ctx.device if ctx.backend == "nccl" else None)
+    return box[0]
