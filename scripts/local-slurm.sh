@@ -1,0 +1,505 @@
+#!/usr/bin/env bash
+# local-slurm.sh - a real single-node Slurm cluster for campaign's tests, CI and laptops.
+#
+#   munged -> mariadbd (private datadir, 127.0.0.1:$LOCAL_SLURM_DB_PORT) -> slurmdbd
+#          -> slurmctld -> slurmd
+#
+# One node in partitions v100 (default), a100 and a100_nvlink, with 8 fake GPUs
+# (gres File= symlinks to /dev/null) and node features a100_40g,a100_80g, so the
+# project's platforms submit unchanged. Accounting is on: submitit learns that a job
+# was cancelled or timed out only through sacct.
+#
+# Usage: local-slurm.sh start | stop [--purge] | status | env | help
+# See scripts/LOCAL-SLURM.md for the knobs and the pitfalls this script works around.
+set -euo pipefail
+
+BASE=${LOCAL_SLURM_BASE:-${TMPDIR:-/tmp}/campaign-slurm}
+CPUS=${LOCAL_SLURM_CPUS:-16}
+GPUS=${LOCAL_SLURM_GPUS:-8}
+MEM_MB=${LOCAL_SLURM_MEM_MB:-16000}
+DB_PORT=${LOCAL_SLURM_DB_PORT:-13306}
+LINK_ETC=${LOCAL_SLURM_LINK_ETC:-1}
+CLUSTER=campaign
+FEATURES=a100_40g,a100_80g
+# Slurm's default ports; one cluster per machine.
+CTLD_PORT=6817 SLURMD_PORT=6818 DBD_PORT=6819
+
+ETC=$BASE/etc RUN=$BASE/run LOGS=$BASE/log
+export SLURM_CONF=$ETC/slurm.conf
+HOST=$(hostname -s)
+# microseconds since the epoch (EPOCHREALTIME is "s.us", "s,us" in some locales)
+now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
+T0=$(now_us)
+
+usage() {
+  cat <<EOF
+usage: $(basename "$0") start | stop [--purge] | status | env | help
+
+  start         install missing packages, start munged, mariadbd, slurmdbd, slurmctld
+                and slurmd (only those not running), wait until the node is idle and
+                sacct answers. Idempotent: a second start returns in about a second.
+  stop          cancel jobs left in the queue and stop the daemons by their pid files.
+  stop --purge  also delete $BASE (state, database, logs) and the /etc/slurm link.
+  status        show daemons, sinfo and sacct; exit 0 only when the cluster answers.
+  env           print export lines for clients:  eval "\$($(basename "$0") env)"
+
+example:
+  sudo bash scripts/local-slurm.sh start
+  sbatch -p a100 --gpus-per-node=2 --wrap 'echo \$CUDA_VISIBLE_DEVICES'
+
+knobs (environment): LOCAL_SLURM_BASE ($BASE), LOCAL_SLURM_CPUS ($CPUS),
+  LOCAL_SLURM_GPUS ($GPUS), LOCAL_SLURM_MEM_MB ($MEM_MB), LOCAL_SLURM_DB_PORT ($DB_PORT),
+  LOCAL_SLURM_LINK_ETC ($LINK_ETC: link /etc/slurm/slurm.conf to the generated config)
+EOF
+}
+
+# ------------------------------------------------------------------ helpers
+# elapsed START_US -> seconds with one decimal
+elapsed() {
+  local d=$(($(now_us) - $1))
+  printf '%d.%d' $((d / 1000000)) $((d / 100000 % 10))
+}
+log() { printf '[local-slurm +%5ss] %s\n' "$(elapsed "$T0")" "$*" >&2; }
+# die MESSAGE [LOGFILE]: say what failed, show the log's tail and where it is.
+die() {
+  log "error: $1"
+  if [[ -n ${2:-} && -f $2 ]]; then
+    tail -n 15 "$2" | sed 's/^/    | /' >&2
+    log "full log: $2"
+  fi
+  exit 1
+}
+# phase; ... ; done_phase MESSAGE  -> logs MESSAGE with the phase's duration
+phase() { PHASE_T=$(now_us); }
+done_phase() { log "$* ($(elapsed "$PHASE_T")s)"; }
+
+# running PIDFILE COMM: the pid in PIDFILE is a live process named COMM
+# (the name check guards against a stale pid file whose pid was reused).
+running() {
+  local pid
+  [[ -s $1 ]] || return 1
+  pid=$(<"$1")
+  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/comm && $(<"/proc/$pid/comm") == "$2" ]]
+}
+tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# wait_for SECONDS WHAT LOGFILE CMD...: poll CMD every 0.2 s
+wait_for() {
+  local limit=$1 what=$2 logfile=$3 end
+  shift 3
+  end=$((SECONDS + limit))
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < end)) || die "timed out after ${limit}s waiting for $what" "$logfile"
+    sleep 0.2
+  done
+}
+# port_free PORT OWNER_PIDFILE OWNER_COMM: refuse a port held by someone else
+port_free() {
+  if tcp_open "$1" && ! running "$2" "$3"; then
+    die "127.0.0.1:$1 is already in use by another process (see: ss -ltnp 'sport = :$1'); stop it or another cluster first"
+  fi
+}
+# stop_pid NAME PIDFILE COMM: SIGTERM, wait up to 15 s, then SIGKILL
+stop_pid() {
+  local name=$1 file=$2 comm=$3 pid
+  if running "$file" "$comm"; then
+    pid=$(<"$file")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -9 "$pid" 2>/dev/null || true
+      log "killed -9 $name (pid $pid)"
+    else
+      log "stopped $name (pid $pid)"
+    fi
+  fi
+  rm -f "$file"
+}
+
+# ------------------------------------------------------------------ start phases
+install_packages() {
+  local pkgs=(munge slurmctld slurmd slurm-client slurmdbd mariadb-server) missing=() p
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  phase
+  log "installing ${missing[*]}"
+  local apt_log=$LOGS/apt.log
+  export DEBIAN_FRONTEND=noninteractive
+  # The package lists are usually fresh enough; update only when the install fails.
+  if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >"$apt_log" 2>&1; then
+    log "install failed; running apt-get update and retrying"
+    { apt-get update -q && apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
+      >>"$apt_log" 2>&1 || die "apt-get install ${missing[*]} failed" "$apt_log"
+  fi
+  done_phase "packages installed"
+}
+
+start_munge() {
+  if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    log "munged already running"
+    return 0
+  fi
+  phase
+  if [[ ! -s /etc/munge/munge.key ]]; then
+    mkdir -p /etc/munge
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+    log "created /etc/munge/munge.key"
+  fi
+  chown munge:munge /etc/munge /etc/munge/munge.key
+  chmod 700 /etc/munge
+  chmod 400 /etc/munge/munge.key
+  mkdir -p /run/munge /var/lib/munge /var/log/munge
+  chown munge:munge /run/munge /var/lib/munge /var/log/munge
+  chmod 755 /run/munge
+  rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock
+  # Daemons must not inherit our stdout/stderr: a caller reading them through a pipe
+  # (a test fixture, $(...)) would otherwise wait for the daemon to exit.
+  runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid \
+    </dev/null >>"$LOGS/munged.out" 2>&1 || die "munged failed to start" /var/log/munge/munged.log
+  wait_for 20 munged /var/log/munge/munged.log bash -c 'munge -n | unmunge'
+  # Remember that this script started munged, so that stop stops only ours.
+  cp /run/munge/munged.pid "$RUN/munged.ours"
+  done_phase "munged up (pid $(</run/munge/munged.pid))"
+}
+
+start_mariadb() {
+  local datadir=$BASE/mysql sock=$RUN/mysqld.sock db_log=$LOGS/mariadb.log
+  local mysql=(mariadb --no-defaults -S "$sock" -uroot)
+  if running "$RUN/mariadb.pid" mariadbd; then
+    log "mariadb already running"
+    return 0
+  fi
+  phase
+  port_free "$DB_PORT" "$RUN/mariadb.pid" mariadbd
+  if [[ ! -d $datadir/mysql ]]; then
+    rm -rf "$datadir"
+    mariadb-install-db --no-defaults --datadir="$datadir" --user=root \
+      --auth-root-authentication-method=socket --skip-test-db >"$LOGS/mariadb-install.log" 2>&1 \
+      || die "mariadb-install-db failed" "$LOGS/mariadb-install.log"
+    log "initialised mariadb datadir $datadir"
+  fi
+  # Sizes follow Slurm's accounting guide (innodb_buffer_pool_size, log size, lock wait).
+  setsid /usr/sbin/mariadbd --no-defaults --datadir="$datadir" --user=root \
+    --socket="$sock" --port="$DB_PORT" --bind-address=127.0.0.1 --skip-name-resolve \
+    --pid-file="$RUN/mariadb.pid" --log-error="$db_log" \
+    --innodb-buffer-pool-size=256M --innodb-log-file-size=64M --innodb-lock-wait-timeout=900 \
+    </dev/null >>"$LOGS/mariadb.out" 2>&1 &
+  wait_for 60 "mariadb on 127.0.0.1:$DB_PORT" "$db_log" "${mysql[@]}" -e 'select 1'
+  "${mysql[@]}" -e "
+    CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm';
+    CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';
+    GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';" \
+    || die "could not create the slurm database user" "$db_log"
+  done_phase "mariadb up (pid $(<"$RUN/mariadb.pid"), 127.0.0.1:$DB_PORT)"
+}
+
+render_slurm_conf() {
+  local gres=""
+  ((GPUS > 0)) && gres="Gres=gpu:$GPUS"
+  cat <<EOF
+# Generated by campaign scripts/local-slurm.sh; edits are overwritten on start.
+ClusterName=$CLUSTER
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$SLURMD_PORT
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# A requeued job may start again only after cred_expire seconds (default 120).
+AuthInfo=cred_expire=10
+MpiDefault=none
+SwitchType=switch/none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+# Cores only: with memory as a consumable, a job without --mem takes the whole node.
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+# The node advertises more CPUs than the machine has (oversubscribed on purpose).
+SlurmdParameters=config_overrides
+ReturnToService=2
+# Refuse at sbatch time what no node can ever run (e.g. -c 32 on a 16-CPU node) instead of
+# leaving it PENDING (PartitionConfig) forever, as a misconfigured test would hang.
+EnforcePartLimits=ALL
+# Time limits are checked every 30 s (PERIODIC_TIMEOUT, compiled in); OverTimeLimit=0
+# adds no grace, so a --time=1 job ends TIMEOUT 60-90 s after it starts.
+OverTimeLimit=0
+# Seconds between SIGTERM and SIGKILL at the time limit / scancel (slurmd waits >= 5).
+KillWait=5
+# Finished jobs stay visible to squeue/scontrol for 10 minutes (sacct keeps them forever).
+MinJobAge=600
+# Array indices 0..1000 (MaxArraySize - 1); submitit's map_array needs one index per task.
+MaxArraySize=1001
+MaxJobCount=10000
+MailProg=/bin/true
+JobCompType=jobcomp/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$DBD_PORT
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=30
+StateSaveLocation=$BASE/state
+SlurmdSpoolDir=$BASE/spool
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd.pid
+SlurmctldLogFile=$LOGS/slurmctld.log
+SlurmdLogFile=$LOGS/slurmd.log
+SlurmctldDebug=info
+SlurmdDebug=info
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM_MB $gres Features=$FEATURES State=UNKNOWN
+PartitionName=v100 Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+PartitionName=a100 Nodes=$HOST MaxTime=INFINITE State=UP
+PartitionName=a100_nvlink Nodes=$HOST MaxTime=INFINITE State=UP
+EOF
+}
+
+render_gres_conf() {
+  echo "# Generated by campaign scripts/local-slurm.sh."
+  # Slurm 22.05 drops GPUs without File= and then drains the node; /dev/null symlinks
+  # are valid character devices with nothing behind them.
+  echo "AutoDetect=off"
+  ((GPUS > 0)) && echo "Name=gpu File=$BASE/dev/nvidia[0-$((GPUS - 1))]"
+  return 0
+}
+
+render_slurmdbd_conf() {
+  cat <<EOF
+# Generated by campaign scripts/local-slurm.sh.
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+DbdPort=$DBD_PORT
+SlurmUser=root
+DebugLevel=info
+LogFile=$LOGS/slurmdbd.log
+PidFile=$RUN/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=slurm
+StorageLoc=slurm_acct_db
+EOF
+}
+
+# write_conf FILE MODE CONTENT: write only when it differs; return 0 if written
+write_conf() {
+  if [[ -f $1 && "$(<"$1")" == "$3" ]]; then
+    chmod "$2" "$1"
+    return 1
+  fi
+  printf '%s\n' "$3" >"$1.new"
+  chmod "$2" "$1.new"
+  mv "$1.new" "$1"
+  log "wrote $1"
+}
+
+write_configs() {
+  local i
+  mkdir -p "$BASE/dev"
+  for ((i = 0; i < GPUS; i++)); do ln -sfn /dev/null "$BASE/dev/nvidia$i"; done
+  SLURM_CHANGED=0 DBD_CHANGED=0
+  write_conf "$ETC/slurm.conf" 644 "$(render_slurm_conf)" && SLURM_CHANGED=1
+  write_conf "$ETC/gres.conf" 644 "$(render_gres_conf)" && SLURM_CHANGED=1
+  # slurmdbd refuses a slurmdbd.conf readable by others (it holds the DB password).
+  write_conf "$ETC/slurmdbd.conf" 600 "$(render_slurmdbd_conf)" && DBD_CHANGED=1
+  link_etc
+  # Running daemons keep the configuration they started with.
+  if ((DBD_CHANGED)); then stop_pid slurmdbd "$RUN/slurmdbd.pid" slurmdbd; fi
+  if ((SLURM_CHANGED)); then
+    stop_pid slurmd "$RUN/slurmd.pid" slurmd
+    stop_pid slurmctld "$RUN/slurmctld.pid" slurmctld
+  fi
+}
+
+# Clients (sbatch, sacct, submitit, srun inside jobs) read /etc/slurm/slurm.conf unless
+# SLURM_CONF is set: point it at ours, but never replace a configuration we did not write.
+link_etc() {
+  [[ $LINK_ETC == 1 ]] || return 0
+  local target=/etc/slurm/slurm.conf
+  mkdir -p /etc/slurm
+  if [[ -L $target || ! -e $target ]]; then
+    [[ $(readlink "$target" 2>/dev/null) == "$ETC/slurm.conf" ]] && return 0
+    ln -sfn "$ETC/slurm.conf" "$target"
+    log "linked $target -> $ETC/slurm.conf"
+  else
+    log "warning: $target is a real file, left alone; clients need: eval \"\$($0 env)\""
+  fi
+}
+
+start_slurmdbd() {
+  if running "$RUN/slurmdbd.pid" slurmdbd; then
+    log "slurmdbd already running"
+    return 0
+  fi
+  phase
+  port_free "$DBD_PORT" "$RUN/slurmdbd.pid" slurmdbd
+  slurmdbd </dev/null >>"$LOGS/slurmdbd.out" 2>&1 || die "slurmdbd failed to start" "$LOGS/slurmdbd.log"
+  wait_for 60 "slurmdbd on 127.0.0.1:$DBD_PORT" "$LOGS/slurmdbd.log" tcp_open "$DBD_PORT"
+  done_phase "slurmdbd up (pid $(<"$RUN/slurmdbd.pid"))"
+}
+
+start_slurmctld() {
+  if running "$RUN/slurmctld.pid" slurmctld; then
+    log "slurmctld already running"
+    return 0
+  fi
+  phase
+  port_free "$CTLD_PORT" "$RUN/slurmctld.pid" slurmctld
+  slurmctld </dev/null >>"$LOGS/slurmctld.out" 2>&1 || die "slurmctld failed to start" "$LOGS/slurmctld.log"
+  wait_for 60 slurmctld "$LOGS/slurmctld.log" bash -c 'scontrol ping | grep -q UP'
+  done_phase "slurmctld up (pid $(<"$RUN/slurmctld.pid"))"
+}
+
+start_slurmd() {
+  if running "$RUN/slurmd.pid" slurmd; then
+    log "slurmd already running"
+    return 0
+  fi
+  phase
+  port_free "$SLURMD_PORT" "$RUN/slurmd.pid" slurmd
+  slurmd </dev/null >>"$LOGS/slurmd.out" 2>&1 || die "slurmd failed to start" "$LOGS/slurmd.log"
+  wait_for 30 slurmd "$LOGS/slurmd.log" running "$RUN/slurmd.pid" slurmd
+  done_phase "slurmd up (pid $(<"$RUN/slurmd.pid"))"
+}
+
+# The node must end up usable; a DRAIN/DOWN left from an earlier run is resumed once a
+# second. A node that keeps draining (e.g. gres mismatch) fails with its reason.
+wait_node_ready() {
+  phase
+  local state reason end=$((SECONDS + 60))
+  while :; do
+    state=$(sinfo -h -n "$HOST" -o %T 2>/dev/null | head -n 1) || state=""
+    case $state in
+      idle | mixed | allocated | completing) break ;;
+      *drain* | down | fail* | inval*)
+        reason=$(sinfo -h -R -n "$HOST" -o %E 2>/dev/null | head -n 1)
+        log "node $HOST is $state (${reason:-no reason}); resuming"
+        scontrol update nodename="$HOST" state=resume 2>/dev/null || true
+        sleep 1
+        ;;
+    esac
+    ((SECONDS < end)) || die "node $HOST never became idle (state '${state:-?}', reason '${reason:-}')" "$LOGS/slurmd.log"
+    sleep 0.2
+  done
+  wait_for 30 "cluster '$CLUSTER' registered in slurmdbd" "$LOGS/slurmctld.log" \
+    bash -c "sacctmgr -n -P show cluster format=cluster | grep -qx $CLUSTER && sacct -n -X -S now"
+  done_phase "node $HOST $state, accounting answers"
+}
+
+# check_knobs: the numeric environment knobs are positive integers
+check_knobs() {
+  local name
+  for name in LOCAL_SLURM_CPUS:$CPUS LOCAL_SLURM_GPUS:$GPUS LOCAL_SLURM_MEM_MB:$MEM_MB LOCAL_SLURM_DB_PORT:$DB_PORT; do
+    [[ ${name#*:} =~ ^[0-9]+$ ]] || die "${name%%:*}='${name#*:}' is not a whole number"
+  done
+  ((CPUS >= 1)) || die "LOCAL_SLURM_CPUS must be at least 1"
+}
+
+cmd_start() {
+  [[ $(id -u) == 0 ]] || die "start must run as root (it installs packages and starts daemons)"
+  check_knobs
+  # Before anything is written: another cluster (another LOCAL_SLURM_BASE) must not own the ports.
+  port_free "$DB_PORT" "$RUN/mariadb.pid" mariadbd
+  port_free "$DBD_PORT" "$RUN/slurmdbd.pid" slurmdbd
+  port_free "$CTLD_PORT" "$RUN/slurmctld.pid" slurmctld
+  port_free "$SLURMD_PORT" "$RUN/slurmd.pid" slurmd
+  mkdir -p "$ETC" "$RUN" "$LOGS" "$BASE/state" "$BASE/spool"
+  install_packages
+  start_munge
+  start_mariadb
+  write_configs
+  start_slurmdbd
+  start_slurmctld
+  start_slurmd
+  wait_node_ready
+  log "ready in $(elapsed "$T0")s: partitions $(sinfo -h -o %P | tr '\n' ' ')- node $HOST" \
+    "$CPUS cpus, ${MEM_MB} MB, gpu:$GPUS, features $FEATURES; SLURM_CONF=$SLURM_CONF"
+}
+
+cmd_stop() {
+  local purge=0
+  case ${1:-} in
+    "") ;;
+    --purge) purge=1 ;;
+    *) die "unknown option '$1' for stop; valid: --purge" ;;
+  esac
+  # Cancel leftover jobs so that no slurmstepd or job process outlives slurmd.
+  if running "$RUN/slurmctld.pid" slurmctld; then
+    local jobs
+    jobs=$(squeue -h -o %A 2>/dev/null | tr '\n' ' ') || jobs=""
+    if [[ -n ${jobs// /} ]]; then
+      log "cancelling jobs: $jobs"
+      # shellcheck disable=SC2086
+      scancel $jobs 2>/dev/null || true
+      for _ in $(seq 100); do [[ -z $(squeue -h 2>/dev/null) ]] && break; sleep 0.2; done
+    fi
+  fi
+  stop_pid slurmd "$RUN/slurmd.pid" slurmd
+  stop_pid slurmctld "$RUN/slurmctld.pid" slurmctld
+  stop_pid slurmdbd "$RUN/slurmdbd.pid" slurmdbd
+  stop_pid mariadbd "$RUN/mariadb.pid" mariadbd
+  # Only a munged this script started; a system munged is not ours to stop.
+  if [[ -s $RUN/munged.ours ]]; then
+    stop_pid munged "$RUN/munged.ours" munged
+  fi
+  if ((purge)); then
+    [[ $(readlink /etc/slurm/slurm.conf 2>/dev/null) == "$ETC/slurm.conf" ]] && rm -f /etc/slurm/slurm.conf
+    rm -rf "$BASE"
+    log "purged $BASE"
+  fi
+  log "stopped"
+}
+
+cmd_status() {
+  local name comm file ok=0
+  for name in munged mariadbd slurmdbd slurmctld slurmd; do
+    case $name in
+      munged) file=/run/munge/munged.pid comm=munged ;;
+      mariadbd) file=$RUN/mariadb.pid comm=mariadbd ;;
+      *) file=$RUN/$name.pid comm=$name ;;
+    esac
+    if running "$file" "$comm"; then
+      printf '%-10s running (pid %s)\n' "$name" "$(<"$file")"
+    else
+      printf '%-10s not running\n' "$name"
+    fi
+  done
+  echo "SLURM_CONF=$SLURM_CONF"
+  if sinfo -o '%12P %6a %5D %10T %8c %10m %12G %f' 2>/dev/null; then
+    if sacct -n -X -S now >/dev/null 2>&1; then
+      echo "sacct: ok (cluster $CLUSTER, accounting through slurmdbd)"
+    else
+      echo "sacct: not answering"
+      ok=1
+    fi
+  else
+    echo "sinfo: slurmctld not answering"
+    ok=1
+  fi
+  return $ok
+}
+
+cmd_env() {
+  printf 'export SLURM_CONF=%q\n' "$SLURM_CONF"
+  printf 'export LOCAL_SLURM_BASE=%q\n' "$BASE"
+}
+
+main() {
+  local cmd=${1:-help}
+  shift || true
+  case $cmd in
+    start) cmd_start ;;
+    stop) cmd_stop "$@" ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    help | -h | --help) usage ;;
+    *) die "unknown command '$cmd'; valid: start, stop, status, env, help" ;;
+  esac
+}
+
+main "$@"
