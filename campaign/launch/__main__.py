@@ -25,6 +25,10 @@ def _hydra_error(exc: BaseException) -> ConfigError:
         options = ", ".join(sorted(exc.options or [])) or "none found"
         return ConfigError(f"unknown {group} '{choice}'; available: {options}")
     text = str(exc)
+    cause = exc.__cause__
+    if text.startswith("Error merging override") and cause is not None:
+        override = text.rsplit(" ", 1)[-1]
+        return ConfigError(f"{override}: {one_line(str(cause).splitlines()[0])}")
     if "Key '" in text and "not in" in text:  # a key the schema does not have
         first = text.splitlines()[0]
         return ConfigError(f"{first}; see campaign/config.py for the valid fields")

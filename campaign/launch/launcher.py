@@ -24,13 +24,16 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initia
 
     loader = launcher.hydra_context.config_loader
     points: list[PointPlan] = []
+    errors: list[str] = []
     idx = 0
-    for n, overrides in enumerate(job_overrides):
+    for overrides in job_overrides:
         overrides = list(overrides)
+        where = " ".join(overrides) or "(defaults)"
         try:
             cfg = loader.load_sweep_config(launcher.config, overrides)
         except (HydraException, ValueError) as exc:
-            raise ConfigError(f"point {' '.join(overrides)}: {one_line(exc)}") from exc
+            errors.append(f"point {where}: {one_line(exc)}")
+            continue
         repeats = cfg.get("repeats", 1)
         if not isinstance(repeats, int) or repeats < 1:
             raise ConfigError(f"repeats must be a positive integer, got {repeats!r}")
@@ -38,13 +41,21 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initia
             try:
                 points.append(plan_point(cfg, initial_job_idx + idx, overrides, repeat=r))
             except ConfigError as exc:
-                raise ConfigError(f"point {' '.join(overrides) or '(defaults)'}: {exc}") from exc
+                errors.append(f"point {where}: {exc}")
+                break
             idx += 1
+    if errors:
+        more = f" (and {len(errors) - 1} more invalid point(s); nothing was submitted)" if len(errors) > 1 else ""
+        raise ConfigError(errors[0] + more)
     return points
 
 
 def preflight(points: Sequence[PointPlan]) -> None:
     """Launch-time checks that need the file system: datasets, container images."""
+    from campaign.store.store import check_store_url
+
+    for url in sorted({str(p.config["store"]["url"]) for p in points}):
+        check_store_url(url)
     seen: set = set()
     for p in points:
         for kind, section in (("dataset", p.config["dataset"]), ("container", p.config["container"])):

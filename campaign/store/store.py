@@ -31,12 +31,28 @@ def _describe(url: str) -> str:
     return path if path else url
 
 
+def check_store_url(url: str) -> None:
+    """Refuse a URL SQLAlchemy cannot parse or has no driver for, before anything is written."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        make_url(url).get_dialect()
+    except ArgumentError:
+        raise StoreError(f"store URL {url!r} is not a database URL; use e.g. sqlite:///results/campaign.db") from None
+    except NoSuchModuleError:
+        raise StoreError(f"store URL {url!r}: SQLAlchemy has no dialect for it") from None
+    except ImportError as exc:
+        raise StoreError(f"store URL {url!r} needs a database driver: {exc}; e.g. pip install psycopg2-binary") from None
+
+
 def open_store(url: str, *, create: bool = False, busy_timeout_s: float = 30.0) -> "Store":
     """Open the store at ``url``; with ``create``, make an empty one (and its folder).
 
     Raises ``StoreError`` for a missing store (without ``create``) or an unreachable
     database, ``SchemaVersionError`` for a store of another schema version.
     """
+    check_store_url(url)
     path = sqlite_path(url)
     if path is not None:
         if not Path(path).exists():

@@ -1,0 +1,279 @@
+"""Containers on the host side: the command that runs a job's Python inside an
+Apptainer/Singularity image, the folders it binds, launch-time checks and the
+image's provenance.
+
+Pure functions over ``ContainerSpec`` (campaign/config.py); stdlib only, no torch.
+The image itself is built by ``singularity/build.sh`` (see singularity/README.md).
+
+Environment: the command never passes ``--cleanenv``. Apptainer (>= 1.0) and
+Singularity (>= 3.6) hand the host environment to the contained process, except
+PATH, LD_LIBRARY_PATH and their own ``APPTAINER_*``/``SINGULARITY_*`` variables, so
+what the job needs arrives unchanged: SLURM_* and SUBMITIT_* (submitit finds its job
+folder and rank through them), MASTER_ADDR/MASTER_PORT, NCCL_*, CUDA_VISIBLE_DEVICES.
+Variables that the image itself sets (Docker ENV, the .def's %environment) win over
+the host's; ``spec.env`` entries become ``--env K=V``, which wins over both.
+
+Quoting: the command is one shell string, because submitit puts it in the sbatch
+script (``srun ... <python> -u -m submitit.core._submit <folder>``) and its local
+executor ``shlex.split``s it. Every word goes through ``shlex.quote``. What the
+runtime's own flag syntax cannot carry is refused with a ``ConfigError`` rather than
+mangled: ``--bind`` is a comma-separated list of ``src[:dst[:opts]]`` read as CSV,
+so a path with ',', ':' or '"' cannot be bound, and ``--env`` is read as CSV too
+(Apptainer 1.0 and Singularity 3.6 split it on commas), so a value with ',' or '"'
+cannot be passed. Control characters (newlines, tabs) are refused everywhere.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import re
+import shlex
+import shutil
+from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence
+
+from campaign.errors import ConfigError, one_line
+from campaign.proc import CommandError, run
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; keeps this module's import light
+    from campaign.config import ContainerSpec
+
+RUNTIMES = ("apptainer", "none", "singularity")
+BIND_OPTIONS = ("ro", "rw")
+SHA256_SUFFIX = ".sha256"  # build.sh writes <image>.sha256 beside the image
+BUILD_HINT = "build it with singularity/build.sh or set container.image=PATH"
+
+_CHUNK = 1 << 20  # hash images in 1 MiB reads
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_SHA256 = re.compile(r"[0-9a-f]{64}\Z")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _refuse_control(what: str, value: str) -> None:
+    if _CONTROL.search(value):
+        raise ConfigError(f"{what} {value!r} contains a control character (newline, tab, ...); rename it")
+
+
+def _check_runtime(runtime: str) -> None:
+    if runtime not in RUNTIMES:
+        raise ConfigError(f"unknown container runtime {runtime!r}; available: {', '.join(RUNTIMES)}")
+
+
+def _bind_path(what: str, path: str) -> str:
+    """A host folder as one plain bind: absolute, normalized, expressible in --bind."""
+    if not path:
+        raise ConfigError(f"{what} is empty; give a folder to bind")
+    _refuse_control(what, path)
+    for ch, why in ((",", "separates binds"), (":", "separates src:dst:opts"), ('"', "breaks its CSV parsing")):
+        if ch in path:
+            raise ConfigError(
+                f"{what} {path!r} contains {ch!r}, which --bind cannot express ({ch!r} {why}); "
+                "rename the folder or bind a symlink to it"
+            )
+    return posixpath.normpath(os.path.abspath(path))
+
+
+def _bind_spec(spec: str) -> str:
+    """Validate one ``src[:dst[:opts]]`` bind and return it normalized."""
+    if not spec:
+        raise ConfigError("container.binds has an empty entry; give 'src[:dst[:opts]]'")
+    _refuse_control("bind", spec)
+    for ch, why in ((",", "separates binds"), ('"', "breaks its CSV parsing")):
+        if ch in spec:
+            raise ConfigError(
+                f"bind {spec!r} contains {ch!r}, which --bind cannot express ({ch!r} {why}); "
+                "rename the folder or bind a symlink to it"
+            )
+    parts = spec.split(":")
+    if len(parts) > 3:
+        raise ConfigError(
+            f"bind {spec!r} has {len(parts) - 1} ':'; --bind takes 'src[:dst[:opts]]' "
+            "and a path containing ':' cannot be bound"
+        )
+    for label, path in zip(("source", "destination"), parts[:2]):
+        if not posixpath.isabs(path):
+            raise ConfigError(f"bind {spec!r}: {label} {path!r} must be an absolute path")
+    if len(parts) == 3 and parts[2] not in BIND_OPTIONS:
+        raise ConfigError(f"bind {spec!r}: unknown option {parts[2]!r}; valid options: {', '.join(BIND_OPTIONS)}")
+    parts[:2] = [posixpath.normpath(p) for p in parts[:2]]
+    return ":".join(parts)
+
+
+def _covered(path: str, others: Sequence[str]) -> bool:
+    """Whether another plain bind already makes ``path`` visible at the same place."""
+    return any(o != path and (path + "/").startswith(o.rstrip("/") + "/") for o in others)
+
+
+def job_binds(
+    *,
+    data_dirs: Iterable[Optional[str]],
+    results_dir: str,
+    code_dir: Optional[str],
+    extra: Iterable[str] = (),
+) -> List[str]:
+    """The ``--bind`` list a job needs, in a stable order.
+
+    Dataset roots first, then the results folder (it holds the store, the job
+    folders and the logs), then the code, then ``extra`` (``container.binds``,
+    ``src[:dst[:opts]]``). Host folders are bound at the same path inside, made
+    absolute against the current directory and normalized; ``None`` entries (the
+    synthetic dataset has no root) are skipped. Duplicates are dropped, and so is a
+    folder that another plain bind in the list already contains. Raises
+    ``ConfigError`` for a path that ``--bind`` cannot express.
+    """
+    plain: List[str] = []
+    for i, d in enumerate(data_dirs):
+        if d is not None:
+            plain.append(_bind_path(f"dataset root #{i + 1}", d))
+    plain.append(_bind_path("results_dir", results_dir))
+    if code_dir is not None:
+        plain.append(_bind_path("code folder", code_dir))
+    specs: List[str] = []
+    for e in extra:
+        s = _bind_spec(e)
+        (specs if ":" in s else plain).append(s)
+    kept = [p for p in dict.fromkeys(plain) if not _covered(p, plain)]
+    return kept + [s for s in dict.fromkeys(specs) if s not in kept]
+
+
+def _env_flags(env: Dict[str, str]) -> List[str]:
+    flags: List[str] = []
+    for key in sorted(env):
+        value = "" if env[key] is None else str(env[key])
+        if not _ENV_NAME.match(str(key)):
+            raise ConfigError(
+                f"container.env name {key!r} is not a valid variable name (letters, digits, '_'; not starting with a digit)"
+            )
+        _refuse_control(f"container.env.{key}", value)
+        for ch in (",", '"'):
+            if ch in value:
+                raise ConfigError(
+                    f"container.env.{key} {value!r} contains {ch!r}, which --env cannot pass "
+                    "(Apptainer and Singularity read it as CSV); set it in the image or drop the character"
+                )
+        flags += ["--env", f"{key}={value}"]
+    return flags
+
+
+def container_python(
+    spec: "ContainerSpec",
+    *,
+    binds: Sequence[str],
+    python: str = "python",
+    gpu: bool = True,
+) -> Optional[str]:
+    """The ``python=`` string for submitit's executors, or None for ``runtime: none``.
+
+    ``<runtime> exec [--nv] [--bind a,b,c] [--env K=V ...] <image> <python>``, every
+    word shell-quoted; submitit appends ``-u -m submitit.core._submit <folder>``.
+    ``binds`` is the job's list (``job_binds``); ``spec.binds`` is appended to it,
+    duplicates dropped. ``--nv`` (the host's NVIDIA driver and devices) only with
+    ``gpu``. The image path is made absolute: the job starts in another folder.
+    None means the job runs on the host interpreter. Raises ``ConfigError`` for an
+    unknown runtime, a missing ``container.image``, or a bind, variable or path that
+    the runtime's flags cannot carry (see the module docstring).
+    """
+    _check_runtime(spec.runtime)
+    if spec.runtime == "none":
+        return None
+    if not spec.image:
+        raise ConfigError(f"container.image is not set for container={spec.runtime}; {BUILD_HINT}")
+    _refuse_control("container image", spec.image)
+    if not python:
+        raise ConfigError("the Python command run inside the container is empty; pass python='python'")
+    _refuse_control("python command", python)
+    merged = list(dict.fromkeys(_bind_spec(b) for b in [*binds, *(spec.binds or [])]))
+    argv = [spec.runtime, "exec"]
+    if gpu:
+        argv.append("--nv")
+    if merged:
+        argv += ["--bind", ",".join(merged)]
+    argv += _env_flags(dict(spec.env or {}))
+    argv += [os.path.abspath(spec.image), python]
+    return shlex.join(argv)
+
+
+def check_container(spec: "ContainerSpec") -> None:
+    """Launch-time validation: raises ``ConfigError`` with one actionable line.
+
+    An unknown runtime, an image that is unset, missing or not a file, a runtime
+    that is not on PATH, or a ``container.binds``/``container.env`` entry that the
+    runtime's flags cannot carry. ``runtime: none`` always passes.
+    """
+    _check_runtime(spec.runtime)
+    if spec.runtime == "none":
+        return
+    if not spec.image:
+        raise ConfigError(f"container.image is not set for container={spec.runtime}; {BUILD_HINT}")
+    if not os.path.exists(spec.image):
+        raise ConfigError(f"container image {spec.image} not found; {BUILD_HINT}")
+    if not os.path.isfile(spec.image):
+        raise ConfigError(f"container image {spec.image} is not a file; point container.image at the .sif that singularity/build.sh writes")
+    if shutil.which(spec.runtime) is None:
+        raise ConfigError(
+            f"{spec.runtime} not found on PATH; load its module (module load {spec.runtime}) or use container=none"
+        )
+    container_python(spec, binds=[], gpu=False)  # refuses binds and env the flags cannot carry
+
+
+def _sidecar_sha256(image: str) -> Optional[str]:
+    """The digest in ``<image>.sha256`` when that file is at least as new as the image."""
+    sidecar = image + SHA256_SUFFIX
+    try:
+        if os.stat(sidecar).st_mtime_ns < os.stat(image).st_mtime_ns:
+            return None  # the image was rebuilt after the digest was written
+        with open(sidecar, encoding="utf-8") as f:
+            words = f.read(4096).split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    digest = words[0].lower() if words else ""
+    return digest if _SHA256.match(digest) else None
+
+
+def file_sha256(path: str) -> str:
+    """sha256 of a file, read in 1 MiB chunks (images are several GB)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _runtime_version(runtime: str) -> Optional[str]:
+    try:
+        out = run([runtime, "--version"], timeout=30.0)
+    except CommandError:
+        return None
+    return one_line(out.stdout) or one_line(out.stderr) or None
+
+
+def image_provenance(spec: "ContainerSpec") -> dict:
+    """What ran the job: image path and sha256, runtime and its ``--version``.
+
+    ``image_sha256`` comes from the ``<image>.sha256`` sidecar that build.sh writes
+    when it is at least as new as the image (``image_sha256_source: "sidecar"``),
+    else from hashing the file (``"computed"``); None when there is no image file.
+    ``runtime_version`` is None when the runtime cannot be run here.
+    """
+    _check_runtime(spec.runtime)
+    prov: dict = {
+        "runtime": spec.runtime,
+        "runtime_version": None,
+        "image": None,
+        "image_sha256": None,
+        "image_sha256_source": None,
+    }
+    if spec.runtime == "none":
+        return prov
+    prov["runtime_version"] = _runtime_version(spec.runtime)
+    if spec.image:
+        image = os.path.abspath(spec.image)
+        prov["image"] = image
+        if os.path.isfile(image):
+            digest = _sidecar_sha256(image)
+            if digest is not None:
+                prov["image_sha256"], prov["image_sha256_source"] = digest, "sidecar"
+            else:
+                prov["image_sha256"], prov["image_sha256_source"] = file_sha256(image), "computed"
+    return prov

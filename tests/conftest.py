@@ -1,0 +1,73 @@
+"""Shared fixtures: run the real CLI in a subprocess, in a fresh folder, on a fresh store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+# Small, fast settings for the synthetic trainer on this 2-core machine.
+TINY = [
+    "experiment.base_iterations=8",
+    "experiment.warmup_iterations=1",
+    "trainer.params.width=4",
+    "trainer.params.depth=2",
+    "dataset.image_size=8",
+]
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+class Workspace:
+    """A folder with its own results dir and store; runs commands as a user would."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.results = path / "results"
+        self.store_url = f"sqlite:///{self.results}/campaign.db"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
+        self.env["CAMPAIGN_RESULTS"] = str(self.results)
+
+    def run(self, *argv: str, timeout: float = 300) -> Result:
+        proc = subprocess.run(list(argv), cwd=self.path, env=self.env, capture_output=True, text=True, timeout=timeout)
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    def launch(self, *overrides: str, timeout: float = 120) -> Result:
+        return self.run(sys.executable, "-m", "campaign.launch", *overrides, timeout=timeout)
+
+    def campaign(self, *args: str, timeout: float = 300) -> Result:
+        return self.run(sys.executable, "-m", "campaign", *args, timeout=timeout)
+
+    @property
+    def db(self) -> Path:
+        return self.results / "campaign.db"
+
+    def query(self, sql: str, *params):
+        import sqlite3
+
+        con = sqlite3.connect(self.db)
+        try:
+            return con.execute(sql, params).fetchall()
+        finally:
+            con.close()
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(tmp_path)
+
+
+def campaign_id_from(stdout: str) -> str:
+    for line in stdout.splitlines():
+        if line.startswith("campaign "):
+            return line.split()[1].rstrip(":")
+    raise AssertionError(f"no campaign id in: {stdout}")

@@ -1,0 +1,98 @@
+"""Bad input: one line on stderr, exit status 2, no traceback, nothing stored or changed."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from conftest import TINY
+
+BAD_LAUNCHES = [
+    (["platform=h100"], "error: unknown platform 'h100'; available: a100, a100_nvlink_40, a100_nvlink_80, local, v100"),
+    (["-m", "platform=local,h100"], "error: unknown platform 'h100'; available:"),
+    (["-m", "trainer=nosuch"], "error: unknown trainer 'nosuch'; available:"),
+    (["experiment=nope"], "error: unknown experiment 'nope'; available:"),
+    (["gpus=0"], "error: gpus must be a positive integer, got 0"),
+    (["-m", "gpus=-1,1"], ": gpus must be a positive integer, got -1"),
+    (["-m", "gpus=1,64"], "error: point gpus=64 "),
+    (["-m", "platform=v100", "gpus=8", "dry_run=true"], "v100 has 4 GPUs per node; 8 needs nodes=2"),
+    (["gpus=abc"], "error: gpus=abc: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["nosuchkey=1"], "error: Could not override 'nosuchkey'"),
+    (["-m", "experiment=strong_scaling", "experiment.global_batch=10", "platform.gpus_per_node=4", "gpus=1,3"], "does not split over 3 GPUs"),
+    (["repeats=0"], "error: repeats must be >= 1"),
+    (["store.url=notaurl"], "error: store URL 'notaurl' is not a database URL"),
+]
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+@pytest.mark.parametrize("overrides,message", BAD_LAUNCHES, ids=[" ".join(o) for o, _ in BAD_LAUNCHES])
+def test_bad_launch_is_one_line_exit_2_and_stores_nothing(ws, overrides, message):
+    res = ws.launch(*overrides, *TINY)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith(message) or message in res.stderr, res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert not ws.db.exists()
+
+
+def test_bad_launch_leaves_an_existing_store_unchanged(ws):
+    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
+    assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
+    before = _digest(ws.db)
+    res = ws.launch("-m", "gpus=1,64", *TINY)
+    assert res.returncode == 2
+    assert _digest(ws.db) == before
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["status", "nosuch"], "error: no campaign 'nosuch'"),
+        (["harvest", "--to", "xlsx"], "error: unknown format 'xlsx'; available: csv, json, markdown, parquet, table"),
+        (["harvest", "--to", "parquet"], "error: parquet is binary: give a file with --out PATH"),
+        (["status", "--bogus"], "error: unrecognized arguments: --bogus"),
+        (["cancel", "--point", "99"], "error: campaign"),
+    ],
+)
+def test_bad_cli_input(ws, argv, message):
+    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
+    ws.campaign("status", "--wait", "--interval", "0.5")
+    before = _digest(ws.db)
+    res = ws.campaign(*argv)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith(message), res.stderr
+    assert res.stderr.count("\n") == 1
+    assert _digest(ws.db) == before
+
+
+def test_missing_store_is_explained(ws):
+    res = ws.campaign("status")
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: no results store at ") and "launch a campaign first" in res.stderr
+
+
+def test_schema_version_mismatch_is_refused(ws):
+    assert ws.launch("-m", "gpus=1", "dry_run=false", *TINY).returncode == 0
+    ws.campaign("status", "--wait", "--interval", "0.5")
+    import sqlite3
+
+    con = sqlite3.connect(ws.db)
+    con.execute("update meta set value = '0' where key = 'schema_version'")
+    con.commit()
+    con.close()
+    before = _digest(ws.db)
+    for res in (ws.campaign("status"), ws.campaign("harvest"), ws.launch("-m", "gpus=1", *TINY)):
+        assert res.returncode == 2
+        assert "has schema version 0, this campaign needs 1" in res.stderr, res.stderr
+        assert res.stderr.count("\n") == 1
+    assert _digest(ws.db) == before
+
+
+def test_help_of_every_command_has_an_example(ws):
+    for argv in ([], ["status"], ["harvest"], ["cancel"]):
+        res = ws.campaign(*argv, "--help")
+        assert res.returncode == 0
+        assert "examples:" in res.stdout

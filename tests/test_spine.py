@@ -1,0 +1,155 @@
+"""The spine end to end on the local default: launch -> jobs -> store -> status -> harvest."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import TINY, campaign_id_from
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """One real 2x2 local campaign (gpus x optimizer), shared by the tests below."""
+    from conftest import Workspace
+
+    ws = Workspace(tmp_path_factory.mktemp("sweep"))
+    res = ws.launch("-m", "platform=local", "gpus=1,2", "trainer.optimizer=sgd,adamw", *TINY)
+    assert res.returncode == 0, res.stderr
+    cid = campaign_id_from(res.stdout)
+    wait = ws.campaign("status", "--wait", "--interval", "0.5")
+    return ws, cid, res, wait
+
+
+def test_launch_returns_before_jobs_end_and_prints_how_to_follow(sweep):
+    ws, cid, res, _ = sweep
+    assert f"campaign {cid}: 4 of 4 point(s) submitted" in res.stdout
+    assert f"campaign status {cid}" in res.stdout
+    assert f"campaign harvest {cid}" in res.stdout
+
+
+def test_status_wait_reports_every_point_completed(sweep):
+    ws, cid, _, wait = sweep
+    assert wait.returncode == 0, wait.stdout + wait.stderr
+    assert "4 point(s): 4 completed" in wait.stdout
+    states = ws.query("select state, count(*) from point group by state")
+    assert states == [("completed", 4)]
+
+
+def test_store_holds_rank_and_iteration_rows(sweep):
+    ws, cid, _, _ = sweep
+    # one rank_timing row per rank: 1 + 2 + 1 + 2
+    assert ws.query("select count(*) from rank_timing")[0][0] == 6
+    rows = ws.query(
+        "select p.gpus, r.rank, r.iterations, r.warmup_iterations, r.wall_s, r.images from rank_timing r "
+        "join attempt a on a.id = r.attempt_id join point p on p.id = a.point_id order by p.idx, r.rank"
+    )
+    for gpus, rank, iters, warm, wall, images in rows:
+        assert iters == 8 // gpus and warm == 1  # weak scaling: base_iterations / N
+        assert wall > 0 and images == iters * 8  # 8 images per GPU per iteration
+    n_iter = ws.query("select count(*) from iteration")[0][0]
+    assert n_iter == sum(8 // g + 1 for g in (1, 2, 1, 2) for _ in range(g))
+    prov = json.loads(ws.query("select provenance from attempt limit 1")[0][0])
+    assert prov["backend"] in ("none", "gloo") and prov["torch"].startswith("2.")
+
+
+def test_status_json_is_machine_readable(sweep):
+    ws, cid, _, _ = sweep
+    res = ws.campaign("status", "--json")
+    doc = json.loads(res.stdout)
+    assert doc["campaign"]["id"] == cid and doc["counts"] == {"completed": 4}
+    assert [p["gpus"] for p in doc["points"]] == [1, 1, 2, 2] or sorted(p["gpus"] for p in doc["points"]) == [1, 1, 2, 2]
+
+
+def test_harvest_csv_has_speedup_and_efficiency(sweep):
+    ws, cid, _, _ = sweep
+    res = ws.campaign("harvest", cid, "--to", "csv")
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert len(rows) == 4  # two series (sgd, adamw) x two GPU counts
+    for r in rows:
+        if r["gpus"] == "1":
+            assert float(r["speedup"]) == pytest.approx(1.0) and float(r["efficiency"]) == pytest.approx(1.0)
+        else:
+            t1 = next(float(x["time_s"]) for x in rows if x["variant"] == r["variant"] and x["gpus"] == "1")
+            assert float(r["speedup"]) == pytest.approx(t1 / float(r["time_s"]))
+            assert float(r["efficiency"]) == pytest.approx(float(r["speedup"]) / 2)
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown", "parquet", "table"])
+def test_harvest_exports(sweep, fmt, tmp_path):
+    ws, cid, _, _ = sweep
+    out = tmp_path / f"scaling.{fmt}"
+    res = ws.campaign("harvest", "--to", fmt, "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert out.stat().st_size > 0
+    if fmt == "parquet":
+        import polars as pl
+
+        assert pl.read_parquet(out).height == 4
+
+
+def test_harvest_filters_are_applied(sweep):
+    ws, cid, _, _ = sweep
+    res = ws.campaign("harvest", "--to", "csv", "--gpus", "2")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert {r["gpus"] for r in rows} == {"2"}
+    assert all(r["note"] == "no 1-GPU baseline" for r in rows)
+
+
+def test_missing_baseline_is_said_not_invented(ws):
+    res = ws.launch("-m", "gpus=2", *TINY)
+    assert res.returncode == 0, res.stderr
+    assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
+    out = ws.campaign("harvest", "--to", "csv")
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert row["note"] == "no 1-GPU baseline" and row["speedup"] == "" and row["efficiency"] == ""
+
+
+def test_failed_point_shows_its_reason_and_log(ws):
+    res = ws.launch("-m", "gpus=1", "trainer.optimizer=nosuch", *TINY)
+    assert res.returncode == 0, res.stderr
+    wait = ws.campaign("status", "--wait", "--interval", "0.5")
+    assert wait.returncode == 1
+    assert "failed" in wait.stdout
+    assert "unknown optimizer 'nosuch'" in wait.stdout
+    assert "(log: " in wait.stdout and "_log.err" in wait.stdout
+    doc = json.loads(ws.campaign("status", "--json").stdout)
+    assert doc["points"][0]["state"] == "failed"
+
+
+def test_single_point_runs_in_the_foreground(ws):
+    res = ws.launch("gpus=1", *TINY)
+    assert res.returncode == 0, res.stderr
+    assert "1 point(s): 1 completed" in res.stdout
+
+
+def test_dry_run_submits_nothing(ws):
+    res = ws.launch("-m", "gpus=1,2", "dry_run=true", *TINY)
+    assert res.returncode == 0, res.stderr
+    assert "dry run: 2 point(s), nothing submitted" in res.stdout
+    assert "resources: nodes=1 tasks/node=2" in res.stdout
+    assert not ws.db.exists()
+
+
+def test_cancel_stops_a_running_point(ws):
+    res = ws.launch("-m", "gpus=1", "experiment.base_iterations=100000000", "trainer.params.width=4", "dataset.image_size=8")
+    assert res.returncode == 0, res.stderr
+    out = ws.campaign("cancel")
+    assert out.returncode == 0 and "cancelled 1 point(s)" in out.stdout
+    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "60")
+    assert "cancelled" in wait.stdout and wait.returncode == 1
+
+
+def test_campaign_never_imports_torch():
+    code = (
+        "import sys, campaign.cli, campaign.status, campaign.harvest.run, campaign.cancel, campaign.launch.launcher, "
+        "campaign.launch.submit, campaign.backends.local, campaign.store; "
+        "bad = [m for m in ('torch', 'mmseg', 'mmengine', 'timm') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
