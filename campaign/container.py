@@ -10,8 +10,9 @@ Singularity (>= 3.6) hand the host environment to the contained process, except
 PATH, LD_LIBRARY_PATH and their own ``APPTAINER_*``/``SINGULARITY_*`` variables, so
 what the job needs arrives unchanged: SLURM_* and SUBMITIT_* (submitit finds its job
 folder and rank through them), MASTER_ADDR/MASTER_PORT, NCCL_*, CUDA_VISIBLE_DEVICES.
-Variables that the image itself sets (Docker ENV, the .def's %environment) win over
-the host's; ``spec.env`` entries become ``--env K=V``, which wins over both.
+The image's %environment (singularity/campaign.def) runs after that and keeps a
+host value where it only sets a default (OMP_NUM_THREADS); ``spec.env`` entries
+become ``--env K=V``, which win over both.
 
 Quoting: the command is one shell string, because submitit puts it in the sbatch
 script (``srun ... <python> -u -m submitit.core._submit <folder>``) and its local
