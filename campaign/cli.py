@@ -79,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        quiet_broken_pipe()
+        return 0
+
+
+def _main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
@@ -105,6 +113,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except CampaignError as exc:
         fail(exc)
     return 0
+
+
+def quiet_broken_pipe() -> None:
+    """`campaign ... | head` closes our stdout early: end quietly, as Unix tools do."""
+    import os
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -44,8 +44,8 @@ def reconcile(store: Store, campaign_id: str) -> tuple[list[dict], list[str]]:
             continue
         for p in pts:
             obs = seen.get(p["id"])
-            if obs is None or obs.state == p["state"]:
-                continue
+            if obs is None or (obs.state == p["state"] and (obs.state != "pending" or obs.reason == p.get("reason"))):
+                continue  # unchanged (a pending point's reason may change: Priority -> Resources)
             if obs.state in ("pending", "running", "requeued") and p["state"] == "running" and obs.state != "requeued":
                 continue  # the job itself said it runs
             extra = {k: v for k, v in (("started_at", obs.started_at), ("ended_at", obs.ended_at)) if v}
@@ -105,6 +105,7 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
         campaign = store.resolve_campaign(ref)
         start = time.time()
         tty = sys.stderr.isatty()
+        last_line = None
         while True:
             points, warnings = reconcile(store, campaign["id"])
             now = time.time()
@@ -112,8 +113,13 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
             pending = [v for v in views if v["state"] in ACTIVE_STATES]
             if not wait or not pending or (timeout is not None and now - start > timeout):
                 break
-            line = f"waiting for {len(pending)} of {len(views)} point(s) [{_fmt_s(now - start)}] {summary_line(views)}"
-            print(("\r" + line + "\033[K") if tty else line, end="" if tty else "\n", file=sys.stderr, flush=True)
+            counts = summary_line(views)
+            if tty:  # one live line
+                line = f"waiting for {len(pending)} of {len(views)} point(s) [{_fmt_s(now - start)}] {counts}"
+                print("\r" + line + "\033[K", end="", file=sys.stderr, flush=True)
+            elif counts != last_line:  # a log: one line per change
+                print(f"[{_fmt_s(now - start)}] {counts}", file=sys.stderr, flush=True)
+            last_line = counts
             time.sleep(interval)
         if wait and tty:
             print(file=sys.stderr)

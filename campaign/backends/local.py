@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import shlex
+import shutil
 import signal
 import socket
 import sys
@@ -44,6 +46,21 @@ def detached_stdio(log_path: Path) -> Iterator[None]:
         for fd, copy in zip((0, 1, 2), saved):
             os.dup2(copy, fd)
             os.close(copy)
+
+
+def exclusive_setup(jobs_dir: Path) -> list[str]:
+    """Shell lines that make a local job wait for the machine-wide job lock.
+
+    submitit runs them before the job's controller in one shell: fd 9 holds an
+    exclusive flock that the controller inherits, so the lock is released only
+    when the controller (and with it every rank) has ended. Jobs of all campaigns
+    under the same results folder take turns; while waiting they show as pending.
+    """
+    if shutil.which("flock") is None:
+        return []  # no util-linux: jobs run concurrently (timings may interfere)
+    lock = Path(jobs_dir) / ".local-exclusive.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    return [f"exec 9>>{shlex.quote(str(lock))}", "flock 9"]
 
 
 def _controller_alive(pid: int) -> bool:
@@ -95,6 +112,7 @@ class LocalBackend(Backend):
                 timeout_min=plan.resources["timeout_min"],
                 gpus_per_node=0,
                 stderr_to_stdout=False,
+                setup=exclusive_setup(Path(folder).parent) if plan.resources.get("exclusive") else (),
             )
             spec = dict(spec, master_port=free_port())
             try:

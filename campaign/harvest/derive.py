@@ -15,20 +15,32 @@ import polars as pl
 from campaign.harvest.query import completed_points_query
 
 SERIES = ["platform", "trainer", "experiment", "variant"]
-_SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats")
+_SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")
+_NOT_VARIANT = ("dry_run", "name", "store.url", "results_dir")
 
 
-def _variant(overrides: object) -> str:
-    """The point's overrides other than platform/gpus: what makes its series."""
+def _overrides(overrides: object) -> dict[str, str]:
+    """key -> value of a point's overrides, without the sweep axes harvest reports itself."""
     if isinstance(overrides, str):
         overrides = json.loads(overrides)
-    keep = []
+    out = {}
     for o in overrides or []:
-        key = o.split("=", 1)[0].lstrip("+~")
-        if key in _SWEEP_KEYS or key.startswith("hydra.") or key in ("dry_run", "name", "store.url", "results_dir"):
+        key, _, value = o.partition("=")
+        key = key.lstrip("+~")
+        if key in _SWEEP_KEYS or key.startswith("hydra.") or key in _NOT_VARIANT:
             continue
-        keep.append(o)
-    return " ".join(sorted(keep))
+        out[key] = value
+    return out
+
+
+def variants(all_overrides: Sequence[object]) -> list[str]:
+    """Per point, the overrides that differ between the campaign's points: what makes
+    its series (e.g. ``trainer.optimizer=adamw``). Settings shared by every point, and
+    the axes harvest has columns for, are left out."""
+    parsed = [_overrides(o) for o in all_overrides]
+    keys = sorted({k for d in parsed for k in d})
+    varying = [k for k in keys if len({d.get(k) for d in parsed}) > 1]
+    return [" ".join(f"{k}={d[k]}" for k in varying if k in d) for d in parsed]
 
 
 def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None) -> pl.DataFrame:
@@ -42,8 +54,7 @@ def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None
                       orient="row") if rows else pl.DataFrame(schema={c: pl.Null for c in cols})
     if df.height == 0:
         return df.with_columns(pl.lit("").alias("variant"))
-    variants = [_variant(o) for o in df["overrides"].to_list()]
-    return df.drop("overrides").with_columns(pl.Series("variant", variants, dtype=pl.Utf8))
+    return df.drop("overrides").with_columns(pl.Series("variant", variants(df["overrides"].to_list()), dtype=pl.Utf8))
 
 
 def scaling_table(points: pl.DataFrame) -> pl.DataFrame:

@@ -54,6 +54,10 @@ def main() -> None:
         fail(exc)
     except (HydraException, OmegaConfBaseException) as exc:
         fail(_hydra_error(exc))
+    except BrokenPipeError:
+        from campaign.cli import quiet_broken_pipe
+
+        quiet_broken_pipe()
 
 
 if __name__ == "__main__":

@@ -162,6 +162,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
         "qos": plat.get("qos"),
         "mem_gb": None if not plat.get("mem_per_gpu_gb") else float(plat["mem_per_gpu_gb"]) * per_node,
         "extra_sbatch": list(plat.get("extra_sbatch") or []),
+        "exclusive": bool(plat.get("exclusive", False)),
     }
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
                      batch_per_gpu=batch, iterations=iters, resources=resources)

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# run-tests.sh [pytest args] - the README's second command (and what .ci/run calls):
+# install campaign with the test extras, bring up the local SLURM test cluster and a
+# private PostgreSQL on loopback, run the whole test suite, stop what it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh train,test
+started=()
+cleanup() { for s in "${started[@]}"; do bash "scripts/local-$s.sh" stop >/dev/null 2>&1 || true; done; }
+trap cleanup EXIT
+if [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
+  bash scripts/local-slurm.sh status >/dev/null 2>&1 || { bash scripts/local-slurm.sh start && started+=(slurm); }
+  bash scripts/local-postgres.sh status >/dev/null 2>&1 || { bash scripts/local-postgres.sh start && started+=(postgres); }
+  eval "$(bash scripts/local-slurm.sh env)"
+else
+  echo "[tests] not root (or CAMPAIGN_TEST_SERVICES=0): SLURM and PostgreSQL tests will be skipped"
+fi
+set +e
+.venv/bin/python -m pytest "$@"
+rc=$?
+set -e
+# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+exit $rc

@@ -1,0 +1,53 @@
+"""Planning and validation of points: pure functions, exact messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaign.errors import ConfigError
+from campaign.launch.plan import check_resources, schedule
+
+V100 = {"name": "v100", "executor": "slurm", "gpus_per_node": 4, "max_nodes": 4}
+
+
+@pytest.mark.parametrize("gpus,iters", [(1, 160000), (2, 80000), (4, 40000), (8, 20000)])
+def test_weak_scaling_is_160k_over_n_at_8_images_per_gpu(gpus, iters):
+    exp = {"scaling": "weak", "images_per_gpu": 8, "base_iterations": 160000}
+    assert schedule(exp, gpus) == (8, iters)
+
+
+def test_strong_scaling_splits_the_global_batch():
+    exp = {"scaling": "strong", "global_batch": 64, "base_iterations": 100}
+    assert schedule(exp, 4) == (16, 100)
+    with pytest.raises(ConfigError, match="global_batch=64 does not split over 3 GPUs"):
+        schedule(exp, 3)
+
+
+def test_explicit_iterations_win():
+    assert schedule({"scaling": "weak", "images_per_gpu": 8, "base_iterations": 100, "iterations": 7}, 4) == (8, 7)
+
+
+def test_too_few_iterations_is_refused():
+    with pytest.raises(ConfigError, match="8 GPUs leave 0 iterations"):
+        schedule({"scaling": "weak", "images_per_gpu": 8, "base_iterations": 4}, 8)
+
+
+@pytest.mark.parametrize(
+    "gpus,nodes,message",
+    [
+        (8, 1, "v100 has 4 GPUs per node; 8 needs nodes=2"),
+        (0, 1, "gpus must be a positive integer, got 0"),
+        (6, 4, "gpus=6 does not divide over nodes=4; use a multiple of 4"),
+        (32, 8, "v100 allows at most 4 node(s) per job, got nodes=8"),
+        (64, 1, "v100 has 4 GPUs per node; gpus=64 does not fit"),
+        (True, 1, "gpus must be a positive integer, got True"),
+    ],
+)
+def test_resources_refused_with_reason(gpus, nodes, message):
+    with pytest.raises(ConfigError) as err:
+        check_resources(V100, gpus, nodes)
+    assert str(err.value) == message
+
+
+def test_multi_node_point_fits():
+    check_resources(V100, 8, 2)
