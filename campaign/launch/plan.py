@@ -98,6 +98,8 @@ def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
             f"{gpus} GPUs leave {iters} iterations (experiment.base_iterations={exp['base_iterations']}); "
             f"raise experiment.base_iterations to at least {gpus}"
         )
+    if exp.get("sample_iterations") is not None and int(exp["sample_iterations"]) <= 0:
+        raise ConfigError(f"experiment.sample_iterations must be a positive integer, got {exp['sample_iterations']}")
     if exp.get("warmup_iterations", 0) < 0 or exp.get("profile_iterations", 0) < 0:
         raise ConfigError("experiment.warmup_iterations and experiment.profile_iterations must be >= 0")
     return int(batch), iters
@@ -171,9 +173,12 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
 def job_plan(p: PointPlan) -> dict[str, Any]:
     """What the job needs to know about its schedule (``spec['plan']``)."""
     exp = p.config["experiment"]
+    sample = exp.get("sample_iterations")
     return {
         "batch_per_gpu": p.batch_per_gpu,
-        "iterations": p.iterations,
+        # A sampled (projection) run times only `sample_iterations`; p.iterations (stored
+        # with the point) stays the full run's count that harvest projects to.
+        "iterations": min(int(sample), p.iterations) if sample else p.iterations,
         "warmup": int(exp.get("warmup_iterations", 0)),
         "profile_iterations": int(exp.get("profile_iterations", 0)),
         "grad_accum": int(exp.get("grad_accum", 1)),
