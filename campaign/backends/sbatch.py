@@ -1,0 +1,210 @@
+"""What goes into sbatch, as pure functions: array groups, submitit parameters, the
+rendered script, the environment sbatch sees, and how to read its refusals.
+
+submitit renders the script (``#SBATCH`` lines quoted with ``shlex.quote``, which
+SLURM's own ``#SBATCH`` parser reads back correctly); what it cannot make safe is
+refused here first: a newline would end the ``#SBATCH`` block early (every option
+after it silently dropped, the rest run by bash), a ``%`` in a path is a SLURM
+file-name pattern, a backslash is an escape inside SLURM's quotes.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Sequence, TypeVar
+
+from campaign.errors import ConfigError
+
+# The resolved resources that must be equal for points to share one job array.
+RESOURCE_KEYS = (
+    "partition", "nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "timeout_min",
+    "constraint", "account", "qos", "mem_gb", "extra_sbatch",
+)
+DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize (indices 0..1000)
+MAX_JOB_NAME = 96
+
+# extra_sbatch options campaign sets itself: overriding them breaks logs, arrays or
+# the resource request; the value is the platform field to use instead (or None).
+_RESERVED = {
+    "array": None, "output": None, "error": None, "open-mode": None, "job-name": None, "wrap": None,
+    "signal": None, "partition": "platform.partition", "time": "platform.time_limit_min",
+    "nodes": "nodes", "ntasks-per-node": "gpus", "gpus-per-node": "gpus",
+    "cpus-per-task": "platform.cpus_per_task", "constraint": "platform.constraint",
+    "account": "platform.account", "qos": "platform.qos", "mem": "platform.mem_per_gpu_gb",
+}
+_BAD_CHARS = re.compile(r"[\x00-\x1f\x7f\\]")  # control characters (newline!) and backslash
+_EXTRA = re.compile(r"^--([A-Za-z][A-Za-z0-9_-]*)(?:=(.*))?$", re.S)
+
+T = TypeVar("T")
+
+
+def check_value(what: str, value: Any) -> None:
+    """Refuse a value that cannot be written on one ``#SBATCH`` line."""
+    if value is not None and _BAD_CHARS.search(str(value)):
+        raise ConfigError(
+            f"{what} {str(value)!r} contains a newline, control character or backslash, "
+            "which cannot go into an sbatch script; remove it"
+        )
+
+
+def check_folder(folder: Path | str) -> None:
+    """Refuse a job folder SLURM would misread (the results_dir it lies in)."""
+    text = str(folder)
+    if _BAD_CHARS.search(text):
+        raise ConfigError(
+            f"results folder {text!r} contains a newline, control character or backslash, "
+            "which cannot go into an sbatch script; choose another results_dir"
+        )
+    if "%" in text:
+        raise ConfigError(
+            f"results folder {text!r} contains '%', which SLURM reads as a file-name pattern (%j, %A); "
+            "choose another results_dir"
+        )
+
+
+def group_key(resources: Mapping[str, Any]) -> tuple:
+    """What points must share to go into one job array."""
+    return tuple((k, tuple(resources.get(k) or ()) if k == "extra_sbatch" else resources.get(k)) for k in RESOURCE_KEYS)
+
+
+def group_items(items: Sequence[tuple[Any, dict]]) -> list[list[tuple[Any, dict]]]:
+    """(plan, spec) pairs grouped by ``plan.resources``, in order of first appearance."""
+    groups: dict[tuple, list[tuple[Any, dict]]] = {}
+    for plan, spec in items:
+        groups.setdefault(group_key(plan.resources), []).append((plan, spec))
+    return list(groups.values())
+
+
+def chunks(seq: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    """``seq`` in consecutive pieces of at most ``size`` (one job array each)."""
+    size = max(1, int(size))
+    for start in range(0, len(seq), size):
+        yield seq[start:start + size]
+
+
+def safe_name(text: str) -> str:
+    """``text`` reduced to ``[A-Za-z0-9._+-]``: job names never need quoting."""
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "_", str(text)).strip("_.")
+    return name[:MAX_JOB_NAME] or "campaign"
+
+
+def group_label(resources: Mapping[str, Any]) -> str:
+    """Short readable name of a resource group, e.g. ``a100_nvlink-1x2-a100_80g``."""
+    parts = [resources.get("partition") or "default", f"{resources['nodes']}x{resources['tasks_per_node']}"]
+    if resources.get("constraint"):
+        parts.append(str(resources["constraint"]))
+    return "-".join(str(p) for p in parts)
+
+
+def job_name(campaign_id: str, resources: Mapping[str, Any], part: int = 0) -> str:
+    """``<campaign id>-<group>[-partN]``, sanitised."""
+    suffix = f"-part{part + 1}" if part else ""
+    return safe_name(f"{campaign_id}-{group_label(resources)}{suffix}")
+
+
+def parse_extra_sbatch(extra: Sequence[str]) -> dict[str, Any]:
+    """``platform.extra_sbatch`` (``["--exclusive", "--reservation=x"]``) as submitit's
+    ``additional_parameters``; refuses what campaign sets itself."""
+    out: dict[str, Any] = {}
+    for arg in extra or ():
+        check_value("platform.extra_sbatch entry", arg)
+        m = _EXTRA.match(str(arg).strip())
+        if not m:
+            raise ConfigError(
+                f"platform.extra_sbatch entry {arg!r} is not of the form --option or --option=value "
+                "(long options only, e.g. --exclusive, --reservation=maint)"
+            )
+        key, value = m.group(1).replace("_", "-"), m.group(2)
+        if key in _RESERVED:
+            instead = _RESERVED[key]
+            hint = f"; set {instead} instead" if instead else "; campaign sets it itself"
+            raise ConfigError(f"platform.extra_sbatch may not set --{key}{hint}")
+        out[key] = True if value is None else value
+    return out
+
+
+def sbatch_parameters(resources: Mapping[str, Any], name: str) -> dict[str, Any]:
+    """submitit ``SlurmExecutor`` parameters of one group (its own names: time, mem, ...)."""
+    from submitit.slurm.slurm import _convert_mem
+
+    for key in ("partition", "constraint", "account", "qos"):
+        check_value(f"platform.{key}", resources.get(key))
+    check_value("job name", name)
+    params: dict[str, Any] = {
+        "job_name": name,
+        "partition": resources.get("partition") or None,
+        "time": int(resources["timeout_min"]),
+        "nodes": int(resources["nodes"]),
+        "ntasks_per_node": int(resources["tasks_per_node"]),  # one srun task per rank
+        "cpus_per_task": int(resources["cpus_per_task"]),
+        "gpus_per_node": int(resources["gpus_per_node"]) or None,
+        "constraint": resources.get("constraint") or None,
+        "account": resources.get("account") or None,
+        "qos": resources.get("qos") or None,
+        "mem": _convert_mem(float(resources["mem_gb"])) if resources.get("mem_gb") else None,
+    }
+    extra = parse_extra_sbatch(resources.get("extra_sbatch") or ())
+    if extra:
+        params["additional_parameters"] = extra
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def submit_command(folder: Path | str, python: Optional[str]) -> str:
+    """The job's command line, as submitit's ``SlurmExecutor._submitit_command_str``."""
+    py = shlex.quote(sys.executable) if python is None else python
+    return " ".join([py, "-u -m submitit.core._submit", shlex.quote(str(folder))])
+
+
+def render_sbatch(params: Mapping[str, Any], folder: Path | str, python: Optional[str], map_count: int) -> str:
+    """The sbatch script of one job array of ``map_count`` points, exactly as submitit
+    writes it (``SlurmExecutor._make_submission_file_text``)."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    check_folder(folder)
+    return _make_sbatch_string(command=submit_command(folder, python), folder=folder, map_count=map_count, **params)
+
+
+# ---------------------------------------------------------------- sbatch's environment and errors
+
+KEEP_ENV = ("SLURM_CONF",)  # where the client finds the cluster: not an inherited job setting
+
+
+def scrubbed_environ(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` without inherited ``SBATCH_*``/``SLURM_*`` variables.
+
+    sbatch reads ``SBATCH_*`` as options (``SBATCH_PARTITION``, ``SBATCH_ACCOUNT``...)
+    and a launcher started inside a job inherits ``SLURM_JOB_ID``, ``SLURM_NTASKS``...;
+    either would change the request behind the platform's back.
+    """
+    return {k: v for k, v in environ.items() if k in KEEP_ENV or not k.startswith(("SBATCH_", "SLURM_"))}
+
+
+TRANSIENT = (
+    "socket timed out",
+    "resource temporarily unavailable",
+    "slurm_load_jobs error",
+    "unable to contact slurm controller",
+    "connection refused",
+    "transport endpoint is not connected",
+    "slurmctld is not responding",
+    "try again",
+)
+
+
+def is_transient(message: str) -> bool:
+    """Whether sbatch failed for a reason that may pass (controller busy or restarting)."""
+    low = message.lower()
+    return any(t in low for t in TRANSIENT)
+
+
+def sbatch_message(stderr: str, returncode: Optional[int] = None) -> str:
+    """SLURM's refusal on one line: ``sbatch: error:`` prefixes dropped, duplicates removed."""
+    seen: list[str] = []
+    for line in str(stderr).splitlines():
+        line = re.sub(r"^\s*(sbatch:\s*)?(error:\s*)?", "", line).strip()
+        if line and line not in seen:
+            seen.append(line)
+    return "; ".join(seen) or (f"sbatch exited with status {returncode}" if returncode is not None else "sbatch failed")

@@ -1,0 +1,238 @@
+"""The SLURM executor: one submitit job array per group of points with equal
+resources, one ``sacct`` (and at most one ``squeue``) per refresh, one ``scancel``.
+
+Inside an array task submitit's sbatch script runs ``srun`` with
+``--ntasks-per-node`` tasks: one task per rank, each rank one GPU
+(``--gpus-per-node``) and ``--cpus-per-task`` cores; ``trainers.dist`` builds the
+process group from submitit's ``JobEnvironment``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+from submitit.core.utils import DelayedSubmission, JobPaths
+from submitit.slurm.slurm import SlurmExecutor, SlurmJob
+
+from campaign.backends import sacct as sa
+from campaign.backends import sbatch as sb
+from campaign.backends.base import Backend, Observed, Submitted
+from campaign.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
+from campaign.launch.entry import JobEntry
+from campaign.proc import CommandError, Completed, run
+
+SBATCH_TIMEOUT_S = 60.0
+QUERY_TIMEOUT_S = 60.0
+
+
+class SlurmJobEntry(JobEntry):
+    """``JobEntry`` that ignores submitit's USR2 (sent ``signal_delay_s`` before the time limit).
+
+    submitit answers USR2 by checkpointing and requeuing a ``Checkpointable``, and
+    otherwise by raising in rank 0: the job ends FAILED 90 s (or, SLURM's signal
+    timing being coarse, up to a minute more) before its limit, and a job with a
+    limit under 90 s fails at once. Timing runs do not checkpoint: they run to the
+    end or to the limit, and SLURM then says TIMEOUT, which is the truth.
+    """
+
+    def __call__(self) -> Any:
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        return super().__call__()
+
+
+def run_sbatch(
+    script: Path,
+    *,
+    attempts: int = 4,
+    backoff_s: float = 1.0,
+    runner: Optional[Callable[..., Completed]] = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """``sbatch script`` with a scrubbed environment; retries transient failures with
+    back-off (1, 2, 4 s); returns sbatch's stdout or raises ``SubmitError`` with
+    SLURM's own message."""
+    env = sb.scrubbed_environ(os.environ)
+    runner = runner or run
+    message = ""
+    for i in range(max(1, attempts)):
+        try:
+            done = runner(["sbatch", str(script)], timeout=SBATCH_TIMEOUT_S, env=env, check=False)
+        except CommandError as exc:  # missing, or no answer: it may have queued the job, so no retry
+            raise SubmitError(exc.detail) from exc
+        if done.returncode == 0:
+            return done.stdout
+        message = sb.sbatch_message(done.stderr or done.stdout, done.returncode)
+        if not sb.is_transient(message) or i + 1 >= attempts:
+            break
+        sleep(backoff_s * 2**i)
+    raise SubmitError(message)
+
+
+class CampaignSlurmExecutor(SlurmExecutor):
+    """submitit's SlurmExecutor with sbatch run through ``campaign.proc`` (scrubbed
+    environment, retries, SLURM's message) and arrays of any size submitted by it."""
+
+    sbatch_attempts = 4
+    sbatch_backoff_s = 1.0
+
+    def _submit_command(self, command: str) -> SlurmJob:
+        # submitit's PicklingExecutor._submit_command, with run_sbatch for its subprocess
+        uid = uuid.uuid4().hex
+        script = JobPaths.get_first_id_independent_folder(self.folder) / f".submission_file_{uid}.sh"
+        script.write_text(self._make_submission_file_text(command, uid))
+        try:
+            out = run_sbatch(script, attempts=self.sbatch_attempts, backoff_s=self.sbatch_backoff_s)
+        except SubmitError:
+            script.unlink(missing_ok=True)
+            raise
+        job = self.job_class(folder=self.folder, job_id=self._get_job_id_from_submission_command(out),
+                             tasks=list(range(self._num_tasks())))
+        job.paths.move_temporary_file(script, "submission_file", keep_as_symlink=True)
+        return job
+
+    def submit_array(self, entries: Sequence[Any]) -> list[SlurmJob]:
+        """One sbatch ``--array=0-(n-1)`` for ``entries`` (even for one), as submitit's
+        own array path does, but through this class."""
+        folder = JobPaths.get_first_id_independent_folder(self.folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        pickles = []
+        for entry in entries:
+            delayed = DelayedSubmission(entry)
+            delayed.set_timeout(self.parameters.get("time", 5), self.max_num_timeout)
+            path = folder / f"{uuid.uuid4().hex}.pkl"
+            delayed.dump(path)
+            pickles.append(path)
+        self.parameters["map_count"] = len(entries)
+        try:
+            first = self._submit_command(self._submitit_command_str)
+        except BaseException:
+            for path in pickles:
+                path.unlink(missing_ok=True)
+            raise
+        finally:
+            self.parameters.pop("map_count", None)
+        jobs = [SlurmJob(folder=self.folder, job_id=f"{first.job_id}_{i}", tasks=list(range(first.num_tasks)))
+                for i in range(len(entries))]
+        for job, path in zip(jobs, pickles):
+            job.paths.move_temporary_file(path, "submitted_pickle")
+        return jobs
+
+
+class SlurmBackend(Backend):
+    name = "slurm"
+
+    def __init__(self) -> None:
+        self._max_array: Optional[int] = None
+
+    # ------------------------------------------------------------------ submit
+    def max_array_size(self) -> int:
+        """The cluster's MaxArraySize (``scontrol show config``, read once)."""
+        if self._max_array is None:
+            try:
+                text = run(["scontrol", "show", "config"], timeout=QUERY_TIMEOUT_S).stdout
+                self._max_array = sa.parse_max_array_size(text)
+            except CommandError:
+                self._max_array = sb.DEFAULT_MAX_ARRAY_SIZE
+        return self._max_array
+
+    def submit(self, items: Sequence[tuple[Any, dict]], folder: Path, python: Optional[str]) -> list[Submitted]:
+        """One job array per resource group (split at MaxArraySize); a group sbatch
+        refuses is reported on each of its points with SLURM's message, the other
+        groups still go."""
+        folder = Path(folder).absolute()
+        by_point: dict[int, Submitted] = {}
+        try:
+            sb.check_folder(folder)
+        except ConfigError as exc:
+            return [Submitted(spec["point_id"], None, error=str(exc)) for _, spec in items]
+        groups = sb.group_items(items)
+        max_array = self.max_array_size() if groups else sb.DEFAULT_MAX_ARRAY_SIZE
+        for group in groups:
+            resources = group[0][0].resources
+            campaign_id = group[0][1]["campaign_id"]
+            for part, chunk in enumerate(sb.chunks(group, max_array)):
+                for s in self._submit_chunk(chunk, resources, sb.job_name(campaign_id, resources, part), folder, python):
+                    by_point[s.point_id] = s
+        return [by_point[spec["point_id"]] for _, spec in items]
+
+    def _submit_chunk(self, chunk: Sequence[tuple[Any, dict]], resources: dict, name: str,
+                      folder: Path, python: Optional[str]) -> list[Submitted]:
+        ids = [spec["point_id"] for _, spec in chunk]
+        try:
+            params = sb.sbatch_parameters(resources, name)
+            ex = CampaignSlurmExecutor(folder, python=python)
+            ex.update_parameters(**params)
+            jobs = ex.submit_array([SlurmJobEntry(spec) for _, spec in chunk])
+        except CampaignError as exc:
+            return [Submitted(pid, None, error=str(exc)) for pid in ids]
+        except (OSError, ValueError, RuntimeError) as exc:  # folder not writable, submitit's own checks
+            return [Submitted(pid, None, error=one_line(exc)) for pid in ids]
+        return [Submitted(pid, str(job.job_id), job_folder=str(folder), log_path=str(job.paths.stderr), job=job)
+                for pid, job in zip(ids, jobs)]
+
+    # ------------------------------------------------------------------ observe
+    def observe(self, points: Sequence[dict]) -> dict[int, Observed]:
+        """One ``sacct`` for all the points' arrays, one ``squeue`` for those pending."""
+        jobs = {p["id"]: str(p["job_id"]) for p in points if p.get("job_id")}
+        if not jobs:
+            return {}
+        arrays = sorted({j.split("_")[0] for j in jobs.values()}, key=lambda j: (len(j), j))
+        env = dict(os.environ, SLURM_TIME_FORMAT="%s")  # Start/End as unix time
+        done = self._query(["sacct", "-j", ",".join(arrays), "-X", "-n", "-P", f"--format={sa.SACCT_FORMAT}"], env)
+        rows = sa.parse_sacct(done.stdout)
+        waiting = sorted({j for j in jobs.values() if j not in rows or rows[j].state.startswith("PENDING")})
+        queued = self._squeue(waiting) if waiting else {}
+        seen: dict[int, Observed] = {}
+        for p in points:
+            jid = jobs.get(p["id"])
+            if jid is None:
+                continue
+            row = rows.get(jid)
+            error_line = self._error_line(p) if row is not None and row.state.startswith("FAILED") else None
+            obs = sa.observation(row, queued.get(jid), p, error_line, now=time.time())
+            if obs is not None:
+                seen[p["id"]] = obs
+        return seen
+
+    @staticmethod
+    def _query(argv: list[str], env: Optional[dict] = None) -> Completed:
+        try:
+            done = run(argv, timeout=QUERY_TIMEOUT_S, env=env, check=False)
+        except CommandError as exc:
+            raise SchedulerError(str(exc)) from exc
+        if done.returncode != 0:
+            message = one_line(done.stderr) or one_line(done.stdout) or f"exit status {done.returncode}"
+            raise SchedulerError(message if message.startswith(argv[0]) else f"{argv[0]}: {message}")
+        return done
+
+    def _squeue(self, job_ids: Sequence[str]) -> dict[str, tuple[str, Optional[str]]]:
+        """Live state and pending reason; {} when squeue knows none of them (it then fails)."""
+        try:
+            done = self._query(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", sa.SQUEUE_FORMAT])
+        except SchedulerError:
+            return {}
+        return sa.parse_squeue(done.stdout)
+
+    @staticmethod
+    def _error_line(p: dict) -> Optional[str]:
+        """The last line of rank 0's traceback from submitit's result pickle, if written."""
+        from campaign.backends.local import failure_reason, read_result
+
+        if not p.get("job_folder"):
+            return None
+        res = read_result(Path(p["job_folder"]), str(p["job_id"]))
+        return failure_reason(res[1]) if res and res[0] == "error" else None
+
+    # ------------------------------------------------------------------ cancel
+    def cancel(self, points: Sequence[dict]) -> list[int]:
+        """One ``scancel`` for every point's array task."""
+        chosen = [p for p in points if p.get("job_id")]
+        if not chosen:
+            return []
+        self._query(["scancel", *sorted({str(p["job_id"]) for p in chosen})])
+        return [p["id"] for p in chosen]
