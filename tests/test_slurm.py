@@ -286,6 +286,7 @@ class Site:
 
         self.ws = Workspace(path)
         self.store = ["--store", self.ws.store_url]
+        self.launched: list[str] = []
 
     def launch(self, *overrides: str, env: dict | None = None):
         from conftest import campaign_id_from
@@ -297,7 +298,13 @@ class Site:
         finally:
             self.ws.env = saved
         assert res.returncode == 0, res.stdout + res.stderr
-        return campaign_id_from(res.stdout), res
+        self.launched.append(campaign_id_from(res.stdout))
+        return self.launched[-1], res
+
+    def cancel_all(self) -> None:
+        """Leave no job behind (long ones would burn this machine's CPUs for a day)."""
+        for cid in self.launched:
+            self.campaign("cancel", cid, timeout=60)
 
     def campaign(self, *args: str, timeout: float = 240):
         return self.ws.campaign(*args, *self.store, timeout=timeout)
@@ -322,7 +329,8 @@ def site(cluster, tmp_path_factory):
     s.nvlink = s.launch("platform=a100_nvlink_40,a100_nvlink_80", "gpus=2", "experiment=smoke", *ONE_CPU, *TINY_TRAINER)
     s.rejected = s.launch("platform=v100", "platform.partition=v100,nosuch", "repeats=2", "experiment=smoke",
                           *ONE_CPU, *TINY_TRAINER)
-    return s
+    yield s
+    s.cancel_all()
 
 
 @pytest.fixture(scope="module")
