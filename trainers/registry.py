@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 TRAINERS: dict[str, str] = {
     "synthetic": "trainers.synthetic:build",
+    "swinv2_upernet": "trainers.mmseg.trainer:build",
 }
 
 
