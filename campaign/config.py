@@ -150,8 +150,10 @@ def register() -> None:
     from hydra.core.plugins import Plugins
 
     from hydra_plugins.campaign_launcher.campaign_launcher import CampaignLauncher
+    from hydra_plugins.campaign_launcher.campaign_sweeper import CampaignSweeper
 
     Plugins.instance().register(CampaignLauncher)
+    Plugins.instance().register(CampaignSweeper)
     if not OmegaConf.has_resolver("cpus"):
         OmegaConf.register_new_resolver("cpus", cpu_count)
     if not OmegaConf.has_resolver("cpu_peak_tflops"):

@@ -10,7 +10,8 @@ from conftest import TINY
 
 BAD_LAUNCHES = [
     (["platform=h100"], "error: unknown platform 'h100'; available: a100, a100_nvlink_40, a100_nvlink_80, local, v100"),
-    (["-m", "platform=local,h100"], "error: unknown platform 'h100'; available:"),
+    (["-m", "platform=local,h100"], "unknown platform 'h100'; available: a100, a100_nvlink_40"),
+    (["-m", "gpus=1", "nosuchkey=1,2"], "Could not override 'nosuchkey'"),
     (["-m", "trainer=nosuch"], "error: unknown trainer 'nosuch'; available:"),
     (["experiment=nope"], "error: unknown experiment 'nope'; available:"),
     (["gpus=0"], "error: gpus must be a positive integer, got 0"),

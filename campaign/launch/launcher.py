@@ -21,8 +21,13 @@ from campaign.launch.report import print_dry_run, print_submitted
 def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[PointPlan]:
     """Compose, resolve and validate every point (and its repeats); raise on the first bad one."""
     from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
-    loader = launcher.hydra_context.config_loader
+    from campaign.launch.hydra_errors import as_config_error
+
+    from campaign.launch.compose import PointComposer
+
+    composer = PointComposer(launcher.hydra_context.config_loader, launcher.config)
     points: list[PointPlan] = []
     errors: list[str] = []
     idx = 0
@@ -30,9 +35,9 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initia
         overrides = list(overrides)
         where = " ".join(overrides) or "(defaults)"
         try:
-            cfg = loader.load_sweep_config(launcher.config, overrides)
-        except (HydraException, ValueError) as exc:
-            errors.append(f"point {where}: {one_line(exc)}")
+            cfg = composer.compose(overrides)
+        except (HydraException, OmegaConfBaseException, ValueError) as exc:
+            errors.append(f"point {where}: {as_config_error(exc)}")
             continue
         repeats = cfg.get("repeats", 1)
         if not isinstance(repeats, int) or repeats < 1:

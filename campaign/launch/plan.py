@@ -14,8 +14,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from campaign.config import cpu_count
 from campaign.errors import ConfigError
+from campaign.launch.engines import check_engine
 
-KNOWN_TRAINERS = ("frozen_backbone", "swinv2_upernet", "synthetic", "vit")
+KNOWN_TRAINERS = ("frozen_backbone", "sleep", "swinv2_upernet", "synthetic", "vit")
 SCALINGS = ("fixed", "strong", "weak")
 
 
@@ -128,9 +129,10 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
 def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0) -> PointPlan:
     """Resolve, validate and schedule one sweep point."""
     if isinstance(cfg, DictConfig):
-        cfg = cfg.copy()
-        with open_dict(cfg):
-            cfg.pop("hydra", None)  # Hydra's own node: not the point's config
+        if "hydra" in cfg:
+            cfg = cfg.copy()
+            with open_dict(cfg):
+                cfg.pop("hydra", None)  # Hydra's own node: not the point's config
         try:
             c = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
         except Exception as exc:  # omegaconf's errors carry the key path
@@ -142,6 +144,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     check_resources(plat, c["gpus"], c["nodes"])
     if c["trainer"]["name"] not in KNOWN_TRAINERS:
         raise ConfigError(f"unknown trainer '{c['trainer']['name']}'; available: {', '.join(KNOWN_TRAINERS)}")
+    check_engine(c)
     if plat["executor"] not in ("local", "slurm"):
         raise ConfigError(f"platform.executor must be local or slurm, got '{plat['executor']}'")
     if c.get("repeats", 1) < 1:
