@@ -123,6 +123,10 @@ def job_binds(
     folder that another plain bind in the list already contains. Raises
     ``ConfigError`` for a path that ``--bind`` cannot express.
     """
+    if isinstance(data_dirs, str):  # one root given bare, not a list of its characters
+        data_dirs = [data_dirs]
+    if isinstance(extra, str):
+        extra = [extra]
     plain: List[str] = []
     for i, d in enumerate(data_dirs):
         if d is not None:

@@ -202,6 +202,8 @@ def test_job_binds_order_dedupe_and_nesting():
     assert job_binds(data_dirs=[], results_dir="/c/results", code_dir="/c", extra=["/z", "/a"]) == ["/c", "/z", "/a"]
     # a sibling with a common prefix is not covered
     assert job_binds(data_dirs=["/data2"], results_dir="/data", code_dir=None) == ["/data2", "/data"]
+    # one root given bare
+    assert job_binds(data_dirs="/d", results_dir="/r", code_dir=None, extra="/x") == ["/d", "/r", "/x"]
 
 
 def test_job_binds_relative_paths_absolute(tmp_path, monkeypatch):
