@@ -1,33 +1,58 @@
 """The job's own small writer to the results store: batched inserts, short
-transactions, idempotent keys, and back-off on a busy database."""
+transactions, idempotent keys, back-off on a busy database, and a spool file when
+the store cannot be reached in time.
+
+Every write is an *operation* (start, rows, finish) keyed by (point_id, attempt_no),
+never by a database-generated id, so that it can be replayed later. When the store
+stays locked or unreachable past ``busy_timeout_s``, this and every later operation
+of the writer go, in order, to ``<spool_dir>/p<point>-a<attempt>-r<rank>.jsonl``;
+``campaign ingest`` (run by ``campaign harvest``) replays them exactly once.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from sqlalchemy import and_, func, insert, select, update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy import func, select
+from sqlalchemy.exc import DBAPIError, OperationalError
 
-from campaign_sql.engine import check_version, insert_ignore, make_engine
-from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
+from campaign_sql.engine import check_version, make_engine
+from campaign_sql.ops import AttemptKey, apply_op
+from campaign_sql.schema import attempt
 
 BATCH_ROWS = 5000
-RUNNING_FROM = ("registered", "pending", "requeued", "running")
+SPOOL_ENV = "CAMPAIGN_SPOOL_DIR"
+
+
+def _transient(exc: Exception) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, OperationalError) or any(s in text for s in ("locked", "busy", "could not connect", "timeout"))
 
 
 class JobWriter:
-    def __init__(self, url: str, *, busy_timeout_s: float = 30.0):
+    def __init__(self, url: str, *, busy_timeout_s: float = 30.0, spool_dir: Optional[str] = None):
         self.url = url
         self.busy_timeout_s = busy_timeout_s
+        self.spool_dir = spool_dir if spool_dir is not None else os.environ.get(SPOOL_ENV)
+        self.spool_path: Optional[Path] = None  # set once this writer has spooled
         self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
-        check_version(self.engine)
+        self._ids: dict[AttemptKey, int] = {}
+        try:
+            check_version(self.engine)
+        except DBAPIError:
+            if not self.spool_dir:
+                raise
+            # unreachable now: operations will spool; the version is checked at ingest
 
     def close(self) -> None:
         self.engine.dispose()
 
+    # ------------------------------------------------------------ transport
     def _retry(self, fn: Callable[[Any], Any]) -> Any:
         """Run ``fn(conn)`` in a transaction, backing off while the database is busy."""
         deadline = time.monotonic() + self.busy_timeout_s
@@ -36,87 +61,58 @@ class JobWriter:
             try:
                 with self.engine.begin() as conn:
                     return fn(conn)
-            except OperationalError as exc:
-                busy = "locked" in str(exc).lower() or "busy" in str(exc).lower()
-                if not busy or time.monotonic() > deadline:
+            except DBAPIError as exc:
+                if not _transient(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 2.0)
 
-    def start_attempt(self, point_id: int, *, job_id: str, world_size: int, provenance: Mapping[str, Any]) -> int:
-        """Record a new attempt of ``point_id`` (running) and return its id."""
+    def _do(self, key: AttemptKey, rank: int, op: str, payload: dict) -> Any:
+        """Apply an operation now, or append it to the spool (and keep spooling after that)."""
+        if self.spool_path is None:
+            try:
+                return self._retry(lambda conn: apply_op(conn, op, key, payload, self._ids))
+            except DBAPIError as exc:
+                if not self.spool_dir or not _transient(exc):
+                    raise
+                self.spool_path = Path(self.spool_dir) / f"p{key.point_id}-a{key.attempt_no}-r{rank}.jsonl"
+                self.spool_path.parent.mkdir(parents=True, exist_ok=True)
+                print(f"campaign: results store busy/unreachable past {self.busy_timeout_s:g} s ({exc.__class__.__name__}); "
+                      f"spooling to {self.spool_path}", flush=True)
+        record = {"op": op, "point_id": key.point_id, "attempt_no": key.attempt_no, "payload": payload}
+        with open(self.spool_path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=float) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        return None
+
+    # ------------------------------------------------------------ operations
+    def start_attempt(self, point_id: int, *, job_id: str, world_size: int, provenance: Mapping[str, Any]) -> AttemptKey:
+        """Record a new attempt of ``point_id`` (running); returns its key."""
         restart = os.environ.get("SLURM_RESTART_COUNT")
+        if restart is not None:
+            no = int(restart)
+        else:  # local requeues: count the attempts already there (0 if unreachable)
+            try:
+                no = self._retry(lambda conn: conn.execute(
+                    select(func.count()).select_from(attempt).where(attempt.c.point_id == point_id)).scalar_one())
+            except DBAPIError:
+                no = 0
+        key = AttemptKey(point_id, no)
+        self._do(key, 0, "start", {"job_id": job_id, "world_size": world_size, "started_at": time.time(),
+                                   "provenance": dict(provenance)})
+        return key
 
-        def tx(conn):
-            no = int(restart) if restart is not None else conn.execute(
-                select(func.count()).select_from(attempt).where(attempt.c.point_id == point_id)
-            ).scalar_one()
-            existing = conn.execute(
-                select(attempt.c.id).where(and_(attempt.c.point_id == point_id, attempt.c.attempt_no == no))
-            ).scalar()
-            now = time.time()
-            if existing is not None:  # the same attempt started again (e.g. a local requeue)
-                conn.execute(update(attempt).where(attempt.c.id == existing).values(state="running", started_at=now, reason=None))
-                attempt_id = existing
-            else:
-                attempt_id = conn.execute(
-                    insert(attempt).values(
-                        point_id=point_id,
-                        attempt_no=no,
-                        job_id=job_id,
-                        state="running",
-                        world_size=world_size,
-                        started_at=now,
-                        provenance=dict(provenance),
-                    )
-                ).inserted_primary_key[0]
-            conn.execute(
-                update(point)
-                .where(and_(point.c.id == point_id, point.c.state.in_(RUNNING_FROM)))
-                .values(state="running", reason=None, started_at=now)
-            )
-            return attempt_id
-
-        return self._retry(tx)
-
-    def update_provenance(self, attempt_id: int, provenance: Mapping[str, Any]) -> None:
-        self._retry(lambda conn: conn.execute(update(attempt).where(attempt.c.id == attempt_id).values(provenance=dict(provenance))))
-
-    def write_rank(
-        self,
-        attempt_id: int,
-        rank: int,
-        summary: Mapping[str, Any],
-        rows: Sequence[Mapping[str, Any]],
-        *,
-        profile_row: Optional[Mapping[str, Any]] = None,
-        breakdown_rows: Iterable[Mapping[str, Any]] = (),
-    ) -> None:
-        """Write one rank's summary, iteration rows and optional profile/breakdown rows."""
-        key = {"attempt_id": attempt_id, "rank": rank}
+    def write_rank(self, key: AttemptKey, rank: int, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *,
+                   profile_row: Optional[Mapping[str, Any]] = None, breakdown_rows: Iterable[Mapping[str, Any]] = ()) -> None:
+        """Write one rank's iteration rows (in batches), summary and optional profile/breakdown rows."""
+        key = AttemptKey(*key)
         for start in range(0, len(rows), BATCH_ROWS):
-            chunk = [dict(r, **key) for r in rows[start : start + BATCH_ROWS]]
-            self._retry(lambda conn, chunk=chunk: insert_ignore(conn, iteration, chunk))
-        extra_rows = [dict(b, **key) for b in breakdown_rows]
+            self._do(key, rank, "rows", {"table": "iteration", "rank": rank, "rows": [dict(r) for r in rows[start:start + BATCH_ROWS]]})
+        tail = {"rank_timing": [dict(summary)], "profile": [dict(profile_row)] if profile_row else [],
+                "breakdown": [dict(b) for b in breakdown_rows]}
+        self._do(key, rank, "rank", {"rank": rank, "tables": tail})
 
-        def tx(conn):
-            insert_ignore(conn, rank_timing, [dict(summary, **key)])
-            if profile_row is not None:
-                insert_ignore(conn, profile, [dict(profile_row, **key)])
-            insert_ignore(conn, breakdown, extra_rows)
-
-        self._retry(tx)
-
-    def finish_attempt(self, attempt_id: int, point_id: int, state: str, reason: Optional[str] = None) -> None:
+    def finish_attempt(self, key: AttemptKey, point_id: int, state: str, reason: Optional[str] = None) -> None:
         """Close the attempt and move the point to its final state."""
-        now = time.time()
-
-        def tx(conn):
-            conn.execute(update(attempt).where(attempt.c.id == attempt_id).values(state=state, reason=reason, ended_at=now))
-            conn.execute(
-                update(point)
-                .where(and_(point.c.id == point_id, point.c.state.in_(RUNNING_FROM)))
-                .values(state=state, reason=reason, ended_at=now)
-            )
-
-        self._retry(tx)
+        self._do(AttemptKey(*key), 0, "finish", {"state": state, "reason": reason, "ended_at": time.time()})

@@ -14,8 +14,12 @@ class JobEntry:
         self.spec = spec
 
     def __call__(self) -> Any:
+        import os
+
         from trainers.job import run_point
 
+        if self.spec.get("spool_dir"):  # where the job's writer spools if the store is out of reach
+            os.environ.setdefault("CAMPAIGN_SPOOL_DIR", self.spec["spool_dir"])
         return run_point(self.spec)
 
     def __repr__(self) -> str:  # shown in submitit's logs

@@ -21,9 +21,10 @@ def new_campaign_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
-def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str) -> dict[str, Any]:
+def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, folder: Path) -> dict[str, Any]:
     """Everything a rank needs; pickled into the job by submitit."""
     return {
+        "spool_dir": str(folder / "spool"),
         "campaign_id": campaign_id,
         "point_id": point_id,
         "store_url": store_url,
@@ -77,7 +78,7 @@ def register_and_submit(
         )
         by_executor: dict[str, list[tuple[PointPlan, dict]]] = {}
         for p, pid in zip(points, ids):
-            by_executor.setdefault(p.executor, []).append((p, job_spec(p, pid, campaign_id, store_url)))
+            by_executor.setdefault(p.executor, []).append((p, job_spec(p, pid, campaign_id, store_url, folder)))
         submitted: list[Submitted] = []
         for executor, items in by_executor.items():
             submitted += get_backend(executor).submit(items, folder, python)

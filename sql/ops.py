@@ -1,0 +1,79 @@
+"""Store operations of a job, replayable: start an attempt, add rows, finish it.
+
+Operations name their attempt by (point_id, attempt_no), never by a database id, so
+that a job's writer (trainers.writer) can spool them to a file when the store is out
+of reach and ``campaign ingest`` can apply them later. Each is idempotent: applying
+one twice changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, select, update
+
+from campaign_sql.engine import insert_ignore
+from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
+
+RUNNING_FROM = ("registered", "pending", "requeued", "running")
+ROW_TABLES = {"iteration": iteration, "rank_timing": rank_timing, "profile": profile, "breakdown": breakdown}
+
+
+class AttemptKey(tuple):
+    """(point_id, attempt_no): how every operation names its attempt."""
+
+    def __new__(cls, point_id: int, attempt_no: int):
+        return super().__new__(cls, (int(point_id), int(attempt_no)))
+
+    def __getnewargs__(self):  # pickled between ranks
+        return (self[0], self[1])
+
+    @property
+    def point_id(self) -> int:
+        return self[0]
+
+    @property
+    def attempt_no(self) -> int:
+        return self[1]
+
+
+def _attempt_id(conn, key: AttemptKey, cache: dict) -> int:
+    if key not in cache:
+        found = conn.execute(select(attempt.c.id).where(
+            and_(attempt.c.point_id == key.point_id, attempt.c.attempt_no == key.attempt_no))).scalar()
+        if found is None:  # rows of an attempt whose start was lost: make it
+            insert_ignore(conn, attempt, [{"point_id": key.point_id, "attempt_no": key.attempt_no, "state": "running"}])
+            found = conn.execute(select(attempt.c.id).where(
+                and_(attempt.c.point_id == key.point_id, attempt.c.attempt_no == key.attempt_no))).scalar_one()
+        cache[key] = found
+    return cache[key]
+
+
+def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
+    """Apply one operation in ``conn``'s transaction. Idempotent: replaying changes nothing."""
+    if op == "start":
+        row = {"point_id": key.point_id, "attempt_no": key.attempt_no, "state": "running", **payload}
+        exists = conn.execute(select(attempt.c.id).where(
+            and_(attempt.c.point_id == key.point_id, attempt.c.attempt_no == key.attempt_no))).scalar()
+        if exists is None:
+            insert_ignore(conn, attempt, [row])
+        elif payload.get("started_at"):  # the same attempt started again (a local requeue)
+            conn.execute(update(attempt).where(and_(attempt.c.id == exists, attempt.c.state != "completed"))
+                         .values(state="running", started_at=payload["started_at"], reason=None))
+        conn.execute(update(point).where(and_(point.c.id == key.point_id, point.c.state.in_(RUNNING_FROM)))
+                     .values(state="running", reason=None, started_at=payload.get("started_at")))
+        return key
+    aid = _attempt_id(conn, key, cache)
+    if op == "rows":
+        insert_ignore(conn, ROW_TABLES[payload["table"]], [dict(r, attempt_id=aid, rank=payload["rank"]) for r in payload["rows"]])
+    elif op == "rank":
+        for name, rows in payload["tables"].items():
+            insert_ignore(conn, ROW_TABLES[name], [dict(r, attempt_id=aid, rank=payload["rank"]) for r in rows])
+    elif op == "finish":
+        conn.execute(update(attempt).where(attempt.c.id == aid)
+                     .values(state=payload["state"], reason=payload["reason"], ended_at=payload["ended_at"]))
+        conn.execute(update(point).where(and_(point.c.id == key.point_id, point.c.state.in_(RUNNING_FROM)))
+                     .values(state=payload["state"], reason=payload["reason"], ended_at=payload["ended_at"]))
+    else:
+        raise ValueError(f"unknown spool operation {op!r}")
+    return None

@@ -1,0 +1,108 @@
+"""The job-side writer under contention: 16 concurrent writers, back-off, spool, ingest."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+import time
+
+import pytest
+
+from campaign.ingest import ingest_files
+from campaign.store import open_store
+from campaign_sql.ops import AttemptKey, apply_op
+from trainers.writer import JobWriter
+
+N_WRITERS = 16
+ROWS = 1500
+
+
+def _points(n):
+    return [dict(idx=i, platform="local", trainer="synthetic", experiment="smoke", dataset="synthetic", gpus=1,
+                 nodes=1, repeat=0, executor="local", state="pending") for i in range(n)]
+
+
+def _rows(n):
+    return [{"iter": i, "warmup": i < 2, "iter_s": 0.01 + i * 1e-6, "loss": 1.0 / (i + 1)} for i in range(n)]
+
+
+def _summary():
+    return {"iterations": ROWS - 2, "warmup_iterations": 2, "wall_s": 1.0, "images": 8}
+
+
+def _write(url, point_id, barrier):
+    import trainers.writer as w
+
+    w.BATCH_ROWS = 100  # many short transactions: real contention
+    writer = JobWriter(url, busy_timeout_s=60)
+    barrier.wait()
+    key = writer.start_attempt(point_id, job_id=str(point_id), world_size=1, provenance={})
+    writer.write_rank(key, 0, _summary(), _rows(ROWS))
+    writer.finish_attempt(key, point_id, "completed")
+    writer.close()
+
+
+def test_sixteen_concurrent_writers_lose_and_double_nothing(tmp_path):
+    url = f"sqlite:///{tmp_path}/c.db"
+    with open_store(url, create=True) as s:
+        ids = s.register({"id": "c", "created_at": 1.0}, _points(N_WRITERS))
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(N_WRITERS)
+    procs = [ctx.Process(target=_write, args=(url, pid, barrier)) for pid in ids]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(300)
+    assert [p.exitcode for p in procs] == [0] * N_WRITERS
+    con = sqlite3.connect(tmp_path / "c.db")
+    assert con.execute("select count(*) from iteration").fetchone()[0] == N_WRITERS * ROWS
+    assert con.execute("select count(distinct attempt_id) from iteration").fetchone()[0] == N_WRITERS
+    assert con.execute("select count(*) from rank_timing").fetchone()[0] == N_WRITERS
+    assert con.execute("select state, count(*) from point group by state").fetchall() == [("completed", N_WRITERS)]
+
+
+def test_locked_store_spools_and_is_ingested_exactly_once(tmp_path):
+    url = f"sqlite:///{tmp_path}/c.db"
+    with open_store(url, create=True) as s:
+        (pid,) = s.register({"id": "c", "created_at": 1.0, "results_dir": str(tmp_path)}, _points(1))
+    spool = tmp_path / "jobs" / "c" / "spool"
+    writer = JobWriter(url, busy_timeout_s=0.3, spool_dir=str(spool))
+    key = writer.start_attempt(pid, job_id="1", world_size=1, provenance={"host": "h"})  # reaches the store
+    lock = sqlite3.connect(tmp_path / "c.db", timeout=0)
+    lock.execute("BEGIN EXCLUSIVE")  # another process holds the database past the writer's timeout
+    t0 = time.monotonic()
+    writer.write_rank(key, 0, _summary(), _rows(50))
+    writer.finish_attempt(key, pid, "completed")
+    assert time.monotonic() - t0 < 10  # backed off, then spooled: did not wait forever
+    lock.rollback()
+    lock.close()
+    files = list(spool.glob("*.jsonl"))
+    assert len(files) == 1 and writer.spool_path == files[0]
+    con = sqlite3.connect(tmp_path / "c.db")
+    assert con.execute("select count(*) from iteration").fetchone()[0] == 0
+    with open_store(url) as s:
+        assert ingest_files(s, files) == (1, 3)  # rows, rank, finish
+    assert con.execute("select count(*) from iteration").fetchone()[0] == 50
+    assert con.execute("select state from point").fetchone()[0] == "completed"
+    assert not files[0].exists() and files[0].with_name(files[0].name + ".ingested").exists()
+    # A second ingest finds nothing; replaying the same records again changes nothing.
+    with open_store(url) as s:
+        assert ingest_files(s, spool.glob("*.jsonl")) == (0, 0)
+        import json
+
+        records = [json.loads(line) for line in files[0].with_name(files[0].name + ".ingested").read_text().splitlines()]
+        with s.engine.begin() as conn:
+            for r in records:
+                apply_op(conn, r["op"], AttemptKey(r["point_id"], r["attempt_no"]), r["payload"], {})
+    assert con.execute("select count(*) from iteration").fetchone()[0] == 50
+    assert con.execute("select count(*) from attempt").fetchone()[0] == 1
+
+
+def test_ingest_command(ws):
+    """`campaign ingest` on a campaign without spool files: nothing to do, exit 0."""
+    from conftest import TINY
+
+    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
+    ws.campaign("status", "--wait", "--interval", "0.5")
+    res = ws.campaign("ingest")
+    assert res.returncode == 0 and "ingested 0 spool file(s)" in res.stdout
