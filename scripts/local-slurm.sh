@@ -14,7 +14,9 @@
 set -euo pipefail
 
 BASE=${LOCAL_SLURM_BASE:-${TMPDIR:-/tmp}/campaign-slurm}
-CPUS=${LOCAL_SLURM_CPUS:-16}
+# 128: enough for the project's platforms as configured (an 8-GPU A100 NVLINK job asks for
+# 8 tasks x 16 CPUs); the node is oversubscribed, jobs cap their threads at the real cores.
+CPUS=${LOCAL_SLURM_CPUS:-128}
 GPUS=${LOCAL_SLURM_GPUS:-8}
 MEM_MB=${LOCAL_SLURM_MEM_MB:-16000}
 DB_PORT=${LOCAL_SLURM_DB_PORT:-13306}
