@@ -36,6 +36,18 @@ def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, fold
     }
 
 
+def _image_provenance(points: Sequence[PointPlan]) -> Optional[dict[str, Any]]:
+    """Image path, sha256, runtime and its version: measured once per campaign."""
+    runtimes = {p.config["container"]["runtime"] for p in points}
+    if runtimes <= {"none"}:
+        return None
+    from omegaconf import OmegaConf
+
+    from campaign.container import image_provenance
+
+    return image_provenance(OmegaConf.create(points[0].config["container"]))
+
+
 def absolute_store_url(url: str) -> str:
     """Make a relative sqlite path absolute, so jobs started elsewhere find the store."""
     prefix = "sqlite:///"
@@ -76,9 +88,13 @@ def register_and_submit(
             },
             [p.store_row() for p in points],
         )
+        image = _image_provenance(points)
         by_executor: dict[str, list[tuple[PointPlan, dict]]] = {}
         for p, pid in zip(points, ids):
-            by_executor.setdefault(p.executor, []).append((p, job_spec(p, pid, campaign_id, store_url, folder)))
+            spec = job_spec(p, pid, campaign_id, store_url, folder)
+            if image and spec["container"] is not None:
+                spec["container"].update(image)  # recorded in each attempt's provenance
+            by_executor.setdefault(p.executor, []).append((p, spec))
         submitted: list[Submitted] = []
         for executor, items in by_executor.items():
             submitted += get_backend(executor).submit(items, folder, python)

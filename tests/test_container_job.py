@@ -1,0 +1,61 @@
+"""A containerised campaign runs its jobs through the runtime's exact command line.
+
+No container runtime can be installed here, so a stand-in ``apptainer`` on PATH logs
+its argv and runs the ``python ...`` that follows the image, as ``apptainer exec``
+would inside the image. What is tested is campaign's side: the command, the binds,
+and the provenance stored with the attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from conftest import TINY
+
+FAKE_RUNTIME = """#!/usr/bin/env bash
+if [[ $1 == --version ]]; then echo "apptainer version 1.3.4-fake"; exit 0; fi
+printf '%s\\n' "$@" > "{log}/argv-$$.txt"
+[[ $1 == exec ]] || exit 64
+shift
+while [[ $1 == --* ]]; do
+  case $1 in --nv) shift ;; *) shift 2 ;; esac
+done
+shift  # the image
+[[ $1 == python ]] || exit 65
+shift
+exec {python} "$@"
+"""
+
+
+def test_job_runs_through_the_runtime_and_records_the_image(ws, tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    logs = tmp_path / "runtime-log"
+    logs.mkdir()
+    fake = bin_dir / "apptainer"
+    fake.write_text(FAKE_RUNTIME.format(log=logs, python=sys.executable))
+    fake.chmod(0o755)
+    image = tmp_path / "images dir" / "campaign.sif"
+    image.parent.mkdir()
+    image.write_bytes(b"not really an image")
+    ws.env["PATH"] = f"{bin_dir}{os.pathsep}{ws.env['PATH']}"
+    res = ws.launch("-m", "gpus=1,2", "container=apptainer", f"container.image={image}", *TINY)
+    assert res.returncode == 0, res.stderr
+    wait = ws.campaign("status", "--wait", "--interval", "0.5")
+    assert wait.returncode == 0, wait.stdout + wait.stderr
+    argvs = [p.read_text().splitlines() for p in sorted(logs.glob("argv-*.txt"))]
+    assert len(argvs) == 3  # one per rank: 1 + 2
+    for argv in argvs:
+        assert argv[0] == "exec" and "--nv" not in argv  # CPU platform: no GPU flag
+        bind = argv[argv.index("--bind") + 1]
+        assert str(ws.results.resolve()) in bind.split(",")
+        i = argv.index(str(image))
+        assert argv[i + 1 :i + 5] == ["python", "-u", "-m", "submitit.core._submit"]
+    prov = json.loads(ws.query("select provenance from attempt limit 1")[0][0])
+    import hashlib
+
+    assert prov["container"]["image_sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
+    assert "1.3.4-fake" in prov["container"]["runtime_version"]
