@@ -95,6 +95,29 @@ def render(campaign: dict, views: list[dict]) -> str:
     return f"{head}\n{table}\n{summary_line(views)}"
 
 
+def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -> int:
+    """Redraw the status table every ``interval`` seconds until every point is final (or Ctrl-C)."""
+    tty = sys.stdout.isatty()
+    try:
+        with open_store(store_url) as store:
+            campaign = store.resolve_campaign(ref)
+            while True:
+                points, warnings = reconcile(store, campaign["id"])
+                views = [point_view(p, time.time()) for p in points]
+                text = render(campaign, views)
+                stamp = time.strftime("%H:%M:%S")
+                if tty:
+                    print("\033[H\033[2J", end="")
+                print(f"{text}\n[{stamp}] refreshing every {interval:g} s; Ctrl-C to stop", flush=True)
+                for w in warnings:
+                    print(f"warning: {w}", flush=True)
+                if not any(v["state"] in ACTIVE_STATES for v in views):
+                    return 0
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0
+
+
 def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wait: bool = False,
                 interval: float = 2.0, timeout: Optional[float] = None) -> int:
     """Print the campaign's status; with ``wait`` block until every point is final.

@@ -153,3 +153,10 @@ def test_campaign_never_imports_torch():
         "bad = [m for m in ('torch', 'mmseg', 'mmengine', 'timm') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_status_watch_ends_when_every_point_is_final(sweep):
+    ws, cid, _, _ = sweep
+    res = ws.campaign("status", cid, "--watch", "--interval", "0.2")
+    assert res.returncode == 0
+    assert "4 point(s): 4 completed" in res.stdout and "refreshing every 0.2 s" in res.stdout
