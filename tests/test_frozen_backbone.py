@@ -1,0 +1,303 @@
+"""The frozen-backbone study: parameter counts, the hand-built data-parallel module
+against nn.DataParallel, the launch-time engine rules, and every engine end to end
+through campaign on the local executor."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from campaign.errors import ConfigError
+from campaign.launch.engines import check_engine, single_process_engine
+
+try:
+    from tests.datagen import write_mnist
+except ImportError:  # tests/ on sys.path as a rootdir folder rather than a package
+    from datagen import write_mnist
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torchvision")
+from torch import nn  # noqa: E402
+
+from trainers.frozen_backbone import sync_volume  # noqa: E402
+from trainers.models.classifier import BACKBONES, build_classifier, head_params, trainable_params  # noqa: E402
+from trainers.parallel import HandDataParallel, dp_forward  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
+CAMPAIGN = str(Path(PYTHON).with_name("campaign"))
+# What each backbone hands its ImageNet head (torchvision's architectures).
+FEATURES = {"alexnet": 256 * 6 * 6, "densenet121": 1024, "resnet18": 512, "squeezenet1_0": 512, "vgg16": 512 * 7 * 7}
+# The smallest backbone (1.2M parameters) at 32x32: end-to-end runs cost start-up, not compute.
+TINY = ["trainer.params.backbone=squeezenet1_0", "trainer.params.hidden=16", "trainer.params.image_size=32"]
+
+
+# ---------------------------------------------------------------------------- the model
+
+
+@pytest.mark.parametrize("backbone", BACKBONES)
+@pytest.mark.parametrize("classifier,hidden", [("mlp", 4096), ("mlp", 1024), ("mlp", 256), ("linear", 4096)])
+def test_trainable_parameters_are_the_head_only(backbone, classifier, hidden):
+    with torch.device("meta"):  # counting needs no memory and no forward pass
+        model = build_classifier(backbone, hidden=hidden, classifier=classifier)
+    f = FEATURES[backbone]
+    assert model.features == f
+    expected = f * 10 + 10 if classifier == "linear" else (f * hidden + hidden) + (hidden * hidden + hidden) + (hidden * 10 + 10)
+    assert trainable_params(model) == head_params(f, hidden, 10, classifier) == expected
+    assert not any(p.requires_grad for p in model.backbone.parameters())
+
+
+def test_vgg16_with_4096_hidden_has_the_reference_count():
+    with torch.device("meta"):
+        model = build_classifier("vgg16", hidden=4096)
+    assert trainable_params(model) == 119_586_826
+
+
+def test_head_layout():
+    with torch.device("meta"):
+        head = build_classifier("resnet18", hidden=8).head
+        linear = build_classifier("resnet18", classifier="linear").head
+    assert [type(m).__name__ for m in head] == ["Linear", "ReLU", "Dropout", "Linear", "ReLU", "Dropout", "Linear"]
+    assert (head[0].in_features, head[0].out_features, head[3].out_features, head[6].out_features) == (512, 8, 8, 10)
+    assert isinstance(linear, nn.Linear) and (linear.in_features, linear.out_features) == (512, 10)
+
+
+def test_backbone_stays_frozen_while_training():
+    torch.manual_seed(0)
+    model = build_classifier("resnet18", hidden=8).train()
+    assert not model.backbone.training and model.head.training
+    before = copy.deepcopy(model.state_dict())
+    opt = torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1, momentum=0.9)
+    nn.functional.cross_entropy(model(torch.randn(4, 3, 32, 32)), torch.tensor([0, 1, 2, 3])).backward()
+    opt.step()
+    after = model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(k.startswith("head.") for k in changed)  # BatchNorm statistics untouched too
+
+
+def test_weights_from_a_local_file(tmp_path):
+    import torchvision
+
+    torch.manual_seed(1)
+    reference = torchvision.models.squeezenet1_0()  # a full torchvision file, ImageNet head included
+    torch.save(reference.state_dict(), tmp_path / "squeezenet1_0.pth")
+    model = build_classifier("squeezenet1_0", hidden=8, weights=str(tmp_path / "squeezenet1_0.pth"))
+    assert torch.equal(model.backbone.features[0].weight, reference.features[0].weight)
+    torch.save(torchvision.models.squeezenet1_1().state_dict(), tmp_path / "squeezenet1_1.pth")
+    with pytest.raises(ValueError, match="not squeezenet1_0 weights"):  # same keys, other shapes
+        build_classifier("squeezenet1_0", weights=str(tmp_path / "squeezenet1_1.pth"))
+    torch.save(nn.Linear(2, 2).state_dict(), tmp_path / "other.pth")
+    with pytest.raises(ValueError, match="not squeezenet1_0 weights"):  # other keys
+        build_classifier("squeezenet1_0", weights=str(tmp_path / "other.pth"))
+
+
+def test_unknown_backbone_lists_choices():
+    with pytest.raises(ValueError, match="available: alexnet, densenet121, resnet18, squeezenet1_0, vgg16"):
+        build_classifier("resnet50")
+
+
+# ---------------------------------------------------------------------------- hand-built vs DataParallel
+#
+# Honest on CPU: nn.DataParallel without CUDA runs its module on the whole batch, which
+# is the full-batch gradient DataParallel computes on GPUs too. HandDataParallel's
+# primitives are plain tensor copies, so over ["cpu", "cpu"] it really makes a second
+# replica, splits the batch, runs both halves in two threads, gathers and sums the
+# replica gradients: the same code that runs over CUDA devices, on one device type.
+
+
+def _pair(batch: int, devices: list[str]):
+    torch.manual_seed(0)
+    model = build_classifier("squeezenet1_0", hidden=16, dropout=0.0)  # no dropout: same masks on both sides
+    twin = copy.deepcopy(model)
+    x, y = torch.randn(batch, 3, 32, 32), torch.arange(batch) % 10
+    dp = nn.DataParallel(model).train()
+    nn.functional.cross_entropy(dp(x), y).backward()
+    hand = HandDataParallel(twin, devices).train()
+    return model, hand, x, y
+
+
+@pytest.mark.parametrize("batch,devices", [(6, ["cpu", "cpu"]), (5, ["cpu", "cpu"]), (7, ["cpu", "cpu", "cpu"])])
+def test_hand_built_gradients_equal_dataparallel(batch, devices):
+    model, hand, x, y = _pair(batch, devices)
+    seen = []
+    for r in hand.replicas:
+        r.head.register_forward_hook(lambda m, i, o: seen.append(len(i[0])))
+    nn.functional.cross_entropy(hand(x), y).backward()
+    assert sorted(seen, reverse=True) == [len(c) for c in x.chunk(len(devices))]  # every replica ran its chunk
+    master = [p.grad.clone() for p in hand.module.head.parameters()]
+    assert any(not torch.allclose(a.grad, b, atol=1e-6) for a, b in zip(model.head.parameters(), master))
+    hand.reduce_gradients()  # the synchronisation step: without it the master has its chunk's share only
+    for a, b in zip(model.head.parameters(), hand.module.head.parameters()):
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-5, atol=1e-6)
+    assert all(p.grad is None for r in hand.replicas[1:] for p in r.head.parameters())
+    hand.close()
+
+
+def test_replicate_carries_the_step_to_every_replica():
+    _, hand, x, y = _pair(4, ["cpu", "cpu"])
+    opt = torch.optim.SGD([p for p in hand.parameters() if p.requires_grad], lr=0.1)
+    nn.functional.cross_entropy(hand(x), y).backward()
+    hand.reduce_gradients()
+    opt.step()
+    hand.replicate()
+    for a, b in zip(hand.module.head.parameters(), hand.replicas[1].head.parameters()):
+        assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+    assert len(list(hand.parameters())) == len(list(hand.module.parameters()))  # replicas are not submodules
+    hand.close()
+
+
+def test_stage_by_stage_forwards_match_the_plain_ones():
+    torch.manual_seed(0)
+    model = build_classifier("squeezenet1_0", hidden=16).eval()
+    x = torch.randn(4, 3, 32, 32)
+    stages: list[tuple[str, str]] = []
+    with torch.no_grad():
+        expected = model(x)
+        out = dp_forward(nn.DataParallel(model), x, lambda phase, stage: stages.append((phase, stage)))
+        hand = HandDataParallel(copy.deepcopy(model), ["cpu", "cpu"]).eval()
+        out2 = hand.timed_forward(x, lambda phase, stage: stages.append((phase, stage)))
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(out2, expected)
+    assert ("forward", "parallel_apply") in stages and ("comm", "gather") in stages and ("comm", "replicate") in stages
+    hand.close()
+
+
+def test_sync_volume_is_n_over_bk_times_parameters():
+    vgg = 119_586_826
+    v = sync_volume(60_000, 32, 4, vgg)
+    assert v["iterations_per_epoch"] == 60_000 / 128
+    assert v["sync_params_per_epoch"] == 60_000 / 128 * vgg
+    assert v["sync_bytes_per_epoch"] == 60_000 / 128 * vgg * 4
+    assert sync_volume(60_000, 32, 1, vgg)["sync_bytes_per_epoch"] == 0.0  # one GPU moves nothing
+
+
+# ---------------------------------------------------------------------------- launch-time rules
+
+
+def _config(engine=None, gpus=1, nodes=1, device="cpu", trainer="frozen_backbone", **params):
+    if engine:
+        params["engine"] = engine
+    return {"trainer": {"name": trainer, "params": params}, "gpus": gpus, "nodes": nodes,
+            "platform": {"name": "local" if device == "cpu" else "a100", "device": device},
+            "container": {"runtime": "none"}}
+
+
+@pytest.mark.parametrize("config,message", [
+    (_config("dataparallel", gpus=2),
+     "engine=dataparallel splits each batch over CUDA devices in one process; platform=local runs on CPU, "
+     "so use gpus=1 or engine=ddp"),
+    (_config("vanilla", gpus=8, nodes=2, device="cuda"),
+     "engine=vanilla drives all GPUs from one process on one node; nodes=2 needs engine=ddp"),
+    (_config("horovod"), "unknown trainer.params.engine 'horovod' for trainer=frozen_backbone; "
+                         "available: dataparallel, ddp, vanilla"),
+    (_config("ddp", mode="inference"), "mode=inference compares dataparallel and vanilla; engine=ddp runs mode=train only"),
+    (_config("vanilla", mode="eval"), "unknown trainer.params.mode 'eval'; available: train, inference"),
+])
+def test_engine_refusals(config, message):
+    with pytest.raises(ConfigError) as err:
+        check_engine(config)
+    assert str(err.value) == message
+
+
+def test_engines_allowed_and_process_layout():
+    for engine in ("dataparallel", "vanilla"):
+        check_engine(_config(engine, gpus=1))
+        check_engine(_config(engine, gpus=4, device="cuda"))
+        assert single_process_engine(_config(engine, gpus=4, device="cuda"))
+    check_engine(_config("ddp", gpus=2))
+    assert not single_process_engine(_config("ddp", gpus=2))
+    assert not single_process_engine(_config(gpus=2))  # ddp by default
+    assert not single_process_engine(_config(trainer="synthetic"))
+
+
+def test_engine_rules_import_no_torch():
+    code = "import sys, campaign.launch.engines; print([m for m in ('torch', 'deepspeed') if m in sys.modules])"
+    out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------- through campaign
+
+
+def launch(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """``python -m campaign.launch -m platform=local ...`` in ``cwd``, store in cwd/res."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([PYTHON, "-m", "campaign.launch", "-m", "platform=local", f"results_dir={cwd / 'res'}",
+                           "experiment=smoke", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def wait_and_read(cwd: Path) -> list[dict]:
+    """Wait for the campaign; its iteration rows joined with their point's engine and gpus."""
+    store = cwd / "res" / "campaign.db"
+    done = subprocess.run([CAMPAIGN, "status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}"],
+                          cwd=cwd, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with sqlite3.connect(store) as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute(
+            "SELECT p.gpus, p.config, i.* FROM iteration i JOIN attempt a ON a.id = i.attempt_id "
+            "JOIN point p ON p.id = a.point_id")]
+
+
+def engines_seen(rows: list[dict]) -> set:
+    return {(json.loads(r["config"])["trainer"]["params"]["engine"], r["gpus"]) for r in rows}
+
+
+@pytest.mark.slow
+def test_ddp_on_mnist_one_and_two_ranks(tmp_path):
+    write_mnist(tmp_path / "mnist", n=32)
+    res = launch(tmp_path, "gpus=1,2", "trainer=frozen_backbone", "dataset=mnist", f"dataset.root={tmp_path / 'mnist'}",
+                 "trainer.params.engine=ddp", "trainer.params.loss_threshold=100", *TINY)
+    assert res.returncode == 0, res.stderr
+    rows = wait_and_read(tmp_path)
+    assert engines_seen(rows) == {("ddp", 1), ("ddp", 2)}
+    assert {r["rank"] for r in rows if r["gpus"] == 2} == {0, 1}
+    assert all(r["forward_s"] is not None and r["comm_s"] is not None and r["loss"] is not None for r in rows)
+    with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
+        phases = {r[0] for r in db.execute("SELECT phase FROM breakdown")}
+    assert {"ddp.forward", "ddp.backward", "ddp.step"} <= phases
+
+
+@pytest.mark.slow
+def test_single_process_engines_on_synthetic_and_inference(tmp_path):
+    res = launch(tmp_path, "gpus=1", "trainer=frozen_backbone", "dataset=synthetic", "dataset.length=32",
+                 "trainer.params.engine=dataparallel,vanilla", *TINY)
+    assert res.returncode == 0, res.stderr
+    rows = wait_and_read(tmp_path)
+    assert engines_seen(rows) == {("dataparallel", 1), ("vanilla", 1)}
+    assert all(r["forward_s"] is not None and r["comm_s"] is not None for r in rows)
+    with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
+        phases = {r[0] for r in db.execute("SELECT phase FROM breakdown")}
+    assert {"vanilla.replicate", "vanilla.parallel_apply", "vanilla.gather", "vanilla.reduce_gradients",
+            "dataparallel.scatter", "dataparallel.parallel_apply", "dataparallel.gather"} <= phases
+
+    inf = tmp_path / "inference"
+    inf.mkdir()
+    res = launch(inf, "gpus=1", "trainer=frozen_backbone", "dataset=synthetic", "dataset.length=32",
+                 "trainer.params.engine=vanilla", "trainer.params.mode=inference", "experiment.images_per_gpu=2,4", *TINY)
+    assert res.returncode == 0, res.stderr
+    rows = wait_and_read(inf)
+    assert len({r["config"] for r in rows}) == 2  # one point per batch size
+    assert all(r["forward_s"] is not None and r["comm_s"] is not None and r["backward_s"] is None for r in rows)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["gpus=2", "trainer.params.engine=dataparallel"],
+     "engine=dataparallel splits each batch over CUDA devices in one process; platform=local runs on CPU, "
+     "so use gpus=1 or engine=ddp"),
+    (["gpus=1,2", "trainer.params.engine=vanilla"], "engine=vanilla splits each batch over CUDA devices"),
+    (["trainer.params.engine=ddp", "trainer.params.mode=inference"], "mode=inference compares dataparallel and vanilla"),
+])
+def test_refused_at_launch_with_one_line(tmp_path, overrides, message):
+    res = launch(tmp_path, "trainer=frozen_backbone", *overrides)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert not (tmp_path / "res" / "campaign.db").exists()

@@ -1,0 +1,185 @@
+"""The frozen-backbone study: a frozen torchvision backbone under a trained classifier,
+on MNIST (grey 28x28 resized to the backbone's input, 3 channels) or synthetic images
+of the same shape, trained with SGD and cross-entropy by one of three engines:
+
+- ``ddp``: DistributedDataParallel, one rank per GPU; comm = the gradient all-reduce,
+  timed bucket by bucket by the job's hook (trainers.comm; it overlaps ``backward``);
+- ``dataparallel``: nn.DataParallel in ONE process over all the job's GPUs; comm =
+  scatter + replicate + gather (its gradient reduction runs inside backward);
+- ``vanilla``: ``trainers.parallel.HandDataParallel`` in one process; comm = replicate +
+  scatter + gather + the explicit gradient reduction onto the first device.
+
+Computation is zero_grad + forward + loss (phase ``forward``), backward, step. Trainer
+params (``trainer.params``): backbone, hidden, classifier, dropout, weights, image_size,
+engine, mode (train | inference), loss_threshold. ``summary_extra()`` adds to the rank's
+summary the synchronisation volume per epoch (N / (B k) x trainable parameters) and the
+first iteration (``iter``, warm-up counted) whose loss fell below ``loss_threshold``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+from torch import nn
+
+from trainers.data import build_dataset, build_loader
+from trainers.dist import DistContext
+from trainers.instrument import Recorder
+from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_params
+from trainers.optim import build_optimizer
+from trainers.parallel import HandDataParallel, StageClock, breakdown_row, dp_forward
+
+ENGINES = ("ddp", "dataparallel", "vanilla")
+
+
+def job_devices(ctx: DistContext, gpus: int) -> list[torch.device]:
+    """The CUDA devices one single-process engine drives: the job's first ``gpus`` (none on CPU)."""
+    if ctx.device.type != "cuda":
+        return []
+    visible = torch.cuda.device_count()
+    if visible < gpus:
+        raise RuntimeError(f"the job asked for {gpus} GPUs but this process sees {visible}; "
+                           f"a single-process engine needs one task holding all of them")
+    return [torch.device("cuda", i) for i in range(gpus)]
+
+
+def sync_volume(dataset_size: int, batch_per_gpu: int, gpus: int, trainable: int, element_size: int = 4) -> dict:
+    """What one epoch synchronises: N / (B k) iterations, each moving every trainable
+    parameter's gradient once (nothing with one GPU)."""
+    iterations = dataset_size / (batch_per_gpu * gpus)
+    moved = iterations * trainable if gpus > 1 else 0.0
+    return {"dataset_size": dataset_size, "batch_per_gpu": batch_per_gpu, "gpus": gpus,
+            "iterations_per_epoch": iterations, "sync_params_per_epoch": moved,
+            "sync_bytes_per_epoch": moved * element_size}
+
+
+class FrozenBackboneTrainer:
+    def __init__(self, ctx: DistContext, cfg: dict, plan: dict):
+        data, tcfg = cfg["dataset"], cfg["trainer"]
+        p = tcfg.get("params") or {}
+        self.ctx = ctx
+        self.engine = str(p.get("engine") or "ddp")
+        self.mode = str(p.get("mode") or "train")
+        if self.engine not in ENGINES:
+            raise ValueError(f"unknown engine {self.engine!r}; available: {', '.join(ENGINES)}")
+        if self.engine != "ddp" and ctx.world_size > 1:
+            raise RuntimeError(f"engine={self.engine} runs in one process holding all the job's GPUs, "
+                               f"not {ctx.world_size} ranks")
+        gpus = int(cfg.get("gpus", 1))
+        self.devices = [] if self.engine == "ddp" else job_devices(ctx, gpus)
+        torch.manual_seed(plan["seed"])  # same head on every rank
+        model = build_classifier(
+            str(p.get("backbone", "resnet18")), hidden=int(p.get("hidden", 4096)),
+            classifier=str(p.get("classifier", "mlp")), num_classes=int(data.get("num_classes") or 10),
+            dropout=float(p.get("dropout", 0.5)), weights=p.get("weights") or None,
+        ).to(ctx.device)
+        self.trainable_params = trainable_params(model)
+        if self.engine == "ddp" and ctx.distributed:
+            model = nn.parallel.DistributedDataParallel(
+                model, device_ids=[ctx.device] if ctx.device.type == "cuda" else None,
+                broadcast_buffers=False)  # the backbone's buffers are frozen
+        elif self.engine == "dataparallel":
+            model = nn.DataParallel(model, device_ids=[d.index for d in self.devices] or None)
+        elif self.engine == "vanilla":
+            model = HandDataParallel(model, self.devices)
+        self.model = model
+        self.model.train(self.mode == "train")
+        self.optimizer = build_optimizer(model, tcfg) if self.mode == "train" else None
+        self.loss_fn = nn.CrossEntropyLoss()
+
+        ranks = 1 if self.engine != "ddp" else ctx.world_size
+        self.batch = plan["batch_per_gpu"] * max(1, len(self.devices))  # this process's batch
+        image_size = int(p.get("image_size") or INPUT_SIZE)
+        dataset = build_dataset(data, train=True, image_size=image_size, channels=3, seed=plan["seed"])
+        self.loader = build_loader(dataset, batch_size=self.batch, rank=ctx.rank if ranks > 1 else 0,
+                                   world_size=ranks, seed=plan["seed"], num_workers=int(data.get("num_workers") or 0))
+        self.images_per_step = self.batch
+        self.epoch = 0
+        self._batches = iter(self.loader)
+        self.clock = StageClock(ctx.device)
+        self.window = (plan["warmup"], plan["warmup"] + plan["iterations"])
+        self.loss_threshold = p.get("loss_threshold")
+        self._losses: list[torch.Tensor] = []
+        self.dataset_size = len(dataset)
+        self.sync = sync_volume(self.dataset_size, plan["batch_per_gpu"], gpus, self.trainable_params)
+        self.sync.update(engine=self.engine, mode=self.mode)
+
+    # ---------------------------------------------------------------- data
+    def _next(self) -> tuple[torch.Tensor, torch.Tensor]:
+        try:
+            x, y = next(self._batches)
+        except StopIteration:
+            self.epoch += 1
+            self.loader.sampler.set_epoch(self.epoch)
+            self._batches = iter(self.loader)
+            x, y = next(self._batches)
+        first = self.devices[0] if self.devices else self.ctx.device
+        return x.to(first, non_blocking=True), y.to(first, non_blocking=True)
+
+    # ---------------------------------------------------------------- one iteration
+    def step(self, rec: Recorder) -> Optional[torch.Tensor]:
+        self.clock.start()
+
+        def lap(phase: str, stage: str) -> None:
+            rec.mark(phase)
+            self.clock.lap(stage)
+
+        x, y = self._next()
+        lap("data", "data")
+        if self.mode == "inference":
+            with torch.no_grad():
+                self._forward(x, lap)
+            return None
+        self.optimizer.zero_grad(set_to_none=True)
+        out = self._forward(x, lap)
+        loss = self.loss_fn(out, y)
+        lap("forward", "loss")
+        loss.backward()
+        lap("backward", "backward")
+        if isinstance(self.model, HandDataParallel):
+            self.model.reduce_gradients()
+            lap("comm", "reduce_gradients")
+        else:  # DDP all-reduced during backward (the job's hook times it), DataParallel too
+            lap("comm", "_")
+        self.optimizer.step()
+        lap("step", "step")
+        self._losses.append(loss.detach())
+        return loss
+
+    def _forward(self, x: torch.Tensor, lap) -> torch.Tensor:
+        if isinstance(self.model, HandDataParallel):
+            return self.model.timed_forward(x, lap)
+        if isinstance(self.model, nn.DataParallel):
+            return dp_forward(self.model, x, lap)
+        out = self.model(x)
+        lap("forward", "forward")
+        return out
+
+    # ---------------------------------------------------------------- results
+    def breakdown_rows(self) -> list[dict]:
+        """Per-stage seconds of the timed window, one row per stage (``<engine>.<stage>``:
+        data, scatter, replicate, parallel_apply, gather, loss, backward, reduce_gradients,
+        step; ``ddp.forward`` for DDP, whose all-reduce the Recorder's rows report)."""
+        stages = self.clock.seconds(*self.window)
+        return [breakdown_row(f"{self.engine}.{stage}", vals) for stage, vals in stages.items() if stage != "_"]
+
+    def summary_extra(self) -> dict[str, Any]:
+        """Keys for rank_timing.extra: synchronisation volume per epoch and time to the loss threshold."""
+        extra: dict[str, Any] = dict(self.sync, epochs_started=self.epoch + 1)
+        if self.loss_threshold is not None:
+            threshold = float(self.loss_threshold)
+            hit = None
+            if self._losses:
+                below = (torch.stack(self._losses).float().cpu() < threshold).nonzero()
+                hit = int(below[0, 0]) if len(below) else None
+            extra.update(loss_threshold=threshold, first_iter_below_threshold=hit)
+        return extra
+
+    def close(self) -> None:
+        if isinstance(self.model, HandDataParallel):
+            self.model.close()
+
+
+def build(ctx: DistContext, cfg: dict, plan: dict) -> FrozenBackboneTrainer:
+    return FrozenBackboneTrainer(ctx, cfg, plan)
