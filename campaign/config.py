@@ -57,6 +57,7 @@ class ExperimentSpec:
     warmup_iterations: int = 5  # iterations run before the timed window and reported apart
     profile_iterations: int = 0  # iterations profiled after the timed window (0: no profiler)
     grad_accum: int = 1  # micro-batches per optimizer step
+    dataset_fraction_per_gpu: Optional[float] = None  # weak scaling by dataset share: each point trains on min(1, this x gpus) of the training set (overrides dataset.fraction)
     sample_iterations: Optional[int] = None  # run only this many timed iterations; harvest projects the full run from them
     validation: bool = False  # run validation (off for timing runs)
     checkpoint: bool = False  # write checkpoints (off for timing runs)

@@ -59,6 +59,36 @@ def _master_port(job_id: str) -> int:
     return random.Random(job_id).randint(20000, 60000)
 
 
+def _local_port(env: dict, wait_s: float = 120.0) -> int:
+    """A free port for a local job, agreed through a file in the job folder.
+
+    Rank 0 binds port 0 to find a free port when the job *starts* (a port picked at
+    submission may be taken by the time a queued local job runs) and publishes it;
+    the other ranks wait for the file.
+    """
+    import socket
+    import time
+    from pathlib import Path
+
+    folder = Path(os.environ.get("CAMPAIGN_JOB_FOLDER") or ".")
+    path = folder / f"{env['job_id']}.master_port"
+    if env["rank"] == 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(str(port))
+        tmp.replace(path)
+        return port
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            return int(path.read_text())
+        except (OSError, ValueError):
+            time.sleep(0.05)
+    raise RuntimeError(f"rank {env['rank']}: rank 0 never published the rendezvous port ({path})")
+
+
 def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None = None) -> DistContext:
     """Initialise the process group (if more than one rank) and pick this rank's device.
 
@@ -78,8 +108,11 @@ def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None
     backend = "none"
     if world > 1:
         backend = "nccl" if use_cuda else "gloo"
-        if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-            one_node = env["num_nodes"] == 1
+        one_node = env["num_nodes"] == 1
+        if master_port is None and os.environ.get("SUBMITIT_EXECUTOR") == "local":
+            master_port = _local_port(env)
+        if master_port is not None or "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
+            # A port inherited from the launching shell is not this job's: ours wins.
             os.environ["MASTER_ADDR"] = "127.0.0.1" if one_node else env["hostnames"][0]
             os.environ["MASTER_PORT"] = str(master_port or _master_port(env["job_id"]))
         if env["num_nodes"] == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:

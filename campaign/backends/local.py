@@ -8,7 +8,6 @@ import pickle
 import shlex
 import shutil
 import signal
-import socket
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,13 +15,6 @@ from typing import Any, Iterator, Optional, Sequence
 
 from campaign.backends.base import Backend, Observed, Submitted
 from campaign.errors import one_line
-
-
-def free_port() -> int:
-    """A TCP port free on loopback now (for the job's torch.distributed rendezvous)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -114,7 +106,7 @@ class LocalBackend(Backend):
                 stderr_to_stdout=False,
                 setup=exclusive_setup(Path(folder).parent) if plan.resources.get("exclusive") else (),
             )
-            spec = dict(spec, master_port=free_port())
+            spec = dict(spec, job_folder=str(folder))
             try:
                 with detached_stdio(Path(folder) / "controllers.log"):
                     job = ex.submit(JobEntry(spec))

@@ -18,6 +18,8 @@ class JobEntry:
 
         from trainers.job import run_point
 
+        if self.spec.get("job_folder"):  # local jobs agree on their rendezvous port through it
+            os.environ.setdefault("CAMPAIGN_JOB_FOLDER", self.spec["job_folder"])
         if self.spec.get("spool_dir"):  # where the job's writer spools if the store is out of reach
             os.environ.setdefault("CAMPAIGN_SPOOL_DIR", self.spec["spool_dir"])
         return run_point(self.spec)

@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from campaign.config import cpu_count
 from campaign.errors import ConfigError
-from campaign.launch.engines import check_engine
+from campaign.launch.engines import check_engine, single_process_engine
 
 KNOWN_TRAINERS = ("frozen_backbone", "sleep", "swinv2_upernet", "synthetic", "vit")
 SCALINGS = ("fixed", "strong", "weak")
@@ -155,9 +155,14 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
         cpus_per_task = max(1, cpu_count() // per_node)
     else:
         cpus_per_task = plat.get("cpus_per_task") or max(1, int(plat.get("cpus_per_node") or per_node) // int(plat["gpus_per_node"]))
+    tasks_per_node = per_node  # one rank per GPU
+    if single_process_engine(c):
+        # nn.DataParallel / the hand-built module: one process drives all the node's GPUs
+        cpus_per_task *= tasks_per_node
+        tasks_per_node = 1
     resources = {
         "nodes": c["nodes"],
-        "tasks_per_node": per_node,  # one rank per GPU
+        "tasks_per_node": tasks_per_node,
         "gpus_per_node": per_node if plat["executor"] == "slurm" else 0,
         "cpus_per_task": cpus_per_task,
         "timeout_min": int(plat.get("time_limit_min") or 60),
