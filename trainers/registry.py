@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 TRAINERS: dict[str, str] = {
     "synthetic": "trainers.synthetic:build",
+    "sleep": "trainers.sleep:build",
     "frozen_backbone": "trainers.frozen_backbone:build",
     "vit": "trainers.vit:build",
     "swinv2_upernet": "trainers.mmseg.trainer:build",

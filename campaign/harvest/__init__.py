@@ -1,6 +1,8 @@
-"""``campaign harvest``: derive speedup, parallel efficiency and throughput from
-the store (aggregated in SQL, finished in polars), and export them."""
+"""``campaign harvest``: the time-to-solution and throughput views, repeats statistics,
+utilisation and breakdown, projections of sampled runs, the reference study's figures,
+comparisons, exports and figures (docs/harvest.md). Aggregated in SQL, finished in polars."""
 
-from campaign.harvest.derive import scaling_table
+from campaign.harvest.utilisation import breakdown_table, utilisation_table
+from campaign.harvest.views import scaling_table, throughput_table
 
-__all__ = ["scaling_table"]
+__all__ = ["breakdown_table", "scaling_table", "throughput_table", "utilisation_table"]

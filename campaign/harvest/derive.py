@@ -1,8 +1,9 @@
-"""Speedup and parallel efficiency (eq. 3.1 and 3.2 of the reference study).
+"""From the store's rows to the point frame every harvested table starts from.
 
-speedup(N) = T(1) / T(N), with T the training time on the same platform, trainer,
-experiment and variant; efficiency(N) = speedup(N) / N. Only completed points
-count; a series without a 1-GPU point says so instead of inventing a baseline.
+One row per completed point (SQL aggregates over ranks, query.py), with its series
+``variant`` (the overrides that differ between the campaign's points) and, for a
+sampled run, the projection to its full schedule (projection.py). The tables
+themselves: views.py (time to solution, throughput), utilisation.py.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Optional, Sequence
 
 import polars as pl
 
-from campaign.harvest.query import completed_points_query
+from campaign.harvest.projection import project_points
+from campaign.harvest.query import breakdown_query, completed_points_query, job_iterations_query
+from campaign.harvest.views import SERIES, scaling_table, throughput_table  # noqa: F401  (public names)
 
-SERIES = ["platform", "trainer", "experiment", "variant"]
 _SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")
 _NOT_VARIANT = ("dry_run", "name", "store.url", "results_dir")
 
@@ -43,54 +45,29 @@ def variants(all_overrides: Sequence[object]) -> list[str]:
     return [" ".join(f"{k}={d[k]}" for k in varying if k in d) for d in parsed]
 
 
+def _frame(conn, query, schema_overrides: Optional[dict] = None) -> pl.DataFrame:
+    result = conn.execute(query)
+    cols = list(result.keys())
+    rows = result.all()
+    if not rows:
+        return pl.DataFrame(schema={c: pl.Null for c in cols})
+    return pl.DataFrame([dict(zip(cols, r)) for r in rows], schema_overrides=schema_overrides, orient="row",
+                        infer_schema_length=None)
+
+
 def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None) -> pl.DataFrame:
-    """One row per completed point (SQL aggregates over ranks)."""
-    q = completed_points_query(campaign_ids, where)
+    """One row per completed point, with ``variant`` and sampled runs projected."""
     with store.engine.connect() as conn:
-        result = conn.execute(q)
-        cols = list(result.keys())
-        rows = result.all()
-    df = pl.DataFrame([dict(zip(cols, r)) for r in rows], schema_overrides={"overrides": pl.Object} if rows else None,
-                      orient="row") if rows else pl.DataFrame(schema={c: pl.Null for c in cols})
-    if df.height == 0:
-        return df.with_columns(pl.lit("").alias("variant"))
-    return df.drop("overrides").with_columns(pl.Series("variant", variants(df["overrides"].to_list()), dtype=pl.Utf8))
+        df = _frame(conn, completed_points_query(campaign_ids, where), {"overrides": pl.Object})
+        if df.height == 0:
+            return df.with_columns(pl.lit("").alias("variant"))
+        sampled = df.filter(pl.col("timed_iterations") < pl.col("iterations"))["attempt_id"].to_list()
+        iters = _frame(conn, job_iterations_query(sampled)) if sampled else None
+    df = df.drop("overrides").with_columns(pl.Series("variant", variants(df["overrides"].to_list()), dtype=pl.Utf8))
+    return project_points(df, iters)
 
 
-def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
-    """Per series and GPU count: time (median over repeats), throughput, speedup, efficiency."""
-    if points.height == 0:
-        return pl.DataFrame()
-    g = (
-        points.with_columns(
-            (pl.col("images") / pl.col("time_s")).alias("images_per_s"),
-        )
-        .group_by(SERIES + ["gpus"])
-        .agg(
-            pl.len().alias("repeats"),
-            pl.col("time_s").median().alias("time_s"),
-            pl.col("time_s").min().alias("time_min_s"),
-            pl.col("time_s").max().alias("time_max_s"),
-            pl.col("iter_median_s").median().alias("iter_s"),
-            pl.col("images_per_s").median().alias("images_per_s"),
-            pl.col("batch_per_gpu").first().alias("batch_per_gpu"),
-            pl.col("iterations").first().alias("iterations"),
-            pl.col("gpu_util").median().alias("gpu_util"),
-            pl.col("cpu_util").median().alias("cpu_util"),
-        )
-        .with_columns((pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"))
-    )
-    base = g.filter(pl.col("gpus") == 1).select(SERIES + [pl.col("time_s").alias("t1_s")])
-    out = (
-        g.join(base, on=SERIES, how="left", nulls_equal=True)
-        .with_columns((pl.col("t1_s") / pl.col("time_s")).alias("speedup"))
-        .with_columns((pl.col("speedup") / pl.col("gpus")).alias("efficiency"))
-        .with_columns(
-            pl.when(pl.col("t1_s").is_null()).then(pl.lit("no 1-GPU baseline")).otherwise(pl.lit("")).alias("note")
-        )
-        .drop("t1_s")
-        .sort(SERIES + ["gpus"])
-    )
-    cols = SERIES + ["gpus", "repeats", "batch_per_gpu", "iterations", "time_s", "time_min_s", "time_max_s",
-                     "iter_s", "images_per_s", "images_per_s_per_gpu", "speedup", "efficiency", "gpu_util", "cpu_util", "note"]
-    return out.select(cols)
+def engine_phases(store, attempt_ids: Sequence[int]) -> pl.DataFrame:
+    """The engine-reported phases (breakdown rows) of these attempts, averaged over ranks."""
+    with store.engine.connect() as conn:
+        return _frame(conn, breakdown_query(list(attempt_ids)))

@@ -1,10 +1,18 @@
-"""Exports of a harvested table: csv, parquet, json, markdown (or a terminal table)."""
+"""Exports of harvested tables: csv, parquet, json, markdown (or a terminal table).
+
+One table goes to a file (``--out FILE``) or standard output. Several tables
+(``--table all``) go to a folder (``--out DIR``: DIR/<table>.<ext>) or, on standard
+output, one after another under their titles (csv: a ``# title`` line before each;
+json: one object keyed by table name; parquet needs a folder).
+"""
 
 from __future__ import annotations
 
 import io
+import json
+import sys
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import polars as pl
 from tabulate import tabulate
@@ -12,6 +20,7 @@ from tabulate import tabulate
 from campaign.errors import ConfigError
 
 FORMATS = ("csv", "json", "markdown", "parquet", "table")
+EXTENSIONS = {"csv": "csv", "json": "json", "markdown": "md", "parquet": "parquet", "table": "txt"}
 
 
 def _display(df: pl.DataFrame) -> tuple[list[str], list[list]]:
@@ -21,9 +30,14 @@ def _display(df: pl.DataFrame) -> tuple[list[str], list[list]]:
     return df.columns, rows
 
 
-def render(df: pl.DataFrame, fmt: str) -> bytes:
+def _check(fmt: str) -> None:
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format '{fmt}'; available: {', '.join(FORMATS)}")
+
+
+def render(df: pl.DataFrame, fmt: str) -> bytes:
+    """One table in one format (absent values: empty in csv, null in json, "-" in text)."""
+    _check(fmt)
     if fmt == "csv":
         return df.write_csv().encode()
     if fmt == "json":
@@ -36,20 +50,49 @@ def render(df: pl.DataFrame, fmt: str) -> bytes:
     return (tabulate(rows, headers=headers, tablefmt="github" if fmt == "markdown" else "simple") + "\n").encode()
 
 
-def write(df: pl.DataFrame, fmt: str, out: Optional[str]) -> Optional[Path]:
-    """Write to ``out`` (a file, made with its folder) or standard output."""
-    data = render(df, fmt)
-    if out is None:
-        if fmt == "parquet":
-            raise ConfigError("parquet is binary: give a file with --out PATH")
-        import sys
-
-        sys.stdout.write(data.decode())
-        return None
-    path = Path(out)
+def _write_bytes(path: Path, data: bytes) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     except OSError as exc:
         raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc
     return path
+
+
+def write(df: pl.DataFrame, fmt: str, out: Optional[str]) -> Optional[Path]:
+    """Write to ``out`` (a file, made with its folder) or standard output."""
+    data = render(df, fmt)
+    if out is None:
+        if fmt == "parquet":
+            raise ConfigError("parquet is binary: give a file with --out PATH")
+        sys.stdout.write(data.decode())
+        return None
+    return _write_bytes(Path(out), data)
+
+
+def write_tables(tables: Sequence[tuple[str, str, pl.DataFrame]], fmt: str, out: Optional[str]) -> list[Path]:
+    """Write (name, title, frame) tables: one as ``write`` does, several as the module says."""
+    _check(fmt)
+    if len(tables) == 1:
+        path = write(tables[0][2], fmt, out)
+        return [path] if path else []
+    if out is not None:
+        folder = Path(out)
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"--out {folder} is a file; several tables need a folder (--out DIR)")
+        return [_write_bytes(folder / f"{name}.{EXTENSIONS[fmt]}", render(df, fmt)) for name, _, df in tables]
+    if fmt == "parquet":
+        raise ConfigError("parquet is binary: give a folder with --out DIR for several tables")
+    if fmt == "json":
+        doc = {name: json.loads(df.write_json()) for name, _, df in tables}
+        sys.stdout.write(json.dumps(doc) + "\n")
+        return []
+    for i, (name, title, df) in enumerate(tables):
+        if i:
+            sys.stdout.write("\n")
+        if fmt == "csv":
+            sys.stdout.write(f"# {name}: {title}\n")
+        else:
+            sys.stdout.write(f"{'## ' if fmt == 'markdown' else ''}{title}\n\n")
+        sys.stdout.write(render(df, fmt).decode())
+    return []

@@ -1,15 +1,22 @@
-"""SQL side of the harvest: one row per completed point (its latest completed
-attempt), with the rank aggregates computed by the database."""
+"""SQL side of the harvest (SQLAlchemy Core, every value bound): one row per
+completed point (its latest completed attempt) with the rank aggregates computed by
+the database, and the rows the derived tables need beside it (engine breakdown
+phases, the timed iterations of sampled runs)."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, false, func, select
 
-from campaign_sql.schema import attempt, point, profile, rank_timing
+from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
 FILTERS = ("platform", "trainer", "experiment", "gpus", "dataset")
+
+
+def _share(col):
+    """Per rank: ``col`` over the rank's timed window (NULL where either is absent or the window is empty)."""
+    return col / func.nullif(rank_timing.c.wall_s, 0.0)
 
 
 def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = None):
@@ -24,13 +31,18 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
         select(
             rank_timing.c.attempt_id,
             func.max(rank_timing.c.wall_s).label("time_s"),  # the job's time: its slowest rank
+            func.max(rank_timing.c.warmup_s).label("warmup_s"),
             func.sum(rank_timing.c.images).label("images"),
             func.max(rank_timing.c.iterations).label("timed_iterations"),
             func.avg(rank_timing.c.iter_mean_s).label("iter_mean_s"),
             func.avg(rank_timing.c.iter_median_s).label("iter_median_s"),
+            func.max(rank_timing.c.iter_p95_s).label("iter_p95_s"),
             func.avg(rank_timing.c.data_wait_s).label("data_wait_s"),
             func.avg(rank_timing.c.compute_s).label("compute_s"),
             func.avg(rank_timing.c.comm_s).label("comm_s"),
+            func.avg(_share(rank_timing.c.data_wait_s)).label("data_wait_share"),
+            func.avg(_share(rank_timing.c.compute_s)).label("compute_share"),
+            func.avg(_share(rank_timing.c.comm_s)).label("comm_share"),
             func.max(rank_timing.c.final_loss).label("final_loss"),
             func.count().label("ranks"),
         )
@@ -42,18 +54,26 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             profile.c.attempt_id,
             func.avg(profile.c.gpu_util).label("gpu_util"),
             func.avg(profile.c.cpu_util).label("cpu_util"),
+            func.avg(profile.c.total_s).label("profile_total_s"),
+            func.avg(profile.c.cpu_s).label("profile_cpu_s"),
+            func.avg(profile.c.device_s).label("profile_device_s"),
+            func.avg(profile.c.comm_s).label("profile_comm_s"),
+            func.avg(profile.c.exposed_comm_s).label("profile_exposed_comm_s"),
+            func.max(profile.c.iterations).label("profile_iterations"),
         )
         .group_by(profile.c.attempt_id)
         .subquery("prof")
     )
     q = (
         select(
-            point.c.campaign_id, point.c.id.label("point_id"), point.c.idx, point.c.platform, point.c.trainer,
-            point.c.experiment, point.c.dataset, point.c.gpus, point.c.nodes, point.c.repeat,
-            point.c.batch_per_gpu, point.c.iterations, point.c.overrides,
-            ranks.c.time_s, ranks.c.images, ranks.c.timed_iterations, ranks.c.iter_mean_s, ranks.c.iter_median_s,
-            ranks.c.data_wait_s, ranks.c.compute_s, ranks.c.comm_s, ranks.c.final_loss, ranks.c.ranks,
-            prof.c.gpu_util, prof.c.cpu_util,
+            point.c.campaign_id, point.c.id.label("point_id"), attempt.c.id.label("attempt_id"), point.c.idx,
+            point.c.platform, point.c.trainer, point.c.experiment, point.c.dataset, point.c.gpus, point.c.nodes,
+            point.c.repeat, point.c.batch_per_gpu, point.c.iterations, point.c.overrides,
+            ranks.c.time_s, ranks.c.warmup_s, ranks.c.images, ranks.c.timed_iterations, ranks.c.iter_mean_s,
+            ranks.c.iter_median_s, ranks.c.iter_p95_s, ranks.c.data_wait_s, ranks.c.compute_s, ranks.c.comm_s,
+            ranks.c.data_wait_share, ranks.c.compute_share, ranks.c.comm_share, ranks.c.final_loss, ranks.c.ranks,
+            prof.c.gpu_util, prof.c.cpu_util, prof.c.profile_total_s, prof.c.profile_cpu_s, prof.c.profile_device_s,
+            prof.c.profile_comm_s, prof.c.profile_exposed_comm_s, prof.c.profile_iterations,
         )
         .select_from(
             point.join(last, last.c.point_id == point.c.id)
@@ -69,3 +89,36 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             raise KeyError(key)
         q = q.where(getattr(point.c, key).in_(list(values)))
     return q
+
+
+def breakdown_query(attempt_ids: Sequence[int]):
+    """The ``breakdown`` rows (per-phase statistics over the timed iterations: the job's
+    own phases and any engine's) per attempt and phase, averaged over ranks; ``share``
+    is each rank's phase total over its own timed window."""
+    return (
+        select(
+            breakdown.c.attempt_id,
+            breakdown.c.phase,
+            func.avg(breakdown.c.total_s).label("total_s"),
+            func.avg(breakdown.c.mean_s).label("mean_s"),
+            func.max(breakdown.c.p95_s).label("p95_s"),
+            func.max(breakdown.c.count).label("count"),
+            func.avg(_share(breakdown.c.total_s)).label("share"),
+        )
+        .select_from(breakdown.outerjoin(rank_timing, and_(rank_timing.c.attempt_id == breakdown.c.attempt_id,
+                                                           rank_timing.c.rank == breakdown.c.rank)))
+        .where(breakdown.c.attempt_id.in_(list(attempt_ids)))
+        .group_by(breakdown.c.attempt_id, breakdown.c.phase)
+        .order_by(breakdown.c.attempt_id, breakdown.c.phase)
+    )
+
+
+def job_iterations_query(attempt_ids: Sequence[int]):
+    """Timed (not warm-up) iterations of each attempt, as the job saw them: the slowest
+    rank's time at each iteration (DDP ranks wait for each other every step)."""
+    return (
+        select(iteration.c.attempt_id, iteration.c.iter, func.max(iteration.c.iter_s).label("iter_s"))
+        .where(and_(iteration.c.attempt_id.in_(list(attempt_ids)), iteration.c.warmup == false()))
+        .group_by(iteration.c.attempt_id, iteration.c.iter)
+        .order_by(iteration.c.attempt_id, iteration.c.iter)
+    )

@@ -1,37 +1,142 @@
-"""The harvest command's body: read, derive, export."""
+"""The harvest command's body: read, derive, compare, export, draw."""
 
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Optional, Sequence
+
+import polars as pl
 
 from campaign.errors import ConfigError
-from campaign.harvest.derive import point_frame, scaling_table
-from campaign.harvest.export import FORMATS, write
-from campaign.store import open_store
+from campaign.harvest.export import FORMATS, write_tables
+from campaign.harvest.query import FILTERS
 
-# What the terminal table shows; the exports carry every column.
-TABLE_COLUMNS = ["platform", "trainer", "experiment", "variant", "gpus", "repeats", "batch_per_gpu", "iterations",
-                 "time_s", "images_per_s", "speedup", "efficiency", "gpu_util", "cpu_util", "note"]
+TABLES = ("scaling", "throughput", "utilisation", "breakdown")
+TABLE_CHOICES = TABLES + ("all",)
+COMPARE_BUILTIN = ("reference", "ideal")
+
+TITLES = {
+    "scaling": "time to solution: training time T(N) (slowest rank, median over repeats; warm-up apart); "
+               "speedup = T(1)/T(N), efficiency = speedup/N, ideal T(1)/N",
+    "throughput": "throughput: per-iteration time and images/s (medians over repeats); "
+                  "throughput speedup = images/s at N / images/s at 1, efficiency = that/N, ideal: constant images/s per GPU",
+    "utilisation": "utilisation: GPU and CPU time / total time (profiler window); compute, communication and "
+                   "data-wait shares of the timed window",
+    "breakdown": "breakdown: seconds per phase, per run and per iteration, and share of its window",
+    "reference": "reference study: published figures beside measured values (difference = measured - published)",
+    "ideal": "ideal: measured values beside the ideal line (difference = measured - ideal)",
+    "campaign": "campaign comparison: this campaign (measured) beside {other} (reference)",
+}
+
+# What the terminal shows of each table; the exports carry every column.
+TERMINAL_COLUMNS = {
+    "scaling": ["platform", "trainer", "experiment", "variant", "gpus", "repeats", "iterations", "time_s", "time_min_s",
+                "time_max_s", "time_olympic_s", "ideal_time_s", "speedup", "efficiency", "gpu_hours", "note"],
+    "throughput": ["platform", "trainer", "experiment", "variant", "gpus", "repeats", "global_batch", "iter_s",
+                   "iter_iqr_s", "ideal_iter_s", "images_per_s", "images_per_s_per_gpu", "ideal_images_per_s_per_gpu",
+                   "throughput_speedup", "throughput_efficiency", "note"],
+    "reference": ["statement", "platform", "variant", "gpus", "platform_match", "measured", "reference", "ideal",
+                  "difference", "holds", "note"],
+}
+
+
+def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) -> dict:
+    """Merge ``KEY=V1,V2`` filters into ``where`` (key -> values); values stay data, bound by the query."""
+    out = {k: list(v) for k, v in (where or {}).items()}
+    for item in items or []:
+        key, sep, values = item.partition("=")
+        key = key.strip()
+        if not sep or key not in FILTERS or not values:
+            raise ConfigError(f"--where {item!r}: expected KEY=VALUE[,VALUE...] with KEY one of {', '.join(FILTERS)}")
+        vals = [v.strip() for v in values.split(",") if v.strip()]
+        if key == "gpus":
+            try:
+                vals = [int(v) for v in vals]
+            except ValueError:
+                raise ConfigError(f"--where {item!r}: gpus takes integers") from None
+        out.setdefault(key, []).extend(vals)
+    return out
+
+
+def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
+    cols = [c for c in TERMINAL_COLUMNS.get(name, df.columns) if c in df.columns]
+    if "variant" in cols and df["variant"].fill_null("").eq("").all():
+        cols.remove("variant")
+    return df.select(cols)
+
+
+def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str]) -> dict[str, pl.DataFrame]:
+    from campaign.harvest.derive import engine_phases, point_frame
+    from campaign.harvest.utilisation import breakdown_table, utilisation_table
+    from campaign.harvest.views import scaling_table, throughput_table
+
+    points = point_frame(store, [campaign_id], where)
+    if points.height == 0:
+        return {}
+    out = {"scaling": scaling_table(points), "throughput": throughput_table(points),
+           "utilisation": utilisation_table(points)}
+    if "breakdown" in wanted:
+        out["breakdown"] = breakdown_table(points, engine_phases(store, points["attempt_id"].to_list()))
+    return out
 
 
 def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Optional[str] = None,
-            where: Optional[dict] = None) -> int:
+            where: Optional[dict] = None, table: str = "scaling", compare: Optional[str] = None,
+            plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None) -> int:
+    """Harvest one campaign: print or write its tables (or a comparison), draw its figures."""
+    from campaign.store import open_store
+
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format '{fmt}'; available: {', '.join(FORMATS)}")
+    if table not in TABLE_CHOICES:
+        raise ConfigError(f"unknown table '{table}'; available: {', '.join(TABLE_CHOICES)}")
+    where = parse_where(where_items, where)
+    wanted = TABLES if table == "all" else (table,)
+    other_id, other = None, {}
     with open_store(store_url) as store:
         campaign = store.resolve_campaign(ref)
-        points = point_frame(store, [campaign["id"]], where)
-    table = scaling_table(points)
-    if table.height == 0:
-        print(f"campaign {campaign['id']}: no completed point to harvest yet (see campaign status {campaign['id']})",
-              file=sys.stderr)
+        tables = _tables(store, campaign["id"], where, wanted)
+        if compare is not None and compare not in COMPARE_BUILTIN:
+            other_id = store.resolve_campaign(compare)["id"]
+            other = _tables(store, other_id, where, ())
+    cid = campaign["id"]
+    if not tables:
+        print(f"campaign {cid}: no completed point to harvest yet (see campaign status {cid})", file=sys.stderr)
         return 1
+    if compare is not None:
+        selected = [_comparison(compare, tables, other_id, other)]
+        if selected[0][2].height == 0:
+            print(f"campaign {cid}: nothing to compare with {compare} (no GPU count and series in common)",
+                  file=sys.stderr)
+            return 1
+    else:
+        selected = [(name, TITLES[name], tables[name]) for name in wanted]
     if fmt == "table" and out is None:
-        print(f"campaign {campaign['id']}: time = training time (slowest rank, median over repeats); "
-              "speedup = T(1)/T(N) on the same platform; efficiency = speedup/N\n")
-        table = table.select([c for c in TABLE_COLUMNS if c in table.columns])
-    path = write(table, fmt, out)
-    if path is not None:
-        print(f"wrote {path} ({table.height} rows)", file=sys.stderr)
+        print(f"campaign {cid}")
+        selected = [(n, t, _terminal(n, df)) for n, t, df in selected]
+        if len(selected) == 1:
+            print(f"{selected[0][1]}\n")
+    for path in write_tables(selected, fmt, out):
+        print(f"wrote {path}", file=sys.stderr)
+    if plots is not None:
+        from campaign.harvest.plots import write_figures
+
+        paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
+                              other=(other.get("scaling"), other.get("utilisation")) if other else None)
+        print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
     return 0
+
+
+def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict) -> tuple[str, str, pl.DataFrame]:
+    if compare == "reference":
+        from campaign.harvest.references import compare_reference
+
+        return "reference", TITLES["reference"], compare_reference(tables["scaling"])
+    from campaign.harvest.compare import compare_campaigns, compare_ideal
+
+    if compare == "ideal":
+        return "ideal", TITLES["ideal"], compare_ideal(tables["scaling"], tables["throughput"])
+    if not other:
+        return "campaign", TITLES["campaign"].format(other=other_id), pl.DataFrame()
+    df = compare_campaigns((tables["scaling"], tables["throughput"]), (other["scaling"], other["throughput"]), other_id)
+    return "campaign", TITLES["campaign"].format(other=other_id), df

@@ -1,0 +1,125 @@
+"""Where the time goes: utilisation and phase breakdown per series and GPU count.
+
+utilisation  GPU util = device time / total time and CPU util = CPU time / total time
+             of the profiler window (``experiment.profile_iterations``, the reference
+             study's measure; CPU util can pass 1 with several threads), and the
+             timed window's shares: compute, communication, data-loader wait (each
+             rank's phase seconds over its window, averaged over ranks).
+breakdown    one row per (source, phase): seconds per run, per iteration and share of
+             the window, from the timed window's summary (rank_timing: data wait,
+             compute, communication), the profiler window (profile) and the per-phase
+             rows of the timed iterations (breakdown: the job's data/forward/backward/
+             step/comm/iteration, and an engine's own, e.g. deepspeed.<timer>).
+             Shares of overlapping phases (comm runs during backward) do not add up.
+
+What was not recorded stays absent (null, "-" in a terminal), never zero: CPU ranks
+have no device time, trainers that mark no ``comm`` phase have no communication share.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import polars as pl
+
+from campaign.harvest.views import KEYS, SERIES, with_optional
+
+_UTIL_COLUMNS = {
+    "gpu_util": pl.Float64, "cpu_util": pl.Float64, "compute_share": pl.Float64, "comm_share": pl.Float64,
+    "data_wait_share": pl.Float64, "profile_total_s": pl.Float64, "profile_cpu_s": pl.Float64,
+    "profile_device_s": pl.Float64, "profile_comm_s": pl.Float64, "profile_exposed_comm_s": pl.Float64,
+    "profile_iterations": pl.Int64, "data_wait_s": pl.Float64, "compute_s": pl.Float64, "comm_s": pl.Float64,
+    "timed_iterations": pl.Int64, "sampled_time_s": pl.Float64, "attempt_id": pl.Int64,
+}
+
+
+def _ratio(num: str, den: str) -> pl.Expr:
+    return pl.when(pl.col(den) > 0).then(pl.col(num) / pl.col(den))
+
+
+def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
+    """GPU/CPU utilisation of the profiler window and the timed window's shares (medians over repeats)."""
+    if points.height == 0:
+        return pl.DataFrame()
+    p = with_optional(with_optional(points), _UTIL_COLUMNS).with_columns(
+        _ratio("profile_comm_s", "profile_total_s").alias("profile_comm_share"),
+        _ratio("profile_exposed_comm_s", "profile_total_s").alias("exposed_comm_share"),
+    )
+    out = (
+        p.group_by(KEYS)
+        .agg(
+            pl.len().alias("repeats"),
+            pl.col("profile_iterations").max().alias("profiled_iterations"),
+            *[pl.col(c).median() for c in ("gpu_util", "cpu_util", "compute_share", "comm_share", "data_wait_share",
+                                           "profile_comm_share", "exposed_comm_share")],
+        )
+        .with_columns(
+            pl.when(pl.col("profiled_iterations").is_null())
+            .then(pl.lit("no profiler window (experiment.profile_iterations=0)"))
+            .when(pl.col("gpu_util").is_null())
+            .then(pl.lit("no device time (CPU ranks)"))
+            .otherwise(pl.lit(""))
+            .alias("note")
+        )
+        .sort(KEYS)
+    )
+    return out.select(KEYS + ["repeats", "profiled_iterations", "gpu_util", "cpu_util", "compute_share", "comm_share",
+                              "data_wait_share", "profile_comm_share", "exposed_comm_share", "note"])
+
+
+# (source, phase, seconds column, share denominator, per-iteration denominator)
+_PHASES = [
+    ("timed window", "data wait", "data_wait_s", "sampled_time_s", "timed_iterations"),
+    ("timed window", "compute", "compute_s", "sampled_time_s", "timed_iterations"),
+    ("timed window", "communication", "comm_s", "sampled_time_s", "timed_iterations"),
+    ("profiler", "cpu", "profile_cpu_s", "profile_total_s", "profile_iterations"),
+    ("profiler", "device", "profile_device_s", "profile_total_s", "profile_iterations"),
+    ("profiler", "communication", "profile_comm_s", "profile_total_s", "profile_iterations"),
+    ("profiler", "exposed communication", "profile_exposed_comm_s", "profile_total_s", "profile_iterations"),
+]
+_SHARE_COLUMN = {"data_wait_s": "data_wait_share", "compute_s": "compute_share", "comm_s": "comm_share"}
+
+
+def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] = None) -> pl.DataFrame:
+    """Long table of phases per series, GPU count and source (medians over repeats).
+
+    ``engine_phases``: attempt_id, phase, total_s, mean_s, share rows (breakdown_query)."""
+    if points.height == 0:
+        return pl.DataFrame()
+    p = with_optional(with_optional(points), _UTIL_COLUMNS)
+    if "sampled_time_s" in points.columns:
+        p = p.with_columns(pl.coalesce("sampled_time_s", "time_s").alias("sampled_time_s"))
+    else:
+        p = p.with_columns(pl.col("time_s").alias("sampled_time_s"))
+    order = {(s, ph): i for i, (s, ph, *_rest) in enumerate(_PHASES)}
+    parts = []
+    for source, phase, sec, den, per in _PHASES:
+        # Ranks' own shares (seconds / window per rank) where the SQL computed them.
+        share = pl.col(_SHARE_COLUMN[sec]) if sec in _SHARE_COLUMN and _SHARE_COLUMN[sec] in points.columns \
+            else _ratio(sec, den)
+        parts.append(p.select(
+            *KEYS, pl.lit(source).alias("source"), pl.lit(phase).alias("phase"),
+            pl.lit(order[(source, phase)]).alias("order"),
+            pl.col(sec).cast(pl.Float64).alias("seconds"),
+            _ratio(sec, per).cast(pl.Float64).alias("per_iteration_s"),
+            share.cast(pl.Float64).alias("share"),
+        ))
+    if engine_phases is not None and engine_phases.height and "attempt_id" in points.columns:
+        eng = engine_phases.join(p.select(KEYS + ["attempt_id"]), on="attempt_id", how="inner")
+        share = pl.col("share") if "share" in eng.columns else pl.lit(None)
+        parts.append(eng.select(
+            *KEYS, pl.lit("phases").alias("source"), pl.col("phase").cast(pl.Utf8),
+            pl.lit(len(_PHASES)).alias("order"),
+            pl.col("total_s").cast(pl.Float64).alias("seconds"),
+            pl.col("mean_s").cast(pl.Float64).alias("per_iteration_s"),
+            share.cast(pl.Float64).alias("share"),
+        ))
+    long = pl.concat(parts, how="vertical_relaxed")
+    return (
+        long.group_by(KEYS + ["source", "phase", "order"])
+        .agg(pl.len().alias("repeats"), pl.col("seconds").median(), pl.col("per_iteration_s").median(),
+             pl.col("share").median())
+        .sort(SERIES + ["gpus", "order", "phase"])
+        .drop("order")
+        .select(KEYS + ["source", "phase", "repeats", "seconds", "per_iteration_s", "share"])
+    )

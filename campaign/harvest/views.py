@@ -1,0 +1,155 @@
+"""The two scaling views, named apart (column ``view``).
+
+time-to-solution  the whole training's time T(N) (eq. 3.1, 3.2 of the reference study):
+                  speedup = T(1)/T(N), efficiency = speedup/N, ideal T(1)/N. It is a
+                  time to *solution* only if every N processes the same images: the
+                  reference weak scaling (8 images/GPU, 160K/N iterations) and strong
+                  scaling (fixed global batch, same iterations) do; a row whose planned
+                  images differ from its 1-GPU baseline says so in ``note``.
+throughput        per-iteration time and images/s: throughput speedup =
+                  (images/s at N) / (images/s at 1), efficiency = that / N; ideal:
+                  constant images/s per GPU (so a constant iteration time at a fixed
+                  batch per GPU, T_iter(1)/N at a fixed global batch).
+
+With the same images for every N the two views give the same speedup (up to what
+happens between iterations); with a fixed per-GPU batch and fixed iterations
+(``scaling: fixed``) only the throughput view measures scaling.
+
+Both are medians over repeats (speedup from the medians); spread columns from stats.py.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from campaign.harvest.stats import repeat_stats
+
+SERIES = ["platform", "trainer", "experiment", "variant"]
+KEYS = SERIES + ["gpus"]
+TIME_VIEW = "time-to-solution"
+THROUGHPUT_VIEW = "throughput"
+SAME_WORK_TOLERANCE = 0.01  # planned images within 1 % of the 1-GPU run's count as the same work
+
+_OPTIONAL = {
+    "time_lo_s": pl.Float64, "time_hi_s": pl.Float64, "gpu_hours": pl.Float64, "projected": pl.Boolean,
+    "sampled_time_s": pl.Float64, "timed_iterations": pl.Int64, "warmup_s": pl.Float64,
+    "gpu_util": pl.Float64, "cpu_util": pl.Float64, "iter_median_s": pl.Float64, "images": pl.Int64,
+    "batch_per_gpu": pl.Int64, "iterations": pl.Int64,
+}
+
+
+def with_optional(points: pl.DataFrame, spec: dict = _OPTIONAL) -> pl.DataFrame:
+    """The point frame with every optional column present (absent ones as nulls)."""
+    missing = [pl.lit(None, dtype=t).alias(c) for c, t in spec.items() if c not in points.columns]
+    df = points.with_columns(missing) if missing else points
+    return df.with_columns([pl.col(c).cast(t) for c, t in spec.items() if df.schema[c] == pl.Null])
+
+
+def _join_note(*parts: pl.Expr) -> pl.Expr:
+    return pl.concat_str([p.fill_null("") for p in parts], separator="; ").str.strip_chars("; ").str.replace_all(r"(; )+", "; ")
+
+
+def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
+    """Time-to-solution view per series and GPU count: time (median over repeats, with
+    spread), speedup, efficiency, the ideal line, projection marks and GPU-hours."""
+    if points.height == 0:
+        return pl.DataFrame()
+    p = with_optional(points).with_columns(
+        (pl.col("images") / pl.coalesce("sampled_time_s", "time_s")).alias("images_per_s"),
+        (pl.col("batch_per_gpu") * pl.col("gpus") * pl.col("iterations")).alias("images_planned"),
+    )
+    g = (
+        p.group_by(KEYS)
+        .agg(
+            pl.len().alias("repeats"),
+            *repeat_stats("time_s", "time"),
+            pl.col("time_lo_s").median(),
+            pl.col("time_hi_s").median(),
+            pl.col("projected").fill_null(False).any().alias("projected"),
+            pl.col("timed_iterations").min().alias("timed_iterations"),
+            pl.col("gpu_hours").median(),
+            pl.col("iter_median_s").median().alias("iter_s"),
+            pl.col("images_per_s").median(),
+            pl.col("batch_per_gpu").first(),
+            pl.col("iterations").first(),
+            pl.col("images_planned").first(),
+            pl.col("gpu_util").median(),
+            pl.col("cpu_util").median(),
+        )
+        .with_columns((pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"))
+    )
+    base = g.filter(pl.col("gpus") == 1).select(
+        SERIES + [pl.col("time_s").alias("t1_s"), pl.col("images_planned").alias("images_1")])
+    out = (
+        g.join(base, on=SERIES, how="left", nulls_equal=True)
+        .with_columns(
+            (pl.col("t1_s") / pl.col("time_s")).alias("speedup"),
+            (pl.col("t1_s") / pl.col("gpus")).alias("ideal_time_s"),
+            pl.col("gpus").cast(pl.Float64).alias("ideal_speedup"),
+        )
+        .with_columns((pl.col("speedup") / pl.col("gpus")).alias("efficiency"))
+        .with_columns(
+            _join_note(
+                pl.when(pl.col("t1_s").is_null()).then(pl.lit("no 1-GPU baseline")),
+                pl.when((pl.col("images_planned") - pl.col("images_1")).abs()
+                        > SAME_WORK_TOLERANCE * pl.col("images_1"))
+                .then(pl.lit("other images than on 1 GPU: not a time to solution, see the throughput view")),
+                pl.when(pl.col("projected")).then(
+                    pl.format("projected from {} of {} iterations", pl.col("timed_iterations"), pl.col("iterations"))),
+            ).alias("note"),
+            pl.lit(TIME_VIEW).alias("view"),
+        )
+        .sort(KEYS)
+    )
+    cols = ["view"] + KEYS + ["repeats", "batch_per_gpu", "iterations", "images_planned", "projected",
+                              "time_s", "time_min_s", "time_max_s", "time_iqr_s", "time_rel_range", "time_olympic_s",
+                              "time_lo_s", "time_hi_s", "ideal_time_s", "speedup", "ideal_speedup", "efficiency",
+                              "gpu_hours", "iter_s", "images_per_s", "images_per_s_per_gpu", "gpu_util", "cpu_util", "note"]
+    return out.select(cols)
+
+
+def throughput_table(points: pl.DataFrame) -> pl.DataFrame:
+    """Throughput view per series and GPU count: per-iteration time (median over repeats,
+    with spread), images/s, images/s per GPU, throughput speedup and efficiency, ideal."""
+    if points.height == 0:
+        return pl.DataFrame()
+    p = with_optional(points).with_columns(
+        (pl.col("images") / pl.coalesce("sampled_time_s", "time_s")).alias("images_per_s"))
+    g = (
+        p.group_by(KEYS)
+        .agg(
+            pl.len().alias("repeats"),
+            pl.col("batch_per_gpu").first(),
+            *repeat_stats("iter_median_s", "iter"),
+            *repeat_stats("images_per_s", "images_per_s", unit=""),
+            pl.col("projected").fill_null(False).any().alias("sampled"),
+        )
+        .with_columns(
+            (pl.col("batch_per_gpu") * pl.col("gpus")).alias("global_batch"),
+            (pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"),
+        )
+    )
+    base = g.filter(pl.col("gpus") == 1).select(
+        SERIES + [pl.col("images_per_s").alias("ips1"), pl.col("iter_s").alias("iter1_s"), pl.col("batch_per_gpu").alias("b1")])
+    out = (
+        g.join(base, on=SERIES, how="left", nulls_equal=True)
+        .with_columns(
+            (pl.col("images_per_s") / pl.col("ips1")).alias("throughput_speedup"),
+            pl.col("ips1").alias("ideal_images_per_s_per_gpu"),
+            (pl.col("iter1_s") * pl.col("batch_per_gpu") / pl.col("b1")).alias("ideal_iter_s"),
+        )
+        .with_columns(
+            (pl.col("throughput_speedup") / pl.col("gpus")).alias("throughput_efficiency"),
+            _join_note(
+                pl.when(pl.col("ips1").is_null()).then(pl.lit("no 1-GPU baseline")),
+                pl.when(pl.col("sampled")).then(pl.lit("from a sampled window")),
+            ).alias("note"),
+            pl.lit(THROUGHPUT_VIEW).alias("view"),
+        )
+        .sort(KEYS)
+    )
+    cols = ["view"] + KEYS + ["repeats", "batch_per_gpu", "global_batch", "iter_s", "iter_min_s", "iter_max_s",
+                              "iter_iqr_s", "iter_rel_range", "iter_olympic_s", "ideal_iter_s", "images_per_s",
+                              "images_per_s_min", "images_per_s_max", "images_per_s_olympic", "images_per_s_per_gpu",
+                              "ideal_images_per_s_per_gpu", "throughput_speedup", "throughput_efficiency", "note"]
+    return out.select(cols)

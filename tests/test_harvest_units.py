@@ -1,0 +1,187 @@
+"""Known-answer tests of the harvest's tables, statistics, projection, references and
+figures on frames built by hand (no jobs; the real-store tests are test_harvest_sleep.py
+and test_harvest_repeats.py)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from campaign.errors import ConfigError
+from campaign.harvest.compare import compare_campaigns, compare_ideal
+from campaign.harvest.projection import project_points
+from campaign.harvest.references import compare_reference, load_reference, reference_figures
+from campaign.harvest.run import parse_where
+from campaign.harvest.stats import bootstrap_mean_interval, olympic_mean
+from campaign.harvest.utilisation import breakdown_table, utilisation_table
+from campaign.harvest.views import scaling_table, throughput_table
+
+
+def _points(times: dict[int, list[float]], platform="v100", batch=lambda n: 8, iters=lambda n: 160 // n, **extra):
+    rows = []
+    for gpus, ts in times.items():
+        for rep, t in enumerate(ts):
+            rows.append({"platform": platform, "trainer": "synthetic", "experiment": "weak_scaling", "variant": "",
+                         "gpus": gpus, "repeat": rep, "time_s": t, "batch_per_gpu": batch(gpus),
+                         "iterations": iters(gpus), "timed_iterations": iters(gpus),
+                         "images": batch(gpus) * gpus * iters(gpus), "iter_median_s": t / iters(gpus), **extra})
+    return pl.DataFrame(rows)
+
+
+def test_the_two_views_are_named_apart_and_agree_when_images_are_the_same():
+    p = _points({1: [160.0], 2: [100.0], 4: [80.0]})
+    s, t = scaling_table(p), throughput_table(p)
+    assert set(s["view"]) == {"time-to-solution"} and set(t["view"]) == {"throughput"}
+    assert s["speedup"].to_list() == pytest.approx([1.0, 1.6, 2.0])
+    assert s["ideal_time_s"].to_list() == pytest.approx([160.0, 80.0, 40.0])
+    # weak scaling, same images: throughput speedup = time speedup; ideal images/s per GPU constant
+    assert t["throughput_speedup"].to_list() == pytest.approx([1.0, 1.6, 2.0])
+    assert t["ideal_images_per_s_per_gpu"].to_list() == pytest.approx([8.0] * 3)
+    assert t["ideal_iter_s"].to_list() == pytest.approx([1.0] * 3)  # fixed batch per GPU: constant iteration
+    assert s["note"].to_list() == ["", "", ""]
+
+
+def test_strong_scaling_maps_onto_the_same_machinery():
+    p = _points({1: [100.0], 4: [40.0]}, batch=lambda n: 64 // n, iters=lambda n: 10)
+    s, t = scaling_table(p), throughput_table(p)
+    assert s["speedup"].to_list() == pytest.approx([1.0, 2.5]) and s["note"].to_list() == ["", ""]
+    assert t["ideal_iter_s"].to_list() == pytest.approx([10.0, 2.5])  # fixed global batch: T_iter(1)/N
+    assert t["throughput_speedup"].to_list() == pytest.approx([1.0, 2.5])
+
+
+def test_fixed_iterations_with_more_images_is_not_called_a_time_to_solution():
+    p = _points({1: [10.0], 2: [11.0]}, iters=lambda n: 10)
+    s, t = scaling_table(p), throughput_table(p)
+    assert "not a time to solution" in s.filter(pl.col("gpus") == 2)["note"][0]
+    assert t.filter(pl.col("gpus") == 2)["throughput_speedup"][0] == pytest.approx(2 * 10.0 / 11.0)
+
+
+def test_repeat_statistics_median_spread_and_olympic_mean():
+    p = _points({1: [10.0, 12.0, 11.0, 30.0, 9.0], 2: [6.0, 5.0, 7.0]})
+    s = scaling_table(p)
+    one, two = s.row(0, named=True), s.row(1, named=True)
+    assert one["repeats"] == 5 and one["time_s"] == 11.0 and one["time_min_s"] == 9.0 and one["time_max_s"] == 30.0
+    assert one["time_iqr_s"] == pytest.approx(12.0 - 10.0)
+    assert one["time_rel_range"] == pytest.approx((30.0 - 9.0) / 11.0)
+    assert one["time_olympic_s"] == pytest.approx((10 + 12 + 11) / 3) == olympic_mean([10, 12, 11, 30, 9])
+    assert two["time_olympic_s"] is None and olympic_mean([6, 5, 7]) is None  # K < 5: absent, not guessed
+    assert two["speedup"] == pytest.approx(11.0 / 6.0)  # from the medians
+
+
+def test_projection_scales_the_window_and_bounds_it():
+    p = _points({1: [2.0]}, iters=lambda n: 10).with_columns(
+        pl.lit(1000).alias("iterations"), pl.lit(1).alias("attempt_id"), pl.lit(0.5).alias("warmup_s"))
+    iters = pl.DataFrame({"attempt_id": [1] * 10, "iter": list(range(10)),
+                          "iter_s": [0.19, 0.21, 0.2, 0.2, 0.18, 0.22, 0.2, 0.2, 0.19, 0.21]})
+    row = project_points(p, iters).row(0, named=True)
+    assert row["projected"] and row["sampled_time_s"] == 2.0
+    assert row["time_s"] == pytest.approx(2.0 / 10 * 1000)
+    assert row["time_lo_s"] < row["time_s"] < row["time_hi_s"]
+    assert row["time_hi_s"] / row["time_s"] - 1 < 0.05
+    assert row["gpu_hours"] == pytest.approx((200.0 + 0.5) * 1 / 3600)
+    s = scaling_table(project_points(p, iters)).row(0, named=True)
+    assert s["projected"] and s["note"] == "projected from 10 of 1000 iterations"
+
+
+def test_a_full_run_is_not_projected():
+    p = _points({1: [2.0]}).with_columns(pl.lit(1).alias("attempt_id"), pl.lit(0.0).alias("warmup_s"))
+    row = project_points(p, None).row(0, named=True)
+    assert not row["projected"] and row["time_s"] == 2.0 and row["time_lo_s"] is None
+
+
+def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
+    xs = [1.0, 1.1, 0.9, 1.05, 0.95] * 4
+    assert bootstrap_mean_interval(xs) == bootstrap_mean_interval(xs)
+    mean, lo, hi = bootstrap_mean_interval(xs)
+    assert lo < mean < hi and mean == pytest.approx(1.0)
+
+
+def test_absent_utilisation_and_phases_stay_absent():
+    p = _points({1: [10.0]}, data_wait_s=1.0, compute_s=8.0)
+    u = utilisation_table(p).row(0, named=True)
+    assert u["gpu_util"] is None and u["cpu_util"] is None and u["comm_share"] is None
+    assert u["note"] == "no profiler window (experiment.profile_iterations=0)"
+    b = breakdown_table(p)
+    comm = b.filter((pl.col("source") == "timed window") & (pl.col("phase") == "communication")).row(0, named=True)
+    assert comm["seconds"] is None and comm["share"] is None
+    data = b.filter(pl.col("phase") == "data wait").row(0, named=True)
+    assert data["seconds"] == 1.0 and data["share"] == pytest.approx(0.1)
+
+
+def test_engine_phases_join_the_breakdown():
+    p = _points({1: [10.0]}).with_columns(pl.lit(7).alias("attempt_id"))
+    eng = pl.DataFrame({"attempt_id": [7], "phase": ["deepspeed.fwd"], "total_s": [3.0], "mean_s": [0.3],
+                        "count": [10], "share": [0.3]})
+    row = breakdown_table(p, eng).filter(pl.col("source") == "phases").row(0, named=True)
+    assert row["phase"] == "deepspeed.fwd" and row["seconds"] == 3.0 and row["share"] == 0.3
+
+
+def test_reference_dataset_encodes_exactly_the_published_figures():
+    got = {(r["kind"], r["platform"], r["baseline_platform"], r["from_gpus"], r["gpus"], r["value"])
+           for r in reference_figures().iter_rows(named=True)}
+    assert got == {
+        ("relative_time_change", "all", None, 1, 2, -0.26),
+        ("speedup", "V100", None, None, 2, 1.43), ("speedup", "V100", None, None, 4, 1.46),
+        ("speedup", "A100 PCIe", None, None, 2, 1.75), ("speedup", "A100 PCIe", None, None, 4, 1.80),
+        ("speedup", "A100 NVLINK", None, None, 2, 1.17),
+        ("efficiency_upper_bound", "all", None, None, 4, 0.5),
+        ("relative_time_change", "A100 NVLINK", None, 4, 8, -0.029),
+        ("relative_time_platform", "A100 NVLINK 80 GB", "A100 NVLINK 40 GB", None, None, -0.04),
+        ("relative_time_platform", "A100 PCIe", "V100", None, None, -0.24),
+    }
+    assert load_reference()["schedule"] == {"scaling": "weak", "images_per_gpu": 8, "base_iterations": 160000}
+
+
+def test_reference_comparison_matches_platforms_and_n():
+    s = scaling_table(pl.concat([_points({1: [100.0], 2: [70.0], 4: [68.0]}, "v100"),
+                                 _points({1: [76.0], 2: [43.0], 4: [42.0]}, "a100")]))
+    c = compare_reference(s)
+    v100_2 = c.filter((pl.col("figure") == "speedup_v100_2") & (pl.col("platform") == "v100")).row(0, named=True)
+    assert v100_2["platform_match"] and v100_2["measured"] == pytest.approx(100 / 70)
+    assert v100_2["difference"] == pytest.approx(100 / 70 - 1.43) and v100_2["ideal"] == 2.0
+    assert not c.filter((pl.col("figure") == "speedup_v100_2") & (pl.col("platform") == "a100"))["platform_match"][0]
+    bound = c.filter((pl.col("figure") == "efficiency_4_below_half") & (pl.col("platform") == "v100")).row(0, named=True)
+    assert bound["holds"] is True and bound["measured"] == pytest.approx(100 / 68 / 4)
+    pair = c.filter(pl.col("figure") == "a100_pcie_vs_v100").sort("gpus")
+    assert pair["gpus"].to_list() == [1, 2, 4] and pair["measured"][0] == pytest.approx(76 / 100 - 1)
+    missing = c.filter(pl.col("figure") == "nvlink_80_vs_40").row(0, named=True)
+    assert missing["measured"] is None and "measured in this campaign" in missing["note"]
+    eight = c.filter(pl.col("figure") == "time_4_to_8_nvlink").row(0, named=True)
+    assert eight["measured"] is None and eight["note"] == "not measured at 8 GPU(s)"
+
+
+def test_ideal_comparison_and_campaign_comparison_on_disjoint_platforms():
+    a = _points({1: [100.0], 2: [70.0]}, "v100")
+    b = _points({1: [76.0], 2: [43.0]}, "a100")
+    ideal = compare_ideal(scaling_table(a), throughput_table(a))
+    sp = ideal.filter((pl.col("metric") == "speedup") & (pl.col("gpus") == 2)).row(0, named=True)
+    assert sp["reference"] == 2.0 and sp["difference"] == pytest.approx(100 / 70 - 2)
+    c = compare_campaigns((scaling_table(b), throughput_table(b)), (scaling_table(a), throughput_table(a)), "old")
+    t2 = c.filter((pl.col("metric") == "time_s") & (pl.col("gpus") == 2)).row(0, named=True)
+    assert t2["platform"] == "a100" and t2["other_platform"] == "v100"  # disjoint key: shown, not matched on
+    assert t2["relative"] == pytest.approx(43 / 70 - 1) and t2["other_campaign"] == "old"
+
+
+def test_platform_comparison_figure_has_four_labelled_panels():
+    from campaign.harvest.plots import platform_comparison_figure, speedup_figure
+
+    p = pl.concat([_points({1: [100.0], 2: [70.0]}, "v100", gpu_util=0.7, cpu_util=0.2),
+                   _points({1: [76.0], 2: [43.0]}, "a100", gpu_util=0.8, cpu_util=0.3)])
+    s, u = scaling_table(p), utilisation_table(p)
+    fig = platform_comparison_figure(s, u)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["speedup T(1)/T(N) (×)", "parallel efficiency (%)",
+                                                    "GPU utilisation (%)", "CPU utilisation (%)"]
+    assert all(ax.get_xlabel() == "GPUs (N)" for ax in fig.axes)
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["a100", "v100"]
+    assert platform_comparison_figure(s.filter(pl.col("platform") == "v100"), u) is None
+    legend = [t.get_text() for t in speedup_figure(s).axes[0].get_legend().get_texts()]
+    assert legend == ["a100", "v100", "ideal (S = N)"]
+
+
+def test_where_filters_are_checked_and_typed():
+    assert parse_where(["gpus=1,2", "platform=v100"], {"trainer": ["sleep"]}) == {
+        "trainer": ["sleep"], "gpus": [1, 2], "platform": ["v100"]}
+    with pytest.raises(ConfigError, match="KEY one of platform, trainer, experiment, gpus, dataset"):
+        parse_where(["colour=red"])
+    with pytest.raises(ConfigError, match="gpus takes integers"):
+        parse_where(["gpus=two"])

@@ -1,0 +1,82 @@
+"""The known-answer trainer: sleeps an exact law instead of computing.
+
+The law is the *job's* time per image of the training set on N ranks:
+
+    t(N) = a/N + b*log2(N) + c        (seconds per image; params a_s, b_s, c_s)
+
+a is the parallel part (divided over the ranks), b the communication cost per
+doubling of N, c the serial part no rank count shortens. An iteration processes
+N*B images (B = images per GPU), so each rank's iteration lasts N*B*t(N), made of
+three phases the Recorder sees as real ones:
+
+    data     N*B*c               (the serial part: a wait every rank sits through)
+    forward  B*a                 (this rank's share of the parallel part)
+    comm     N*B*b*log2(N)       (absent with one rank: nothing to communicate)
+
+What follows for a harvest (stated again in tests/test_harvest_sleep.py): with the
+same images for every N (weak scaling 160K/N, or strong scaling), time to solution
+is images*t(N), so speedup T(1)/T(N) = t(1)/t(N) and efficiency = t(1)/(N*t(N));
+the throughput view gives the same numbers (images/s of the job = 1/t(N)), while
+the per-iteration time grows as N*B*t(N).
+
+Sleeps run to absolute deadlines counted from the first step, so a late wake-up
+shortens the next sleep instead of adding up: the window's total and the median
+iteration stay on the law however loaded the machine is. No tensor is computed;
+ranks do not communicate (the law stands in for it), but they run as N processes
+of the real job path (process group, Recorder, writer).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Optional
+
+import torch
+
+from trainers.dist import DistContext
+from trainers.instrument import Recorder
+
+DEFAULTS = {"a_s": 0.012, "b_s": 0.001, "c_s": 0.002}
+
+
+def law(n: int, a_s: float, b_s: float, c_s: float) -> float:
+    """t(N): the job's seconds per image on ``n`` ranks."""
+    return a_s / n + b_s * math.log2(n) + c_s
+
+
+def phases(n: int, batch: int, a_s: float, b_s: float, c_s: float) -> list[tuple[str, float]]:
+    """One rank's iteration as (phase, seconds); they add up to n*batch*law(n)."""
+    out = [("data", n * batch * c_s), ("forward", batch * a_s), ("comm", n * batch * b_s * math.log2(n))]
+    return [(p, s) for p, s in out if s > 0]
+
+
+class SleepTrainer:
+    def __init__(self, ctx: DistContext, cfg: dict, plan: dict):
+        params = {**DEFAULTS, **(cfg["trainer"].get("params") or {})}
+        try:
+            a, b, c = (float(params[k]) for k in ("a_s", "b_s", "c_s"))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"trainer.params a_s, b_s, c_s must be numbers, got {params}") from exc
+        if min(a, b, c) < 0:
+            raise ValueError(f"trainer.params a_s, b_s, c_s must be >= 0, got a_s={a} b_s={b} c_s={c}")
+        self.model = torch.nn.Identity()  # the contract's model: nothing to train
+        self.trainable_params = 0
+        self.images_per_step = int(plan["batch_per_gpu"])
+        self.phases = phases(ctx.world_size, self.images_per_step, a, b, c)
+        self._deadline: Optional[float] = None
+
+    def step(self, rec: Recorder) -> None:
+        if self._deadline is None:
+            self._deadline = time.perf_counter()
+        for phase, seconds in self.phases:
+            self._deadline += seconds
+            left = self._deadline - time.perf_counter()
+            if left > 0:
+                time.sleep(left)
+            rec.mark(phase)
+        return None  # no loss: nothing is trained
+
+
+def build(ctx: DistContext, cfg: dict, plan: dict) -> SleepTrainer:
+    return SleepTrainer(ctx, cfg, plan)
