@@ -58,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     hv = sub.add_parser("harvest", help="speedup, parallel efficiency, throughput tables and exports",
                         description="Derive T1/TN speedup and speedup/N efficiency from completed points.",
                         epilog="examples:\n  campaign harvest\n  campaign harvest --to csv --out results/scaling.csv\n"
-                               "  campaign harvest 20261121-1057 --to markdown --platform v100 --platform a100",
+                               "  campaign harvest 20261121-1057 --to markdown --platform v100 --platform a100\n"
+                               "  campaign harvest --table all --to parquet --out results/tables/\n"
+                               "  campaign harvest --compare reference --where gpus=2,4\n"
+                               "  campaign harvest --plots results/figures",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     hv.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
     _store_arg(hv)
@@ -67,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     for key in ("platform", "trainer", "experiment"):
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
     hv.add_argument("--gpus", action="append", type=int, help="only these GPU counts (repeatable)")
+    hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
+                    help="only points with these values (platform, trainer, experiment, gpus, dataset; repeatable)")
+    hv.add_argument("--table", default="scaling", choices=("scaling", "throughput", "utilisation", "breakdown", "all"),
+                    help="scaling (default: time to solution), throughput, utilisation, breakdown or all")
+    hv.add_argument("--compare", metavar="reference|ideal|CAMPAIGN", default=None,
+                    help="put the reference study's figures, the ideal line or another campaign beside the measured values")
+    hv.add_argument("--plots", metavar="DIR", default=None, help="also write the figures (PNG and SVG) to DIR")
 
     cc = sub.add_parser("cancel", help="cancel a campaign's unfinished points",
                         description="Cancel the jobs of unfinished points (scancel on SLURM, SIGINT locally).",
@@ -105,7 +115,8 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             from campaign.harvest.run import harvest
 
             where = {k: v for k in ("platform", "trainer", "experiment", "gpus") if (v := getattr(args, k))}
-            return harvest(args.campaign, store_url=store_url, fmt=args.fmt, out=args.out, where=where)
+            return harvest(args.campaign, store_url=store_url, fmt=args.fmt, out=args.out, where=where,
+                           where_items=args.where, table=args.table, compare=args.compare, plots=args.plots)
         if args.command == "cancel":
             from campaign.cancel import cancel
 
