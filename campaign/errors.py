@@ -15,6 +15,14 @@ class ConfigError(CampaignError):
     """A sweep point, override or config value is invalid."""
 
 
+class InfeasiblePoint(ConfigError):
+    """A valid point that its platform cannot hold (too many GPUs for a node, ...).
+
+    In a sweep that also has points that fit, such points are left out with their
+    reason and the rest is submitted; a launch where nothing fits is refused.
+    """
+
+
 class StoreError(CampaignError):
     """The results store cannot be opened, read or written."""
 

@@ -16,7 +16,7 @@ BAD_LAUNCHES = [
     (["experiment=nope"], "error: unknown experiment 'nope'; available:"),
     (["gpus=0"], "error: gpus must be a positive integer, got 0"),
     (["-m", "gpus=-1,1"], ": gpus must be a positive integer, got -1"),
-    (["-m", "gpus=1,64"], "error: point gpus=64 "),
+    (["-m", "gpus=64,128"], "error: point gpus=64 "),
     (["-m", "platform=v100", "gpus=8", "dry_run=true"], "v100 has 4 GPUs per node; 8 needs nodes=2"),
     (["gpus=abc"], "error: gpus=abc: Value 'abc' of type 'str' could not be converted to Integer"),
     (["nosuchkey=1"], "error: Could not override 'nosuchkey'"),
@@ -43,9 +43,17 @@ def test_bad_launch_leaves_an_existing_store_unchanged(ws):
     assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
     assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
     before = _digest(ws.db)
-    res = ws.launch("-m", "gpus=1,64", *TINY)
+    res = ws.launch("-m", *TINY, "gpus=1,2", "experiment.images_per_gpu=8,0")
     assert res.returncode == 2
     assert _digest(ws.db) == before
+
+
+def test_points_a_platform_cannot_hold_are_left_out_with_the_reason(ws):
+    res = ws.launch("-m", "gpus=1,64", "dry_run=false", *TINY)
+    assert res.returncode == 0, res.stderr
+    assert "refused: point gpus=64" in res.stderr and "gpus=64 does not fit" in res.stderr
+    assert "1 of 1 point(s) submitted" in res.stdout
+    assert ws.query("select gpus from point") == [(1,)]
 
 
 @pytest.mark.parametrize(

@@ -13,23 +13,29 @@ from typing import Any, Sequence
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
-from campaign.errors import CampaignError, ConfigError, one_line
+from campaign.errors import CampaignError, ConfigError, InfeasiblePoint
 from campaign.launch.plan import PointPlan, plan_point
 from campaign.launch.report import print_dry_run, print_submitted
 
 
-def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[PointPlan]:
-    """Compose, resolve and validate every point (and its repeats); raise on the first bad one."""
+def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
+                   initial_job_idx: int) -> tuple[list[PointPlan], list[str]]:
+    """Compose, resolve and validate every point (and its repeats).
+
+    Returns the points to submit and the points left out because their platform
+    cannot hold them (each with its reason). Any other invalid point refuses the
+    whole sweep, as does a sweep in which no point fits.
+    """
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from campaign.launch.hydra_errors import as_config_error
-
     from campaign.launch.compose import PointComposer
+    from campaign.launch.hydra_errors import as_config_error
 
     composer = PointComposer(launcher.hydra_context.config_loader, launcher.config)
     points: list[PointPlan] = []
     errors: list[str] = []
+    refused: list[str] = []
     idx = 0
     for overrides in job_overrides:
         overrides = list(overrides)
@@ -45,6 +51,9 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initia
         for r in range(repeats):
             try:
                 points.append(plan_point(cfg, initial_job_idx + idx, overrides, repeat=r))
+            except InfeasiblePoint as exc:
+                refused.append(f"point {where}: {exc}")
+                break
             except ConfigError as exc:
                 errors.append(f"point {where}: {exc}")
                 break
@@ -52,7 +61,10 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]], initia
     if errors:
         more = f" (and {len(errors) - 1} more invalid point(s); nothing was submitted)" if len(errors) > 1 else ""
         raise ConfigError(errors[0] + more)
-    return points
+    if not points:
+        more = f" (and {len(refused) - 1} more point(s) that do not fit)" if len(refused) > 1 else ""
+        raise InfeasiblePoint(refused[0] + more)
+    return points, refused
 
 
 def preflight(points: Sequence[PointPlan]) -> None:
@@ -92,8 +104,10 @@ def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_
 
     base: DictConfig = launcher.config
     try:
-        points = compose_points(launcher, job_overrides, initial_job_idx)
+        points, refused = compose_points(launcher, job_overrides, initial_job_idx)
         preflight(points)
+        for line in refused:
+            print(f"refused: {line}", file=sys.stderr)
         if base.get("dry_run"):
             print_dry_run(points)
             campaign_id = None

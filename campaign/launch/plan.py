@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from campaign.config import cpu_count
-from campaign.errors import ConfigError
+from campaign.errors import ConfigError, InfeasiblePoint
 from campaign.launch.engines import check_engine, single_process_engine
 
 KNOWN_TRAINERS = ("frozen_backbone", "sleep", "swinv2_upernet", "synthetic", "vit")
@@ -118,12 +118,12 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
     if gpus % nodes:
         raise ConfigError(f"gpus={gpus} does not divide over nodes={nodes}; use a multiple of {nodes}")
     if nodes > int(platform.get("max_nodes", 1)):
-        raise ConfigError(f"{name} allows at most {platform.get('max_nodes', 1)} node(s) per job, got nodes={nodes}")
+        raise InfeasiblePoint(f"{name} allows at most {platform.get('max_nodes', 1)} node(s) per job, got nodes={nodes}")
     if gpus // nodes > per_node:
         need = math.ceil(gpus / per_node)
         if platform["executor"] == "local" or need > int(platform.get("max_nodes", 1)):
-            raise ConfigError(f"{name} has {per_node} {what} per node; gpus={gpus} does not fit")
-        raise ConfigError(f"{name} has {per_node} {what} per node; {gpus} needs nodes={need}")
+            raise InfeasiblePoint(f"{name} has {per_node} {what} per node; gpus={gpus} does not fit")
+        raise InfeasiblePoint(f"{name} has {per_node} {what} per node; {gpus} needs nodes={need}")
 
 
 def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0) -> PointPlan:
