@@ -1,0 +1,68 @@
+"""What the benchmarks share: side-by-side measurement and how a ratio is printed.
+
+Every benchmark measures its variants in one run, interleaved A B B A A B ... (the
+order flips each round, so a neighbour's load or a slow drift of this shared machine
+hits both variants alike), and prints the ratio of the two: the median of the
+per-round ratios, with their spread. Absolute times are printed beside it for
+context; only the ratio is meant to be compared between machines.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # `python benchmarks/x.py` from a checkout that is not installed
+    sys.path.insert(0, str(REPO))
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This process's environment without inherited SLURM_/SBATCH_/CAMPAIGN_ settings, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
+    env.update(extra)
+    return env
+
+
+def interleaved(variants: Mapping[str, Callable[[int], object]], rounds: int) -> dict[str, list[object]]:
+    """Run each variant once per round, the order reversed every other round
+    (A B, B A, A B, ...); returns each variant's results in round order.
+    Each callable gets the round number."""
+    names = list(variants)
+    out: dict[str, list[object]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else reversed(names):
+            out[name].append(variants[name](r))
+    return out
+
+
+def ratio_line(what: str, num: Sequence[float], den: Sequence[float], *, unit: str = "s") -> str:
+    """``what: 4.21x (median of 3 paired rounds, range 3.9-4.5; 8.40 s vs 2.00 s)``: the
+    per-round ratios num/den, their median and range, and the two medians."""
+    pairs = [a / b for a, b in zip(num, den) if b > 0]
+    if not pairs:
+        return f"{what}: n/a (no valid round)"
+    med = statistics.median(pairs)
+    spread = f", range {min(pairs):.2f}-{max(pairs):.2f}" if len(pairs) > 1 else ""
+    return (f"{what}: {med:.2f}x (median of {len(pairs)} paired round(s){spread}; "
+            f"{fmt(statistics.median(num), unit)} vs {fmt(statistics.median(den), unit)})")
+
+
+def fmt(value: float, unit: str = "s") -> str:
+    if unit == "s":
+        return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+    return f"{value:,.0f} {unit}"
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``"10,100,1000"`` -> [10, 100, 1000]; refuses anything but positive integers."""
+    try:
+        sizes = [int(s.replace("_", "")) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise SystemExit(f"error: --sizes {text!r}: expected positive integers separated by commas, e.g. 10,100,1000")
+    if not sizes or min(sizes) <= 0:
+        raise SystemExit(f"error: --sizes {text!r}: expected positive integers separated by commas, e.g. 10,100,1000")
+    return sizes

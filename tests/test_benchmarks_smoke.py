@@ -1,0 +1,90 @@
+"""Each benchmark in benchmarks/ runs from its documented command at a tiny size and
+prints its ratio line. Correctness only: timings on this shared machine are never asserted."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "benchmarks"
+RATIO = r"\d+\.\d\dx \(median of \d+ paired round"
+
+
+def _run(script: str, *args: str, timeout: float = 300) -> str:
+    proc = subprocess.run([sys.executable, str(BENCH / script), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_store_writes_prints_the_batched_over_per_row_ratio():
+    out = _run("store_writes.py", "--rows", "300", "--rounds", "1")
+    assert "300 iteration rows per write" in out
+    assert re.search(r"batched/per-row rows/s: " + RATIO, out), out
+
+
+@pytest.mark.slow
+def test_harvest_scale_agrees_with_its_pandas_baseline():
+    pytest.importorskip("pandas", reason="the baseline needs pandas (pip install -e '.[test]')")
+    out = _run("harvest_scale.py", "--points", "40", "--iterations", "8000", "--rounds", "1", "--explain",
+               "--profile", "3")
+    assert "store: 40 completed points" in out and "8,000 iteration rows" in out
+    assert re.search(r"pandas/harvest wall time \(fresh process each\): " + RATIO, out), out
+    assert re.search(r"harvest (meets|MISSES) the 2 s target here", out), out
+    # the baseline computes the same per-point aggregates: both CSVs hold the same numbers
+    assert "CSVs agree: 40 rows" in out, out
+    assert "job_iterations_query:" in out and "completed_points_query:" in out
+    assert "in-process harvest (imports warm), under cProfile" in out
+
+
+@pytest.mark.parametrize("n", [1, 2, 10, 12, 100, 1000, 7])
+def test_launch_sweep_has_exactly_n_valid_points(n):
+    over = dict(o.split("=", 1) for o in _module("launch").sweep(n))
+    platforms, gpus = over["platform"].split(","), [int(g) for g in over["gpus"].split(",")]
+    seeds = int(re.fullmatch(r"range\(0,(\d+)\)", over["seed"]).group(1))
+    assert len(platforms) * len(gpus) * seeds == n
+    assert max(gpus) <= 4  # every platform holds it on one node of the test cluster
+
+
+def _launch_skip_reason() -> str | None:
+    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+        return "hydra-submitit-launcher not installed (pip install -e '.[test]')"
+    if shutil.which("sbatch") is None:
+        return "SLURM client tools not installed (sudo bash scripts/local-slurm.sh start)"
+    status = subprocess.run(["bash", str(REPO / "scripts" / "local-slurm.sh"), "status"], capture_output=True, timeout=60)
+    if status.returncode != 0:
+        return "local SLURM cluster not up (sudo bash scripts/local-slurm.sh start)"
+    return None
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_launch_compares_both_launchers_and_leaves_no_job():
+    why = _launch_skip_reason()
+    if why:
+        pytest.skip(why)
+    out = _run("launch.py", "--sizes", "2", "--rounds", "1", timeout=600)
+    assert "N=2  sweep: platform=v100,a100 gpus=1 seed=range(0,1) experiment=smoke" in out, out
+    assert "campaign: 2 sbatch (one array per resource group), 2 array tasks; hydra: 1 sbatch, 2 array tasks" in out, out
+    assert re.search(r"hydra/campaign time to first sbatch: " + RATIO, out), out
+    assert re.search(r"hydra/campaign time to return \(its N trivial jobs run\): " + RATIO, out), out
+    ids = re.search(r"scancelled every job this run submitted: ([\d,]+)", out).group(1).split(",")
+    assert len(ids) == 3  # campaign's two arrays, Hydra's one
+    left = subprocess.run(["squeue", "-h", "-t", "PD,R", "-j", ",".join(ids), "-o", "%i %T"], capture_output=True,
+                          text=True, timeout=60).stdout
+    assert left.strip() == "", left
