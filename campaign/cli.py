@@ -46,13 +46,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="what ran, what pends, what failed and why",
                         description="One row per point of a campaign (the latest by default).",
-                        epilog="examples:\n  campaign status\n  campaign status 20261121-1057 --wait\n  campaign status --json | jq .counts",
+                        epilog="examples:\n  campaign status\n  campaign status 20261121-1057 --wait\n  campaign status --watch\n"
+                               "  campaign status --json | jq .counts",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     st.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
     _store_arg(st)
     st.add_argument("--json", action="store_true", help="machine-readable output")
     st.add_argument("--wait", action="store_true", help="block until every point is final; exit 1 if any did not complete")
-    st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --wait (default 2)")
+    st.add_argument("--watch", action="store_true", help="redraw the table live until every point is final (Ctrl-C stops)")
+    st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --wait/--watch (default 2)")
     st.add_argument("--timeout", type=float, default=None, help="give up waiting after this many seconds")
 
     hv = sub.add_parser("harvest", help="speedup, parallel efficiency, throughput tables and exports",
@@ -85,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     cc.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
     _store_arg(cc)
     cc.add_argument("--point", action="append", type=int, help="only these point numbers (#, repeatable)")
+    ig = sub.add_parser("ingest", help="fold results that jobs spooled to files into the store",
+                        description="Replay the spool files of jobs that could not reach the store (exactly once).",
+                        epilog="examples:\n  campaign ingest\n  campaign ingest --all --store sqlite:///results/campaign.db",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ig.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
+    _store_arg(ig)
+    ig.add_argument("--all", action="store_true", help="every campaign in the store")
     return top
 
 
@@ -107,8 +116,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     store_url = args.store or default_store_url()
     try:
         if args.command == "status":
-            from campaign.status import show_status
+            from campaign.status import show_status, watch_status
 
+            if args.watch:
+                return watch_status(args.campaign, store_url=store_url, interval=args.interval)
             return show_status(args.campaign, store_url=store_url, as_json=args.json, wait=args.wait,
                                interval=args.interval, timeout=args.timeout)
         if args.command == "harvest":
@@ -117,6 +128,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             where = {k: v for k in ("platform", "trainer", "experiment", "gpus") if (v := getattr(args, k))}
             return harvest(args.campaign, store_url=store_url, fmt=args.fmt, out=args.out, where=where,
                            where_items=args.where, table=args.table, compare=args.compare, plots=args.plots)
+        if args.command == "ingest":
+            from campaign.ingest import ingest
+
+            return ingest(args.campaign, store_url=store_url, all_campaigns=args.all)
         if args.command == "cancel":
             from campaign.cancel import cancel
 

@@ -106,3 +106,36 @@ def test_ingest_command(ws):
     ws.campaign("status", "--wait", "--interval", "0.5")
     res = ws.campaign("ingest")
     assert res.returncode == 0 and "ingested 0 spool file(s)" in res.stdout
+
+
+def test_harvest_folds_in_spooled_results(ws):
+    """A job whose store was locked past its timeout spools; `campaign harvest` ingests it."""
+    from conftest import TINY
+
+    import sqlite3
+    import threading
+
+    res = ws.launch("-m", "gpus=1", "store.busy_timeout_s=0.5", "experiment.base_iterations=400",
+                    "trainer.params.width=4", "dataset.image_size=8")
+    assert res.returncode == 0, res.stderr
+    # Lock the store while the job runs (from after it started until after it ended).
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and ws.query("select state from point")[0][0] != "running":
+        time.sleep(0.1)
+    lock = sqlite3.connect(ws.db, timeout=30, check_same_thread=False)
+    lock.execute("BEGIN EXCLUSIVE")
+    spool = next(ws.results.glob("jobs/*/")) / "spool"
+    while time.monotonic() < deadline and not list(spool.glob("*.jsonl")):
+        time.sleep(0.2)
+    time.sleep(3)  # let the job finish writing its spool
+    lock.rollback()
+    lock.close()
+    ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "120")
+    out = ws.campaign("harvest", "--to", "csv")
+    assert out.returncode == 0, out.stderr
+    assert "folded in 1 spooled result file(s)" in out.stderr
+    assert ws.query("select state from point")[0][0] == "completed"
+    assert ws.query("select count(*) from iteration")[0][0] == 400 + 5
+    again = ws.campaign("harvest", "--to", "csv")
+    assert "folded in" not in again.stderr and ws.query("select count(*) from iteration")[0][0] == 405
+    _ = (TINY, threading)

@@ -95,6 +95,12 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     other_id, other = None, {}
     with open_store(store_url) as store:
         campaign = store.resolve_campaign(ref)
+        # Results jobs spooled when the store was out of their reach (campaign ingest).
+        from campaign.ingest import ingest_campaigns
+
+        n_files, _ = ingest_campaigns(store, [campaign])
+        if n_files:
+            print(f"campaign {campaign['id']}: folded in {n_files} spooled result file(s)", file=sys.stderr)
         tables = _tables(store, campaign["id"], where, wanted)
         if compare is not None and compare not in COMPARE_BUILTIN:
             other_id = store.resolve_campaign(compare)["id"]
