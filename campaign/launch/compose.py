@@ -1,18 +1,49 @@
 """Fast composition of many sweep points.
 
 Each distinct combination of config-group choices (platform=..., trainer=...) is
-composed once by Hydra; a point's plain value overrides (gpus=2, seed=3,
-experiment.images_per_gpu=16) are then applied to a copy with Hydra's own override
-semantics. A point whose overrides the cache cannot serve (package renames, ...)
-is composed in full.
+composed once by Hydra. A point's plain value overrides (gpus=2, seed=3,
+experiment.images_per_gpu=16) are checked and converted once per distinct override,
+with Hydra's own semantics on a copy of that composition; each point then costs a
+copy of the *resolved* plain config and a few assignments. A point whose overrides
+touch a value that interpolations depend on (results_dir, ...), or that the cache
+cannot serve (package renames, +/~ overrides), is composed and resolved in full.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+_INTERP = re.compile(r"\$\{([^}:]+)\}")
+
+
+class _Base:
+    """One composed combination of group choices: the DictConfig, its resolved plain
+    form, and the keys that interpolations read (overriding those needs a full resolve)."""
+
+    def __init__(self, cfg: DictConfig):
+        self.cfg = cfg
+        self.plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        raw = OmegaConf.to_container(cfg, resolve=False)
+        self.interpolated: set[str] = set()
+        self._scan(raw)
+        self.values: dict[str, Any] = {}  # override line -> converted value (or the exception)
+
+    def _scan(self, node: Any) -> None:
+        if isinstance(node, dict):
+            for v in node.values():
+                self._scan(v)
+        elif isinstance(node, list):
+            for v in node:
+                self._scan(v)
+        elif isinstance(node, str):
+            self.interpolated.update(m.strip() for m in _INTERP.findall(node))
+
+    def depends_on(self, key: str) -> bool:
+        return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.interpolated)
 
 
 class PointComposer:
@@ -23,7 +54,7 @@ class PointComposer:
         self.master = master
         self.parser = OverridesParser.create(config_loader=loader)
         self._parsed: dict[str, Any] = {}
-        self._bases: dict[tuple[str, ...], DictConfig] = {}
+        self._bases: dict[tuple[str, ...], _Base] = {}
         self._is_group: dict[str, bool] = {}
         self.full_composes = 0
 
@@ -44,19 +75,57 @@ class PointComposer:
             )
         return self._is_group[key]
 
-    def compose(self, overrides: Sequence[str]) -> DictConfig:
+    def _base(self, groups: tuple[str, ...]) -> _Base:
+        base = self._bases.get(groups)
+        if base is None:
+            cfg = self.loader.load_sweep_config(self.master, list(groups))
+            with open_dict(cfg):
+                cfg.pop("hydra", None)  # Hydra's own node: most of the tree, none of the point
+            base = self._bases[groups] = _Base(cfg)
+            self.full_composes += 1
+        return base
+
+    @staticmethod
+    def _apply(cfg: DictConfig, overrides: Sequence[Any]) -> None:
         from hydra._internal.config_loader_impl import ConfigLoaderImpl
 
+        ConfigLoaderImpl._apply_overrides_to_config(list(overrides), cfg)
+
+    def _value(self, base: _Base, ov: Any) -> Any:
+        """The override's value as the schema converts it (checked once per distinct override)."""
+        line = ov.input_line
+        if line not in base.values:
+            cfg = copy.deepcopy(base.cfg)
+            try:
+                self._apply(cfg, [ov])
+                base.values[line] = OmegaConf.to_container(cfg, resolve=True)
+            except Exception as exc:  # raised again for every point that uses it
+                base.values[line] = exc
+        got = base.values[line]
+        if isinstance(got, Exception):
+            raise got
+        node = got
+        for part in ov.key_or_group.split("."):
+            node = node[part]
+        return node
+
+    def compose(self, overrides: Sequence[str]) -> dict[str, Any]:
+        """The point's resolved config as a plain dict (without Hydra's node)."""
         parsed = [self._parse(o) for o in overrides]
         groups = tuple(o.input_line for o in parsed if self._group(o))
         values = [o for o in parsed if not self._group(o)]
-        base = self._bases.get(groups)
-        if base is None:
-            base = self.loader.load_sweep_config(self.master, list(groups))
-            with open_dict(base):
-                base.pop("hydra", None)  # Hydra's own node: most of the tree, none of the point
-            self._bases[groups] = base
-            self.full_composes += 1
-        cfg = copy.deepcopy(base)
-        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
-        return cfg
+        base = self._base(groups)
+        simple = all(not (o.is_add() or o.is_force_add() or o.is_delete()) and not base.depends_on(o.key_or_group)
+                     for o in values)
+        if not simple:  # the general path: Hydra's semantics on a copy, then a full resolve
+            cfg = copy.deepcopy(base.cfg)
+            self._apply(cfg, values)
+            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        plain = copy.deepcopy(base.plain)
+        for o in values:
+            *path, last = o.key_or_group.split(".")
+            node = plain
+            for part in path:
+                node = node[part]
+            node[last] = copy.deepcopy(self._value(base, o))
+        return plain
