@@ -5,20 +5,31 @@ when a phase ends (``data``, ``forward``, ``backward``, ``step``, ``comm``), and
 ``end(loss, images)`` at its end; ``finish()`` closes the timed window.
 
 On CPU every mark is a ``perf_counter`` reading. On CUDA marks are CUDA events
-(no per-iteration synchronize); they are resolved once, in ``finish()``. The timed
-window runs from the start of the first iteration after warm-up to the end of the
-last, device-synchronised at both ends.
+(no per-iteration synchronize); they are resolved once, in ``rows()`` after
+``finish()``. The timed window runs from the start of the first iteration after
+warm-up to the end of the last, device-synchronised at both ends.
+
+Communication comes in two ways: ``add_comm(seconds)`` (a trainer that timed it
+itself) and ``comm_span(nbytes)`` (trainers.comm's DDP hook: one span per gradient
+bucket, from the all-reduce's launch to its completion, stamped with the same clock
+as the marks). Spans overlap the backward phase; see docs/breakdown.md for how the
+figures relate. Optionally the model FLOPs of iteration 0 (a warm-up iteration,
+outside the timed window) are counted (trainers.flops).
 """
 
 from __future__ import annotations
 
+import resource
 import statistics
+import sys
 import time
 from typing import Any, Optional
 
 import torch
 
 PHASES = ("data", "forward", "backward", "step", "comm")
+# Sequential phases: they tile an iteration (begin .. end), so they sum to iter_s.
+SEQUENTIAL = ("data", "forward", "backward", "step")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -32,10 +43,46 @@ def percentile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def stats_row(phase: str, values: list[float]) -> dict:
+    """One ``breakdown`` row: total, mean, median and p95 of per-iteration seconds."""
+    vals = list(values)
+    return {"phase": phase, "total_s": sum(vals), "mean_s": statistics.fmean(vals) if vals else None,
+            "median_s": statistics.median(vals) if vals else None,
+            "p95_s": percentile(vals, 95) if vals else None, "count": len(vals)}
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping ``(start, end)`` intervals."""
+    total, cur_s, cur_e = 0.0, None, None
+    for s, e in sorted(intervals):
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def peak_memory(device: torch.device) -> tuple[Optional[float], str]:
+    """Peak memory of this rank in bytes and what it is.
+
+    CUDA: ``max_memory_allocated`` (tensors of this process, since the last reset).
+    CPU: the process's maximum resident set size (``getrusage``: everything the
+    process ever held, Python and torch runtime included, since it started).
+    """
+    if device.type == "cuda":
+        return float(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(rss if sys.platform == "darwin" else rss * 1024), "max_rss"
+
+
 class Recorder:
     """Timing of one rank's iterations (see module docstring)."""
 
-    def __init__(self, device: torch.device, warmup: int):
+    def __init__(self, device: torch.device, warmup: int, *, count_flops: bool = False):
         self.device = device
         self.warmup = warmup
         self.cuda = device.type == "cuda"
@@ -43,48 +90,79 @@ class Recorder:
         self._marks: list[list[tuple[str, Any]]] = []  # per iteration: [(label, stamp)]
         self._loss: list[Optional[torch.Tensor | float]] = []
         self._images: list[int] = []
-        self._extra_comm: list[float] = []  # comm seconds added by hooks (CPU clocks)
+        self._extra_comm: list[float] = []  # comm seconds added by trainers (CPU clocks)
+        self._spans: list[list[list]] = []  # per iteration: [start, end, nbytes] per all-reduce
+        self._resolved: Optional[list[dict]] = None
         self.t_window0: Optional[float] = None
         self.t_window1: Optional[float] = None
         self.t_first: Optional[float] = None
+        # Counting FLOPs slows the counted iteration, so only a warm-up one may be counted.
+        self._count_flops = count_flops and warmup > 0
+        self._flops: Any = None
+        self.flops_per_iter: Optional[float] = None
+        self.flops_error: Optional[str] = None
+        self._cur: list[tuple[str, Any]] = []  # this iteration's marks (the hot path appends here)
+        if not self.cuda:  # the hot path: a plain function, no method dispatch
+            self.stamp = self._stamp = time.perf_counter  # type: ignore[method-assign]
 
-    def _stamp(self) -> Any:
+    def stamp(self) -> Any:
+        """A time stamp on this rank's clock: a recorded CUDA event, or ``perf_counter``."""
         if self.cuda:
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
             return ev
         return time.perf_counter()
 
+    _stamp = stamp
+
     # ---------------------------------------------------------------- loop API
     def begin(self) -> None:
         self._it += 1
         if self._it == 0:
             self.t_first = time.perf_counter()
+            if self._count_flops:
+                self._start_flops()
         if self._it == self.warmup:
             if self.cuda:
                 torch.cuda.synchronize(self.device)
             self.t_window0 = time.perf_counter()
-        self._marks.append([("begin", self._stamp())])
+        self._cur = [("begin", self.stamp())]
+        self._marks.append(self._cur)
         self._loss.append(None)
         self._images.append(0)
         self._extra_comm.append(0.0)
+        self._spans.append([])
+        self._resolved = None
 
     def mark(self, phase: str) -> None:
-        self._marks[self._it].append((phase, self._stamp()))
+        self._cur.append((phase, self.stamp()))
 
     def add_comm(self, seconds: float) -> None:
         """Communication time measured elsewhere (e.g. a DDP comm hook) for this iteration."""
         if self._it >= 0:
             self._extra_comm[self._it] += seconds
 
+    def comm_span(self, nbytes: int) -> list:
+        """Open a communication span of ``nbytes`` now; the caller stores the end stamp
+        (``span[1] = rec.stamp()``) when the collective completes. Thread-safe enough:
+        list appends and item stores are atomic under the GIL."""
+        span = [self.stamp(), None, int(nbytes)]
+        if self._it >= 0:
+            self._spans[self._it].append(span)
+        return span
+
     def end(self, loss: Optional[torch.Tensor | float] = None, images: int = 0) -> None:
-        self._marks[self._it].append(("end", self._stamp()))
+        self._cur.append(("end", self.stamp()))
         if isinstance(loss, torch.Tensor):
             loss = loss.detach()
         self._loss[self._it] = loss
         self._images[self._it] = images
+        if self._it == 0 and self._flops is not None:
+            self._stop_flops()
 
     def finish(self) -> None:
+        if self._flops is not None:  # iteration 0 never ended
+            self._stop_flops()
         if self.cuda:
             torch.cuda.synchronize(self.device)
         self.t_window1 = time.perf_counter()
@@ -95,35 +173,89 @@ class Recorder:
     def iterations_done(self) -> int:
         return self._it + 1
 
+    # ---------------------------------------------------------------- FLOPs of iteration 0
+    def _start_flops(self) -> None:
+        try:
+            from trainers.flops import IterationFlops
+
+            self._flops = IterationFlops()
+            self._flops.start()
+        except Exception as exc:  # counting must never break a run
+            self._flops, self.flops_error = None, f"{type(exc).__name__}: {exc}"
+
+    def _stop_flops(self) -> None:
+        counter, self._flops = self._flops, None
+        try:
+            total = counter.stop()
+            self.flops_per_iter = float(total) if total else None
+            if not total:
+                self.flops_error = "no FLOP-counted operator ran (no matmul/convolution/attention)"
+        except Exception as exc:
+            self.flops_error = f"{type(exc).__name__}: {exc}"
+
     # ---------------------------------------------------------------- results
     def _elapsed(self, a: Any, b: Any) -> float:
         if self.cuda:
             return a.elapsed_time(b) / 1000.0
         return b - a
 
-    def rows(self) -> list[dict]:
-        """One dict per iteration: iter, warmup, iter_s, loss and phase seconds."""
+    def _resolve(self) -> list[dict]:
+        """Per iteration: phase seconds and the all-reduce spans' figures (cached)."""
+        if self._resolved is not None:
+            return self._resolved
         out = []
         for i, marks in enumerate(self._marks):
             if marks[-1][0] != "end":
                 continue  # an interrupted iteration
-            row: dict[str, Any] = {"iter": i, "warmup": i < self.warmup}
-            row["iter_s"] = self._elapsed(marks[0][1], marks[-1][1])
-            phases = {p: 0.0 for p in PHASES}
-            seen = set()
+            phases: dict[str, float] = {}
             for (_, a), (label, b) in zip(marks, marks[1:]):
-                if label in phases:
-                    phases[label] += self._elapsed(a, b)
-                    seen.add(label)
-            if self._extra_comm[i]:
-                phases["comm"] += self._extra_comm[i]
-                seen.add("comm")
-            for p in PHASES:
-                row[f"{p}_s" if p != "data" else "data_s"] = phases[p] if p in seen else None
+                if label in PHASES:
+                    phases[label] = phases.get(label, 0.0) + self._elapsed(a, b)
+            d: dict[str, Any] = {"iter": i, "warmup": i < self.warmup,
+                                 "iter_s": self._elapsed(marks[0][1], marks[-1][1]), "phases": phases,
+                                 "extra_comm_s": self._extra_comm[i], "allreduce": None}
+            spans = [s for s in self._spans[i] if s[1] is not None]
+            if spans:
+                t0 = marks[0][1]
+                iv = [(self._elapsed(t0, s[0]), self._elapsed(t0, s[1])) for s in spans]
+                last_start = max(s for s, _ in iv)
+                last_end = max(e for _, e in iv)
+                d["allreduce"] = {
+                    "busy_s": union_length(iv),  # time at least one bucket's all-reduce was in flight
+                    "span_s": last_end - min(s for s, _ in iv),
+                    # from the last bucket's launch (all gradients computed) to the last completion
+                    "exposed_s": max(last_end - last_start, 0.0),
+                    "bytes": sum(s[2] for s in spans),
+                    "buckets": len(spans),
+                }
+            out.append(d)
+        self._resolved = out
+        return out
+
+    def rows(self) -> list[dict]:
+        """One dict per iteration (iteration table columns): iter, warmup, iter_s, loss and
+        phase seconds; ``comm_s`` = a marked comm phase + add_comm() + all-reduce in flight."""
+        out = []
+        for d in self._resolve():
+            i, phases = d["iter"], d["phases"]
+            row: dict[str, Any] = {"iter": i, "warmup": d["warmup"], "iter_s": d["iter_s"]}
+            comm = phases.get("comm")
+            if d["extra_comm_s"]:
+                comm = (comm or 0.0) + d["extra_comm_s"]
+            if d["allreduce"] is not None:
+                comm = (comm or 0.0) + d["allreduce"]["busy_s"]
+            for p in SEQUENTIAL:
+                row[f"{p}_s"] = phases.get(p)  # never marked: absent (None), not zero
+            row["comm_s"] = comm
             loss = self._loss[i]
             row["loss"] = float(loss) if loss is not None else None
             out.append(row)
         return out
+
+    def allreduce_rows(self, timed_only: bool = True) -> list[dict]:
+        """Per iteration with all-reduce spans: iter, busy_s, span_s, exposed_s, bytes, buckets."""
+        return [dict(d["allreduce"], iter=d["iter"]) for d in self._resolve()
+                if d["allreduce"] is not None and not (timed_only and d["warmup"])]
 
     def summary(self, rows: Optional[list[dict]] = None) -> dict:
         """The rank's timed-window summary (rank_timing columns)."""
@@ -156,3 +288,27 @@ class Recorder:
             "compute_s": compute,
             "comm_s": total("comm_s"),
         }
+
+    def breakdown_rows(self, rows: Optional[list[dict]] = None) -> list[dict]:
+        """``breakdown`` rows over the timed iterations (docs/breakdown.md): the sequential
+        phases, ``comm``, ``comm_marked``, ``comm_exposed``, ``backward_compute``, ``iteration``."""
+        rows = self.rows() if rows is None else rows
+        timed = [r for r in rows if not r["warmup"]]
+        out = []
+        for p in SEQUENTIAL + ("comm",):
+            vals = [r[f"{p}_s"] for r in timed if r[f"{p}_s"] is not None]
+            if vals:
+                out.append(stats_row(p, vals))
+        marked = [d["phases"]["comm"] for d in self._resolve() if not d["warmup"] and "comm" in d["phases"]]
+        if marked:  # a sequential comm phase the trainer marks (it sums with the four above)
+            out.append(stats_row("comm_marked", marked))
+        ar = {a["iter"]: a for a in self.allreduce_rows()}
+        if ar:
+            out.append(stats_row("comm_exposed", [a["exposed_s"] for a in ar.values()]))
+            bwd = [max(r["backward_s"] - ar[r["iter"]]["exposed_s"], 0.0) for r in timed
+                   if r["iter"] in ar and r["backward_s"] is not None]
+            if bwd:
+                out.append(stats_row("backward_compute", bwd))
+        if timed:
+            out.append(stats_row("iteration", [r["iter_s"] for r in timed]))
+        return out

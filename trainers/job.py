@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from trainers import dist, loop, registry
-from trainers.instrument import Recorder
+from trainers import comm, dist, loop, registry
+from trainers.flops import mfu_extra
+from trainers.instrument import Recorder, peak_memory
 from trainers.writer import JobWriter
 
 
@@ -43,6 +44,43 @@ def _set_threads(n: int | None) -> None:
         os.environ["OMP_NUM_THREADS"] = str(n)
 
 
+def _grad_element_size(trainer) -> int:
+    model = getattr(trainer, "model", None)
+    params = model.parameters() if isinstance(model, torch.nn.Module) else ()
+    return next((p.element_size() for p in params if p.requires_grad), 4)
+
+
+def _rank_extra(trainer, cfg: dict, ctx: dist.DistContext, rec: Recorder, summary: dict, *,
+                comm_source: str | None, flops_source: str | None, memory_source: str) -> dict[str, Any]:
+    """rank_timing.extra (docs/breakdown.md): comm bytes and bandwidth, MFU, memory kind,
+    injected delays; then the trainer's own ``summary_extra()``, which wins on a clash."""
+    ipe_images = int(getattr(trainer, "images_per_step", 0) or 0) * max(ctx.world_size, 1)
+    dataset_size = comm.dataset_size_of(trainer)
+    extra: dict[str, Any] = {"comm_source": comm_source, "peak_memory_source": memory_source}
+    extra.update(comm.sync_volume_extra(
+        trainable_params=summary.get("trainable_params"), bytes_per_element=_grad_element_size(trainer),
+        dataset_size=dataset_size, images_per_iter=ipe_images, world_size=ctx.world_size))
+    extra.update(comm.allreduce_extra(
+        rec.allreduce_rows(), world_size=ctx.world_size,
+        interconnect_gbs=cfg["platform"].get("interconnect_bandwidth_gbs"),
+        iterations_per_epoch=dataset_size / ipe_images if dataset_size and ipe_images else None))
+    extra.update(mfu_extra(cfg, flops_per_iter=summary.get("flops_per_iter"), flops_source=flops_source,
+                           iterations=summary["iterations"], wall_s=summary["wall_s"], flops_note=rec.flops_error))
+    for knob in ("inject_data_delay_s", "inject_comm_delay_s"):
+        if getattr(trainer, knob, None):
+            extra[knob] = float(getattr(trainer, knob))
+    if hasattr(trainer, "summary_extra"):
+        extra.update(trainer.summary_extra() or {})
+    return extra
+
+
+def _breakdown(rec: Recorder, rows: list[dict], trainer) -> list[dict]:
+    """The Recorder's per-phase rows merged with the trainer's own (the trainer's win on a name)."""
+    own = list(getattr(trainer, "breakdown_rows", lambda: [])() or [])
+    names = {r["phase"] for r in own}
+    return [r for r in rec.breakdown_rows(rows) if r["phase"] not in names] + own
+
+
 def run_point(spec: dict) -> dict:
     """Entry of one rank. ``spec``: point_id, store_url, config, plan, threads_per_rank."""
     _set_threads(spec.get("threads_per_rank"))
@@ -60,22 +98,31 @@ def run_point(spec: dict) -> dict:
             )
         attempt_id = dist.broadcast_object(ctx, attempt_id)
         trainer = registry.get(cfg["trainer"]["name"])(ctx, cfg, plan)
-        rec = Recorder(ctx.device, warmup=plan["warmup"])
+        own_flops = getattr(trainer, "flops_per_iter", None)
+        # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).
+        rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops)
+        timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
         if ctx.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(ctx.device)
         loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
         rows = rec.rows()
         summary = rec.summary(rows)
+        memory, memory_source = peak_memory(ctx.device)
+        flops = own_flops or rec.flops_per_iter
         summary.update(
             host=ctx.host,
             device=str(ctx.device),
             trainable_params=int(getattr(trainer, "trainable_params", 0)) or None,
-            flops_per_iter=getattr(trainer, "flops_per_iter", None),
-            peak_memory_bytes=float(torch.cuda.max_memory_allocated(ctx.device)) if ctx.device.type == "cuda" else None,
+            flops_per_iter=float(flops) if flops else None,
+            peak_memory_bytes=memory,
         )
-        profile_row = loop.profile_window(trainer, ctx.device, plan["profile_iterations"]) if plan.get("profile_iterations") else None
+        profile_row = (loop.profile_window(trainer, ctx.device, plan["profile_iterations"], comm_timer=timer)
+                       if plan.get("profile_iterations") else None)
+        summary["extra"] = _rank_extra(trainer, cfg, ctx, rec, summary, comm_source=comm_source,
+                                       flops_source="trainer" if own_flops else "flop_counter",
+                                       memory_source=memory_source)
         writer.write_rank(attempt_id, ctx.rank, summary, rows, profile_row=profile_row,
-                          breakdown_rows=getattr(trainer, "breakdown_rows", lambda: [])())
+                          breakdown_rows=_breakdown(rec, rows, trainer))
         if ctx.distributed:
             torch.distributed.barrier()
         if ctx.rank == 0:

@@ -1,7 +1,17 @@
 """The synthetic trainer: a real DDP training loop over a small conv net and seeded
-random images, so the whole path runs without the MMSegmentation stack."""
+random images, so the whole path runs without the MMSegmentation stack.
+
+Params (``trainer.params``): ``width``, ``depth`` (the model) and two test-only
+known-answer knobs, recorded in rank_timing.extra when set: ``inject_data_delay_s``
+(every iteration waits that long for its batch: the ``data`` phase) and
+``inject_comm_delay_s`` (the last gradient bucket's all-reduce of every iteration
+completes that much later: ``comm``, ``comm_exposed`` and ``backward``; CPU clocks,
+see trainers/comm.py). Its nominal epoch is ``dataset.length`` images (10,000).
+"""
 
 from __future__ import annotations
+
+import time
 
 import torch
 from torch import nn
@@ -49,11 +59,16 @@ class SyntheticTrainer:
             for _ in range(POOL_BATCHES)
         ]
         self.images_per_step = b
+        self.dataset_size = int(data.get("length") or 10_000)
+        self.inject_data_delay_s = float(params.get("inject_data_delay_s") or 0.0)
+        self.inject_comm_delay_s = float(params.get("inject_comm_delay_s") or 0.0)
         self._i = 0
 
     def step(self, rec: Recorder) -> torch.Tensor:
         x, y = self.pool[self._i % len(self.pool)]
         self._i += 1
+        if self.inject_data_delay_s:
+            time.sleep(self.inject_data_delay_s)
         rec.mark("data")
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.loss_fn(self.model(x), y)

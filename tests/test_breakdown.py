@@ -1,0 +1,257 @@
+"""Where the time goes: phases, all-reduce time and bytes, MFU, known-answer delays.
+
+Two real 2-rank campaigns on the local executor (gloo), plus small in-process checks
+of the pieces (docs/breakdown.md says what every row and key means).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import Workspace
+
+torch = pytest.importorskip("torch")
+
+from trainers.comm import bus_factor, comm_overlap  # noqa: E402
+from trainers.flops import mfu_extra  # noqa: E402
+from trainers.instrument import Recorder, union_length  # noqa: E402
+
+# 3 conv blocks of 64/128/256 channels: ~370K parameters, more than DDP's 1 MiB first
+# bucket, so the all-reduce runs in 2 buckets; on 8x8 images it computes little.
+MODEL = ["trainer.params.width=64", "trainer.params.depth=3", "dataset.image_size=8"]
+TINY_MODEL = ["trainer.params.width=4", "trainer.params.depth=2", "dataset.image_size=8"]
+DATA_DELAY, COMM_DELAY = 0.06, 0.15  # seconds; apart by more than the tolerance below
+SLACK = 0.06  # scheduling noise on a loaded 2-core machine
+PHASES_SQL = "select phase, total_s, mean_s, median_s, p95_s, count from breakdown where rank = ?"
+
+
+def synthetic_flops(*, batch: int, channels: int, size: int, width: int, depth: int, classes: int) -> int:
+    """Model FLOPs of one forward+backward of trainers.synthetic's net, by hand: 2 per
+    multiply-add; backward = weight grads + input grads (none for the first layer)."""
+    total, c = 0, channels
+    for i in range(depth):
+        out = width * 2**i
+        macs = batch * out * size * size * c * 9
+        total += macs * (2 + 2 + (2 if i > 0 else 0))
+        c, size = out, (size // 2 if i < depth - 1 else size)
+    return total + batch * c * classes * 6
+
+
+def _run(tmp_path_factory, name: str, *overrides: str) -> Workspace:
+    ws = Workspace(tmp_path_factory.mktemp(name))
+    res = ws.launch("gpus=2", "experiment.warmup_iterations=1", *overrides, timeout=600)
+    assert res.returncode == 0 and "1 completed" in res.stdout, res.stdout + res.stderr
+    return ws
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> Workspace:
+    return _run(tmp_path_factory, "plain", "experiment.base_iterations=16", "experiment.profile_iterations=2", *MODEL)
+
+
+@pytest.fixture(scope="module")
+def delayed(tmp_path_factory) -> Workspace:
+    return _run(tmp_path_factory, "delayed", "experiment.base_iterations=12", *TINY_MODEL,
+                f"+trainer.params.inject_data_delay_s={DATA_DELAY}", f"+trainer.params.inject_comm_delay_s={COMM_DELAY}")
+
+
+def _extra(ws: Workspace, rank: int) -> dict:
+    return json.loads(ws.query("select extra from rank_timing where rank = ?", rank)[0][0])
+
+
+def _phases(ws: Workspace, rank: int) -> dict[str, dict]:
+    cols = ("phase", "total_s", "mean_s", "median_s", "p95_s", "count")
+    return {r[0]: dict(zip(cols, r)) for r in ws.query(PHASES_SQL, rank)}
+
+
+# ---------------------------------------------------------------- through campaign
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_phases_sum_to_the_iteration_time(plain, rank):
+    rows = plain.query("select data_s, forward_s, backward_s, step_s, iter_s from iteration "
+                       "where rank = ? and not warmup", rank)
+    assert len(rows) == 8
+    parts = sum(sum(r[:4]) for r in rows)
+    iters = sum(r[4] for r in rows)
+    assert 0.97 * iters <= parts <= iters * 1.0001  # only the end() call is outside the phases
+    (wall,) = plain.query("select wall_s from rank_timing where rank = ?", rank)[0]
+    assert 0.8 * wall <= iters <= wall  # between iterations: the loop's own few microseconds
+    ph = _phases(plain, rank)
+    assert {"data", "forward", "backward", "step", "comm", "comm_exposed", "backward_compute", "iteration"} <= set(ph)
+    for p in ("data", "forward", "backward", "step", "iteration"):
+        assert ph[p]["count"] == 8
+        assert ph[p]["mean_s"] == pytest.approx(ph[p]["total_s"] / 8)
+        assert ph[p]["median_s"] <= ph[p]["p95_s"] * 1.0001
+    assert ph["iteration"]["total_s"] == pytest.approx(iters)
+    assert ph["backward_compute"]["total_s"] + ph["comm_exposed"]["total_s"] == pytest.approx(ph["backward"]["total_s"], rel=0.02)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_allreduce_time_and_bytes_match_the_trainable_parameters(plain, rank):
+    params, comm_s, flops = plain.query("select trainable_params, comm_s, flops_per_iter from rank_timing where rank = ?", rank)[0]
+    x = _extra(plain, rank)
+    assert x["comm_source"] == "allreduce_timer"
+    assert x["allreduce_bytes_per_iter"] == params * 4 == x["grad_bytes_per_sync"]  # fp32 gradients, every one once
+    assert x["allreduce_buckets_per_iter"] >= 2  # DDP: a 1 MiB first bucket, then 25 MiB ones
+    # epoch = dataset.length (10,000) / (8 images x 2 ranks) iterations
+    assert x["iterations_per_epoch"] == pytest.approx(10_000 / 16)
+    assert x["allreduce_bytes_per_epoch"] == pytest.approx(params * 4 * 625)
+    assert x["sync_bytes_per_epoch"] == pytest.approx(params * 4 * 625)
+    assert comm_s > 0 and x["allreduce_s"] > 0 and 0 <= x["exposed_comm_s"] <= x["allreduce_span_s"] * 1.0001
+    assert x["allreduce_s"] <= x["allreduce_span_s"] * 1.0001
+    assert x["allreduce_busbw_gbs"] == pytest.approx(params * 4 * 8 / x["allreduce_s"] / 1e9 * bus_factor(2))
+    assert x["interconnect_bandwidth_gbs"] is None and x["allreduce_busbw_fraction"] is None  # local states none
+    per_iter = plain.query("select comm_s from iteration where rank = ? and not warmup", rank)
+    assert all(c > 0 for (c,) in per_iter)
+    assert sum(c for (c,) in per_iter) == pytest.approx(comm_s)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_mfu_is_against_the_local_platforms_stated_peak(plain, rank):
+    (config,) = plain.query("select config from point")[0]
+    peak = json.loads(config)["platform"]["peak_tflops"]["fp32"]
+    flops, iters, wall, memory = plain.query(
+        "select flops_per_iter, iterations, wall_s, peak_memory_bytes from rank_timing where rank = ?", rank)[0]
+    assert flops == synthetic_flops(batch=8, channels=3, size=8, width=64, depth=3, classes=10)
+    x = _extra(plain, rank)
+    assert x["precision"] == "fp32" and x["flops_source"] == "flop_counter" and x["peak_tflops"] == peak
+    assert x["achieved_tflops"] == pytest.approx(flops * iters / wall / 1e12)
+    assert x["mfu"] == pytest.approx(x["achieved_tflops"] / peak)
+    assert x["peak_memory_source"] == "max_rss" and memory > 50e6  # a torch process holds more than 50 MB
+
+
+@pytest.mark.slow
+def test_profile_window_has_comm_and_exposed_comm(plain):
+    rows = plain.query("select rank, comm_s, exposed_comm_s, total_s from profile order by rank")
+    assert [r[0] for r in rows] == [0, 1]
+    for _, comm_s, exposed, total in rows:
+        assert 0 < comm_s and 0 <= exposed <= comm_s * 1.0001
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_injected_delays_are_found_where_they_were_put(delayed, rank):
+    ph = _phases(delayed, rank)
+    # data wait: the data delay, not the comm one
+    assert DATA_DELAY <= ph["data"]["median_s"] < DATA_DELAY + SLACK
+    # the all-reduce: the comm delay, exposed (the last bucket), inside the backward phase
+    assert COMM_DELAY <= ph["comm"]["median_s"] < COMM_DELAY + SLACK
+    assert COMM_DELAY <= ph["comm_exposed"]["median_s"] < COMM_DELAY + SLACK
+    assert COMM_DELAY <= ph["backward"]["median_s"] < COMM_DELAY + SLACK
+    assert ph["backward_compute"]["median_s"] < DATA_DELAY
+    # and neither elsewhere
+    assert ph["forward"]["median_s"] < DATA_DELAY and ph["step"]["median_s"] < DATA_DELAY
+    x = _extra(delayed, rank)
+    assert x["inject_data_delay_s"] == DATA_DELAY and x["inject_comm_delay_s"] == COMM_DELAY
+    data_wait, = delayed.query("select data_wait_s from rank_timing where rank = ?", rank)[0]
+    assert data_wait == pytest.approx(ph["data"]["total_s"])
+
+
+# ---------------------------------------------------------------- the pieces, in-process
+def test_union_and_exposed_intervals():
+    assert union_length([(0, 2), (1, 3), (5, 6)]) == 4
+    assert union_length([]) == 0
+    busy, exposed = comm_overlap([(0, 4), (3, 6)], [(1, 2), (5, 10)])
+    assert busy == 6 and exposed == 4  # 0-1, 2-5 uncovered
+
+
+def test_recorder_resolves_allreduce_spans_and_breakdown():
+    rec = Recorder(torch.device("cpu"), warmup=1)
+    for _ in range(3):
+        rec.begin()
+        rec.mark("data")
+        rec.mark("forward")
+        a = rec.comm_span(400)
+        time.sleep(0.002)
+        b = rec.comm_span(600)
+        a[1] = rec.stamp()
+        time.sleep(0.003)
+        b[1] = rec.stamp()
+        rec.mark("backward")
+        rec.mark("step")
+        rec.end(1.0, images=4)
+    rec.finish()
+    ar = rec.allreduce_rows()
+    assert [a["iter"] for a in ar] == [1, 2] and all(a["bytes"] == 1000 and a["buckets"] == 2 for a in ar)
+    for a in ar:
+        assert a["exposed_s"] >= 0.003 and a["busy_s"] >= 0.005 and a["busy_s"] <= a["span_s"] * 1.0001
+    rows = rec.rows()
+    assert all(r["comm_s"] == pytest.approx(a["busy_s"]) for r, a in zip(rows[1:], ar))
+    names = [r["phase"] for r in rec.breakdown_rows(rows)]
+    assert names == ["data", "forward", "backward", "step", "comm", "comm_exposed", "backward_compute", "iteration"]
+
+
+def test_flops_counted_in_warmup_iteration_zero_only():
+    lin = torch.nn.Linear(16, 8, bias=False)
+    x = torch.randn(4, 16)
+    rec = Recorder(torch.device("cpu"), warmup=1, count_flops=True)
+    for _ in range(2):
+        rec.begin()
+        lin(x).sum().backward()
+        rec.end()
+    rec.finish()
+    assert rec.flops_per_iter == 4 * 4 * 16 * 8  # forward 2BIO + weight grad 2BIO (input needs none)
+    none = Recorder(torch.device("cpu"), warmup=0, count_flops=True)  # would be inside the timed window
+    none.begin(); lin(x).sum().backward(); none.end(); none.finish()  # noqa: E702
+    assert none.flops_per_iter is None
+
+
+def test_mfu_math_and_missing_peak():
+    cfg = {"platform": {"peak_tflops": {"fp32": 2.0, "bf16": 8.0}}, "trainer": {"precision": "bf16"}}
+    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0)
+    assert x["precision"] == "bf16" and x["achieved_tflops"] == 4.0 and x["mfu"] == 0.5
+    x = mfu_extra({"platform": {}, "trainer": {}}, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0)
+    assert x["precision"] == "fp32" and x["mfu"] is None and "no peak_tflops" in x["flops_note"]
+
+
+class _Event:
+    """A stand-in for a kineto trace event (what trainers.comm.profile_comm reads)."""
+
+    def __init__(self, name, start_us, end_us, *, device="CUDA", kind="kernel", thread=1):
+        self._v = (name, device, kind, thread, start_us * 1000, end_us * 1000)
+
+    def name(self): return self._v[0]  # noqa: E704
+    def device_type(self): return f"DeviceType.{self._v[1]}"  # noqa: E704
+    def activity_type(self): return self._v[2]  # noqa: E704
+    def start_thread_id(self): return self._v[3]  # noqa: E704
+    def start_ns(self): return self._v[4]  # noqa: E704
+    def end_ns(self): return self._v[5]  # noqa: E704
+
+
+def _trace(*events):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(events))))
+
+
+def test_profile_comm_on_gpu_matches_old_and_new_nccl_kernel_names():
+    from trainers.comm import profile_comm
+
+    prof = _trace(
+        _Event("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 0, 100),  # old name
+        _Event("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 300, 400),  # new
+        _Event("void at::native::conv_kernel<float>()", 50, 350),  # compute on another stream
+        _Event("Memcpy DtoH (Device -> Pinned)", 0, 1000, kind="gpu_memcpy"),  # not compute
+        _Event("nccl:all_reduce", 0, 1000, device="CPU", kind="cpu_op"),  # host launch: neither
+    )
+    comm_s, exposed = profile_comm(prof, cuda=True)
+    assert comm_s == pytest.approx(200e-6) and exposed == pytest.approx(100e-6)  # 0-50 and 350-400
+
+
+def test_profile_comm_on_cpu_is_gloo_time_when_the_rank_computes_nothing():
+    from trainers.comm import profile_comm
+
+    prof = _trace(
+        _Event("gloo:all_reduce", 100, 300, device="CPU", kind="cpu_op", thread=7),
+        _Event("aten::mm", 0, 150, device="CPU", kind="cpu_op", thread=1),
+        _Event("c10d::allreduce_", 90, 100, device="CPU", kind="cpu_op", thread=1),  # launch: neither
+        _Event("DistributedDataParallel.forward", 0, 400, device="CPU", kind="user_annotation", thread=1),
+    )
+    comm_s, exposed = profile_comm(prof, cuda=False)
+    assert comm_s == pytest.approx(200e-6) and exposed == pytest.approx(150e-6)
+    assert profile_comm(object(), cuda=False) == (None, None)  # no readable trace: NULL, not zero

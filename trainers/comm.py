@@ -1,0 +1,225 @@
+"""Communication: the DDP gradient all-reduce timed bucket by bucket, the bytes it
+moves, the bus bandwidth it achieves, and comm vs compute in a profiler trace.
+
+``AllReduceTimer`` is a DDP communication hook doing what DDP's default does (divide
+the bucket by the world size, all-reduce it) and reporting to the Recorder one span
+per bucket: launch -> completion, with the Recorder's clock. On CPU (gloo) both are
+``perf_counter`` readings, the completion taken in the future's callback; on CUDA
+both are CUDA events (the completion one recorded in the callback, on a stream that
+waits for the collective), resolved after the run: no synchronize per iteration.
+
+The all-reduce overlaps backward: a bucket is launched as soon as its gradients are
+computed while backward goes on, and ``loss.backward()`` returns only once every
+bucket has completed. So the ``backward`` phase = backward compute + exposed comm,
+where exposed comm = last bucket's completion - last bucket's launch (the launch of
+the last bucket is when the last gradient was computed). docs/breakdown.md has the
+whole story.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from typing import Any, Optional
+
+import torch
+
+from trainers.instrument import Recorder
+
+# Device kernels of NCCL collectives: old names (ncclKernel_AllReduce_...) and new
+# ones (ncclDevKernel_..., ncclDevFunc_...).
+NCCL_KERNEL = re.compile(r"^nccl(Kernel|Dev)", re.I)
+# gloo collectives as the profiler names the work on gloo's worker threads.
+GLOO_OP = re.compile(r"^gloo:", re.I)
+# Host-side launches of collectives (c10d ops, record_function labels): neither
+# compute nor the communication itself.
+COMM_LAUNCH = re.compile(r"c10d::|^nccl:|^gloo:|allreduce|all_reduce|allgather|reduce_scatter|broadcast", re.I)
+NOT_COMPUTE_KINDS = ("gpu_memcpy", "gpu_memset", "gpu_user_annotation")  # device activity that is not a kernel
+
+
+class AllReduceTimer:
+    """DDP's default all-reduce, timed per bucket (see the module docstring).
+
+    ``recorder`` is the Recorder the spans go to (the profiler window swaps in its
+    own). ``inject_delay_s`` (tests only, CPU clocks): the last bucket of every
+    iteration completes that much later, as a slow all-reduce would.
+    """
+
+    def __init__(self, recorder: Recorder, *, inject_delay_s: float = 0.0):
+        self.recorder = recorder
+        self.inject_delay_s = float(inject_delay_s or 0.0)
+
+    def hook(self, process_group, bucket):  # no annotations: DDP checks them against its own types
+        """DDP comm hook: (process group or None, GradBucket) -> future of the reduced bucket."""
+        if process_group is None:
+            import torch.distributed as dist
+
+            process_group = dist.group.WORLD
+        tensor = bucket.buffer()
+        tensor.div_(process_group.size())
+        rec = self.recorder
+        span = rec.comm_span(tensor.numel() * tensor.element_size())
+        # The process group's own allreduce (SUM), as DDP's builtin path calls it: no
+        # Python-level checks of dist.all_reduce on the hot path.
+        fut = process_group.allreduce([tensor]).get_future()
+        delay = self.inject_delay_s if self.inject_delay_s and bucket.is_last() else 0.0
+
+        def done(f: torch.futures.Future) -> torch.Tensor:
+            if delay:
+                time.sleep(delay)
+            span[1] = rec.stamp()
+            return f.value()[0]
+
+        return fut.then(done)
+
+
+def attach(trainer: Any, rec: Recorder, *, inject_delay_s: float = 0.0) -> tuple[Optional[AllReduceTimer], Optional[str]]:
+    """Register an AllReduceTimer on ``trainer.model`` if it is a DDP module.
+
+    Returns the timer (None if none was attached) and who times the all-reduce:
+    ``"allreduce_timer"`` (this hook), ``"trainer"`` (the trainer registered a comm
+    hook of its own, which DDP allows only once: its ``add_comm`` figures stand) or
+    None (no DDP module: no gradient all-reduce to time).
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = getattr(trainer, "model", None)
+    if not isinstance(model, DistributedDataParallel):
+        return None, None
+    if getattr(model, "_comm_hooks", None):
+        return None, "trainer"
+    timer = AllReduceTimer(rec, inject_delay_s=inject_delay_s)
+    try:
+        model.register_comm_hook(getattr(model, "process_group", None), timer.hook)
+    except RuntimeError:  # a builtin hook registered already
+        return None, "trainer"
+    return timer, "allreduce_timer"
+
+
+def bus_factor(world_size: int) -> float:
+    """Ring all-reduce bus bandwidth factor 2(n-1)/n (nccl-tests' busbw convention)."""
+    return 2.0 * (world_size - 1) / world_size if world_size > 1 else 0.0
+
+
+def allreduce_extra(ar_rows: list[dict], *, world_size: int, interconnect_gbs: Optional[float],
+                    iterations_per_epoch: Optional[float]) -> dict[str, Any]:
+    """rank_timing.extra keys from the timed iterations' all-reduce figures
+    (``Recorder.allreduce_rows()``); empty without any."""
+    if not ar_rows:
+        return {}
+    per_iter = statistics.median(a["bytes"] for a in ar_rows)
+    busy = sum(a["busy_s"] for a in ar_rows)
+    algbw = sum(a["bytes"] for a in ar_rows) / busy / 1e9 if busy > 0 else None
+    busbw = algbw * bus_factor(world_size) if algbw is not None else None
+    return {
+        "allreduce_bytes_per_iter": int(per_iter),
+        "allreduce_buckets_per_iter": int(statistics.median(a["buckets"] for a in ar_rows)),
+        "allreduce_bytes_per_epoch": per_iter * iterations_per_epoch if iterations_per_epoch else None,
+        "allreduce_s": busy,
+        "allreduce_span_s": sum(a["span_s"] for a in ar_rows),
+        "exposed_comm_s": sum(a["exposed_s"] for a in ar_rows),
+        "allreduce_algbw_gbs": algbw,
+        "allreduce_busbw_gbs": busbw,
+        "interconnect_bandwidth_gbs": interconnect_gbs or None,
+        "allreduce_busbw_fraction": busbw / interconnect_gbs if busbw is not None and interconnect_gbs else None,
+    }
+
+
+def dataset_size_of(trainer: Any) -> Optional[int]:
+    """Samples in one epoch of the trainer's training set, where it says."""
+    size = getattr(trainer, "dataset_size", None)
+    if size:
+        return int(size)
+    loader = getattr(trainer, "loader", None)
+    try:
+        return len(loader.dataset) if loader is not None else None
+    except TypeError:  # an iterable dataset without a length
+        return None
+
+
+def sync_volume_extra(*, trainable_params: Optional[int], bytes_per_element: int, dataset_size: Optional[int],
+                      images_per_iter: int, world_size: int) -> dict[str, Any]:
+    """Plain data parallelism's synchronisation volume (the DataParallel study): every
+    iteration all-reduces every trainable parameter once, N/(B k) iterations per epoch."""
+    if world_size < 2 or not trainable_params:
+        return {}
+    ipe = dataset_size / images_per_iter if dataset_size and images_per_iter else None
+    out: dict[str, Any] = {"grad_bytes_per_sync": trainable_params * bytes_per_element,
+                           "dataset_size": dataset_size, "iterations_per_epoch": ipe}
+    if ipe is not None:
+        out["sync_params_per_epoch"] = ipe * trainable_params
+        out["sync_bytes_per_epoch"] = ipe * trainable_params * bytes_per_element
+    return out
+
+
+# ---------------------------------------------------------------- profiler traces
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted(intervals):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Length of the intersection of two merged interval lists."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        if hi > lo:
+            total += hi - lo
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def comm_overlap(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> tuple[float, float]:
+    """(communication time, the part of it no compute interval covers): union lengths."""
+    c, k = _merge(comm), _merge(compute)
+    busy = sum(e - s for s, e in c)
+    return busy, max(busy - _overlap(c, k), 0.0)
+
+
+def profile_comm(prof: Any, cuda: bool) -> tuple[Optional[float], Optional[float]]:
+    """(comm_s, exposed_comm_s) of a finished ``torch.profiler.profile``, or (None, None)
+    if its trace cannot be read.
+
+    CUDA: NCCL kernels vs every other kernel (memcpy/memset are not compute). CPU:
+    gloo's collectives on its worker threads vs the CPU operators on the rank's own
+    threads (collective launches excluded): gloo time during which the rank computed
+    nothing. An approximation on CPU: the rank's intra-op threads are seen only
+    through the operator that spawned them.
+    """
+    try:
+        events = prof.profiler.kineto_results.events()
+    except AttributeError:
+        return None, None
+    comm, compute = [], []
+    rows = [(e.name(), "CPU" not in str(e.device_type()), e.start_thread_id(), e.start_ns() / 1e9,
+             e.end_ns() / 1e9, str(e.activity_type())) for e in events]
+    if cuda:
+        for name, device, _, s, e, kind in rows:
+            if not device or e <= s:
+                continue
+            if NCCL_KERNEL.search(name):
+                comm.append((s, e))
+            elif kind not in NOT_COMPUTE_KINDS:
+                compute.append((s, e))
+    else:
+        gloo_threads = {t for name, device, t, *_ in rows if not device and GLOO_OP.search(name)}
+        for name, device, thread, s, e, kind in rows:
+            if device or e <= s:
+                continue
+            if GLOO_OP.search(name):
+                comm.append((s, e))
+            elif kind == "cpu_op" and thread not in gloo_threads and not COMM_LAUNCH.search(name):
+                compute.append((s, e))
+    if not comm:
+        return 0.0, 0.0
+    return comm_overlap(comm, compute)
