@@ -42,3 +42,12 @@ def test_percentile():
     assert percentile([1.0], 95) == 1.0
     assert percentile([0.0, 10.0], 50) == 5.0
     assert percentile(list(map(float, range(101))), 95) == 95.0
+
+
+def test_threads_per_rank_never_oversubscribe_the_node():
+    from trainers.job import threads_per_rank
+
+    assert threads_per_rank(16, ranks_on_node=4, cores=2) == 1  # emulated node: 128 CPUs advertised, 2 real
+    assert threads_per_rank(16, ranks_on_node=1, cores=2) == 2
+    assert threads_per_rank(4, ranks_on_node=2, cores=64) == 4  # what the scheduler granted
+    assert threads_per_rank(None, ranks_on_node=2, cores=8) == 4

@@ -38,10 +38,22 @@ def _provenance(ctx: dist.DistContext, spec: dict) -> dict[str, Any]:
     }
 
 
-def _set_threads(n: int | None) -> None:
-    if n and n > 0:
-        torch.set_num_threads(n)
-        os.environ["OMP_NUM_THREADS"] = str(n)
+def threads_per_rank(requested: int | None, ranks_on_node: int, cores: int) -> int:
+    """Intra-op threads of one rank: what the scheduler granted (cpus_per_task), but never
+    more than this node's cores shared by its ranks, so ranks do not oversubscribe cores
+    (an emulated test node advertises more CPUs than it has)."""
+    fair = max(1, cores // max(1, ranks_on_node))
+    return max(1, min(requested, fair)) if requested and requested > 0 else fair
+
+
+def _set_threads(requested: int | None, ranks_on_node: int) -> None:
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    n = threads_per_rank(requested, ranks_on_node, cores)
+    torch.set_num_threads(n)
+    os.environ["OMP_NUM_THREADS"] = str(n)
 
 
 def _grad_element_size(trainer) -> int:
@@ -83,7 +95,7 @@ def _breakdown(rec: Recorder, rows: list[dict], trainer) -> list[dict]:
 
 def run_point(spec: dict) -> dict:
     """Entry of one rank. ``spec``: point_id, store_url, config, plan, threads_per_rank."""
-    _set_threads(spec.get("threads_per_rank"))
+    _set_threads(spec.get("threads_per_rank"), int(spec.get("tasks_per_node") or 1))
     cfg, plan = spec["config"], spec["plan"]
     ctx = dist.setup(want_device=cfg["platform"]["device"], master_port=spec.get("master_port"))
     writer = JobWriter(spec["store_url"], busy_timeout_s=spec.get("busy_timeout_s", 30.0))

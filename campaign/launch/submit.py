@@ -32,6 +32,7 @@ def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, fold
         "config": p.config,
         "plan": job_plan(p),
         "threads_per_rank": p.resources["cpus_per_task"],
+        "tasks_per_node": p.resources["tasks_per_node"],
         "container": None if p.config["container"]["runtime"] == "none" else dict(p.config["container"]),
     }
 
