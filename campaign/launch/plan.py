@@ -12,7 +12,6 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from campaign.config import cpu_count
 from campaign.errors import ConfigError, InfeasiblePoint
 from campaign.launch.engines import check_engine, single_process_engine
 
@@ -152,7 +151,9 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     batch, iters = schedule(c["experiment"], c["gpus"])
     per_node = c["gpus"] // c["nodes"]
     if plat["executor"] == "local":
-        cpus_per_task = max(1, cpu_count() // per_node)
+        # A local rank stands for one GPU: one core each (platform.cpus_per_task to change),
+        # so the 1-rank baseline does not get the whole machine the N-rank points share.
+        cpus_per_task = int(plat.get("cpus_per_task") or 1)
     else:
         cpus_per_task = plat.get("cpus_per_task") or max(1, int(plat.get("cpus_per_node") or per_node) // int(plat["gpus_per_node"]))
     tasks_per_node = per_node  # one rank per GPU
