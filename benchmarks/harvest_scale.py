@@ -11,6 +11,8 @@ campaign of ``--points`` completed points (1,000) and ``--iterations`` per-itera
 - ``--sampled`` (default 0.5) of the points are sampled runs (``experiment=projection``:
   40x more iterations planned than timed), whose full time harvest projects, with a
   bootstrap interval from their timed ``iteration`` rows; full runs need no iteration row.
+  The store has the schema's indexes (``ix_iteration_job``, which harvest reads the
+  sampled runs' iterations from, included).
 
 Then, interleaved A B, B A, ... each in a fresh Python process (start-up and imports
 included in both, as a person running them pays them):
@@ -26,7 +28,7 @@ and prints the ratio pandas/harvest of wall times, whether harvest met the 2 s t
 the two CSVs' agreement (time and speedup per row), the query plans of the harvest
 queries (``--explain``), and a profile of one in-process harvest: where its time goes.
 
-    .venv/bin/python benchmarks/harvest_scale.py                 # 1,000 points, 1M rows, 3 rounds (~2 min)
+    .venv/bin/python benchmarks/harvest_scale.py                 # 1,000 points, 1M rows, 3 rounds (~45 s)
     .venv/bin/python benchmarks/harvest_scale.py --sampled 0     # full runs only: iteration rows unread
     .venv/bin/python benchmarks/harvest_scale.py --points 40 --iterations 4000 --rounds 1   # smoke size
 """

@@ -135,6 +135,13 @@ iteration = Table(
     Column("step_s", Float),
     Column("comm_s", Float),
 )
+# campaign harvest's job iterations (campaign/harvest/query.py, job_iterations_query): per
+# attempt, the timed iterations in order with each rank's iter_s, read from this index
+# alone; the primary key (attempt_id, rank, iter) would need a table lookup per row and a
+# sort to group the ranks of an iteration. Costs the writer one more index entry per row
+# (~15 % more time per batched row, benchmarks/README.md). A store made before it has the
+# same schema version and harvests the same, slower; CREATE INDEX (sql/schema.sql) adds it.
+Index("ix_iteration_job", iteration.c.attempt_id, iteration.c.warmup, iteration.c.iter, iteration.c.iter_s)
 
 # Profiler window (after the timed window): CPU / device time and utilisation.
 profile = Table(

@@ -94,6 +94,7 @@ CREATE TABLE iteration (
 	PRIMARY KEY (attempt_id, rank, iter), 
 	FOREIGN KEY(attempt_id) REFERENCES attempt (id) ON DELETE CASCADE
 );
+CREATE INDEX ix_iteration_job ON iteration (attempt_id, warmup, iter, iter_s);
 
 CREATE TABLE profile (
 	attempt_id INTEGER NOT NULL, 

@@ -12,7 +12,7 @@ from campaign.harvest.compare import compare_campaigns, compare_ideal
 from campaign.harvest.projection import project_points
 from campaign.harvest.references import compare_reference, load_reference, reference_figures
 from campaign.harvest.run import parse_where
-from campaign.harvest.stats import bootstrap_mean_interval, olympic_mean
+from campaign.harvest.stats import bootstrap_mean_interval, bootstrap_mean_intervals, olympic_mean
 from campaign.harvest.utilisation import breakdown_table, utilisation_table
 from campaign.harvest.views import scaling_table, throughput_table
 
@@ -94,6 +94,35 @@ def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
     assert bootstrap_mean_interval(xs) == bootstrap_mean_interval(xs)
     mean, lo, hi = bootstrap_mean_interval(xs)
     assert lo < mean < hi and mean == pytest.approx(1.0)
+
+
+def test_bootstrap_of_every_attempt_at_once_is_each_attempts_own():
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(7)
+    series = {3: [0.2, 0.21, 0.19, 0.25, 0.2], 5: [1.0], 9: [0.5, 0.5, 0.5],
+              11: (0.1 * rng.lognormal(0, 0.3, 50)).tolist(), 12: (0.3 * rng.lognormal(0, 0.3, 50)).tolist()}
+    frame = pl.DataFrame({"attempt_id": [a for a, xs in series.items() for _ in xs],
+                          "iter_s": [x for xs in series.values() for x in xs]}).reverse()  # any row order
+    got = {r["attempt_id"]: (r["n"], r["mean"], r["lo"], r["hi"])
+           for r in bootstrap_mean_intervals(frame).iter_rows(named=True)}
+    assert set(got) == set(series)
+    for aid, xs in series.items():
+        xs = xs[::-1]  # each attempt's values in the frame's order
+        assert got[aid][0] == len(xs) and got[aid][1:] == pytest.approx(bootstrap_mean_interval(xs), rel=1e-12)
+        # the same resamples as one bootstrap per attempt, 2,000 draws of fixed seed 0
+        x = np.asarray(xs)
+        means = x[np.random.default_rng(0).integers(0, x.size, size=(2000, x.size))].mean(axis=1)
+        assert got[aid][2:] == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])), rel=1e-12)
+    assert got[5][1:] == (1.0, 1.0, 1.0) and got[9][1:] == pytest.approx((0.5, 0.5, 0.5))  # no spread: no interval
+
+
+def test_bootstrap_of_a_long_window_is_drawn_in_blocks():
+    np = pytest.importorskip("numpy")
+    xs = np.random.default_rng(3).normal(0.2, 0.01, 5000).tolist()  # 2,000 x 5,000 draws: several blocks
+    mean, lo, hi = bootstrap_mean_interval(xs)
+    assert (mean, lo, hi) == bootstrap_mean_interval(xs)
+    half = 1.96 * float(np.std(xs)) / len(xs) ** 0.5  # the normal interval, what the bootstrap tends to
+    assert lo == pytest.approx(mean - half, rel=2e-4) and hi == pytest.approx(mean + half, rel=2e-4)
 
 
 def test_absent_utilisation_and_phases_stay_absent():

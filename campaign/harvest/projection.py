@@ -12,8 +12,9 @@ as ``projected``:
   warm-up of the sample stands for the full run's, which has as many warm-up iterations).
 - interval            = the 95 % percentile-bootstrap interval of the mean iteration
   time (the job's iteration: its slowest rank's, from the ``iteration`` rows), scaled
-  the same way. It is the noise of a short window; a drift over the long run (thermal
-  throttling, a file system slowing down) is outside what any short window can see.
+  the same way; every sampled attempt's at once (stats.py). It is the noise of a short
+  window; a drift over the long run (thermal throttling, a file system slowing down) is
+  outside what any short window can see.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Optional
 
 import polars as pl
 
-from campaign.harvest.stats import bootstrap_mean_interval
+from campaign.harvest.stats import bootstrap_mean_intervals
 
 
 def sampled(points: pl.DataFrame) -> pl.Expr:
@@ -33,7 +34,8 @@ def sampled(points: pl.DataFrame) -> pl.Expr:
 def project_points(points: pl.DataFrame, job_iterations: Optional[pl.DataFrame] = None) -> pl.DataFrame:
     """Add ``projected``, ``sampled_time_s``, ``time_lo_s``/``time_hi_s`` (projected rows
     only) and ``gpu_hours`` to a point frame; ``time_s`` of a projected point becomes the
-    projected full training time. ``job_iterations``: attempt_id, iter, iter_s rows."""
+    projected full training time. ``job_iterations``: attempt_id, iter_s rows (the job's
+    timed iterations, job_iterations_query), for the sampled attempts at least."""
     if points.height == 0:
         return points
     for col, dtype in (("warmup_s", pl.Float64), ("timed_iterations", pl.Int64), ("attempt_id", pl.Int64)):
@@ -58,13 +60,15 @@ def project_points(points: pl.DataFrame, job_iterations: Optional[pl.DataFrame] 
 
 def _interval_factors(attempt_ids: list, job_iterations: Optional[pl.DataFrame]) -> pl.DataFrame:
     """Per attempt: (low / mean, high / mean) of the bootstrapped mean iteration time."""
-    rows = []
-    if job_iterations is not None and job_iterations.height and attempt_ids:
-        for aid in attempt_ids:
-            xs = job_iterations.filter(pl.col("attempt_id") == aid)["iter_s"].to_list()
-            if not xs:
-                continue
-            mean, lo, hi = bootstrap_mean_interval(xs)
-            if mean > 0:
-                rows.append({"attempt_id": aid, "lo_factor": lo / mean, "hi_factor": hi / mean})
-    return pl.DataFrame(rows, schema={"attempt_id": pl.Int64, "lo_factor": pl.Float64, "hi_factor": pl.Float64})
+    schema = {"attempt_id": pl.Int64, "lo_factor": pl.Float64, "hi_factor": pl.Float64}
+    if job_iterations is None or job_iterations.height == 0 or not attempt_ids:
+        return pl.DataFrame(schema=schema)
+    rows = job_iterations.select(pl.col("attempt_id").cast(pl.Int64), pl.col("iter_s")).filter(
+        pl.col("attempt_id").is_in([int(a) for a in attempt_ids]))
+    return (
+        bootstrap_mean_intervals(rows, by="attempt_id", value="iter_s")
+        .filter(pl.col("mean") > 0)
+        .select("attempt_id", (pl.col("lo") / pl.col("mean")).alias("lo_factor"),
+                (pl.col("hi") / pl.col("mean")).alias("hi_factor"))
+        .cast(schema)
+    )

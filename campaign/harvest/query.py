@@ -19,14 +19,33 @@ def _share(col):
     return col / func.nullif(rank_timing.c.wall_s, 0.0)
 
 
-def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = None):
-    """Select one row per completed point; ``where`` values are bound, never pasted."""
+def _latest_attempts(campaign_ids: Sequence[str], where: Optional[dict]):
+    """CTE ``latest``: attempt_id, point_id of each selected point's latest completed attempt.
+
+    The campaign and ``where`` filters come first, so every later step (rank and profile
+    aggregates) reads only these attempts' rows: the query costs what the campaign holds,
+    not what the whole store holds."""
+    points = select(point.c.id).where(point.c.campaign_id.in_(list(campaign_ids)))
+    for key, values in (where or {}).items():
+        if key not in FILTERS:
+            raise KeyError(key)
+        points = points.where(getattr(point.c, key).in_(list(values)))
     last = (
         select(attempt.c.point_id, func.max(attempt.c.attempt_no).label("attempt_no"))
-        .where(attempt.c.state == "completed")
+        .where(attempt.c.state == "completed", attempt.c.point_id.in_(points))
         .group_by(attempt.c.point_id)
         .subquery("last_completed")
     )
+    return (
+        select(attempt.c.id.label("attempt_id"), attempt.c.point_id)
+        .join_from(attempt, last, and_(attempt.c.point_id == last.c.point_id, attempt.c.attempt_no == last.c.attempt_no))
+        .cte("latest")
+    )
+
+
+def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = None):
+    """Select one row per completed point; ``where`` values are bound, never pasted."""
+    latest = _latest_attempts(campaign_ids, where)
     ranks = (
         select(
             rank_timing.c.attempt_id,
@@ -46,6 +65,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.max(rank_timing.c.final_loss).label("final_loss"),
             func.count().label("ranks"),
         )
+        .where(rank_timing.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(rank_timing.c.attempt_id)
         .subquery("ranks")
     )
@@ -61,12 +81,13 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(profile.c.exposed_comm_s).label("profile_exposed_comm_s"),
             func.max(profile.c.iterations).label("profile_iterations"),
         )
+        .where(profile.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(profile.c.attempt_id)
         .subquery("prof")
     )
     q = (
         select(
-            point.c.campaign_id, point.c.id.label("point_id"), attempt.c.id.label("attempt_id"), point.c.idx,
+            point.c.campaign_id, point.c.id.label("point_id"), latest.c.attempt_id, point.c.idx,
             point.c.platform, point.c.trainer, point.c.experiment, point.c.dataset, point.c.gpus, point.c.nodes,
             point.c.repeat, point.c.batch_per_gpu, point.c.iterations, point.c.overrides,
             ranks.c.time_s, ranks.c.warmup_s, ranks.c.images, ranks.c.timed_iterations, ranks.c.iter_mean_s,
@@ -76,18 +97,12 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             prof.c.profile_comm_s, prof.c.profile_exposed_comm_s, prof.c.profile_iterations,
         )
         .select_from(
-            point.join(last, last.c.point_id == point.c.id)
-            .join(attempt, and_(attempt.c.point_id == point.c.id, attempt.c.attempt_no == last.c.attempt_no))
-            .join(ranks, ranks.c.attempt_id == attempt.c.id)
-            .outerjoin(prof, prof.c.attempt_id == attempt.c.id)
+            latest.join(point, point.c.id == latest.c.point_id)
+            .join(ranks, ranks.c.attempt_id == latest.c.attempt_id)
+            .outerjoin(prof, prof.c.attempt_id == latest.c.attempt_id)
         )
-        .where(point.c.campaign_id.in_(list(campaign_ids)))
         .order_by(point.c.idx)
     )
-    for key, values in (where or {}).items():
-        if key not in FILTERS:
-            raise KeyError(key)
-        q = q.where(getattr(point.c, key).in_(list(values)))
     return q
 
 
@@ -115,9 +130,11 @@ def breakdown_query(attempt_ids: Sequence[int]):
 
 def job_iterations_query(attempt_ids: Sequence[int]):
     """Timed (not warm-up) iterations of each attempt, as the job saw them: the slowest
-    rank's time at each iteration (DDP ranks wait for each other every step)."""
+    rank's time at each iteration (DDP ranks wait for each other every step), one
+    ``attempt_id, iter_s`` row per iteration, in order. Read from the index
+    ``ix_iteration_job`` alone (sql/schema.py): no table lookup, no sort."""
     return (
-        select(iteration.c.attempt_id, iteration.c.iter, func.max(iteration.c.iter_s).label("iter_s"))
+        select(iteration.c.attempt_id, func.max(iteration.c.iter_s).label("iter_s"))
         .where(and_(iteration.c.attempt_id.in_(list(attempt_ids)), iteration.c.warmup == false()))
         .group_by(iteration.c.attempt_id, iteration.c.iter)
         .order_by(iteration.c.attempt_id, iteration.c.iter)

@@ -1,0 +1,117 @@
+"""The harvest's SQL on a real SQLite store filled by hand: which attempt a point's row
+comes from, what the rank and iteration aggregates are, that filters are bound, and
+that the query plans read only the campaign's rows (no scan of a whole table, so a
+store with many campaigns harvests one as fast as a store with only that one)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+from sqlalchemy import insert, select
+
+from campaign.harvest.derive import point_frame
+from campaign.harvest.query import completed_points_query, job_iterations_query
+from campaign.harvest.stats import bootstrap_mean_interval
+from campaign.store import open_store
+from campaign_sql.schema import attempt, iteration, profile, rank_timing
+
+CID, OTHER = "20260101-000000-aaaa", "20260102-000000-bbbb"
+# per rank: timed iteration times (after one warm-up iteration of 9.0 s that harvest leaves out)
+SAMPLED_RANKS = {0: [0.20, 0.22, 0.19, 0.21], 1: [0.21, 0.20, 0.23, 0.20]}
+
+
+def _point(idx, **kw):
+    row = dict(idx=idx, platform="v100", trainer="synthetic", experiment="weak_scaling", dataset="synthetic", gpus=1,
+               nodes=1, repeat=0, batch_per_gpu=8, iterations=4, executor="slurm", state="completed",
+               overrides=[f"seed={idx}"])
+    row.update(kw)
+    return row
+
+
+def _rank(aid, rank, wall, iterations=4):
+    return dict(attempt_id=aid, rank=rank, warmup_iterations=1, warmup_s=9.0, iterations=iterations, wall_s=wall,
+                iter_mean_s=wall / iterations, iter_median_s=wall / iterations, images=8 * iterations,
+                data_wait_s=0.1 * wall, compute_s=0.8 * wall, comm_s=0.1 * wall)
+
+
+@pytest.fixture
+def store(tmp_path):
+    """Campaign CID: a full 1-GPU run requeued once (a failed attempt, then a completed
+    one), a sampled 2-GPU run (4 of 400 iterations timed) and a point that only failed;
+    campaign OTHER: one completed point, which CID's harvest must not read."""
+    with open_store(f"sqlite:///{tmp_path}/store.db", create=True) as s:
+        full, sampled, failed = s.register({"id": CID, "created_at": 1.0}, [
+            _point(0), _point(1, gpus=2, experiment="projection", iterations=400), _point(2, gpus=4, state="failed")])
+        (other,) = s.register({"id": OTHER, "created_at": 2.0}, [_point(0, platform="a100")])
+        with s.engine.begin() as conn:
+            conn.execute(insert(attempt), [
+                dict(point_id=full, attempt_no=0, state="failed"), dict(point_id=full, attempt_no=1, state="completed"),
+                dict(point_id=sampled, attempt_no=0, state="completed"), dict(point_id=failed, attempt_no=0, state="failed"),
+                dict(point_id=other, attempt_no=0, state="completed")])
+            ids = {(p, n): a for a, p, n in conn.execute(select(attempt.c.id, attempt.c.point_id, attempt.c.attempt_no))}
+            conn.execute(insert(rank_timing), [
+                _rank(ids[full, 0], 0, 99.0), _rank(ids[full, 1], 0, 10.0),
+                _rank(ids[sampled, 0], 0, sum(SAMPLED_RANKS[0])), _rank(ids[sampled, 0], 1, sum(SAMPLED_RANKS[1])),
+                _rank(ids[other, 0], 0, 5.0)])
+            conn.execute(insert(profile), [dict(attempt_id=ids[full, 1], rank=0, iterations=2, total_s=1.0,
+                                                cpu_s=0.3, device_s=0.6, gpu_util=0.6, cpu_util=0.3)])
+            conn.execute(insert(iteration), [
+                dict(attempt_id=ids[sampled, 0], rank=r, iter=i, warmup=i == 0, iter_s=9.0 if i == 0 else xs[i - 1])
+                for r, xs in SAMPLED_RANKS.items() for i in range(len(xs) + 1)])
+        s.ids = ids
+        s.full_attempt, s.sampled_attempt = ids[full, 1], ids[sampled, 0]
+        yield s
+
+
+def test_each_completed_point_comes_from_its_latest_completed_attempt(store):
+    df = point_frame(store, [CID])
+    assert df["idx"].to_list() == [0, 1]  # the point that only failed has nothing to harvest
+    full, sampled = df.row(0, named=True), df.row(1, named=True)
+    assert full["attempt_id"] == store.full_attempt and full["time_s"] == 10.0 and full["ranks"] == 1
+    assert not full["projected"] and full["time_lo_s"] is None
+    assert full["gpu_util"] == 0.6 and full["compute_share"] == pytest.approx(0.8)
+    assert sampled["gpu_util"] is None  # no profiler row: absent, not 0
+    # sampled: slowest rank's window, projected to 400 iterations
+    window = max(sum(xs) for xs in SAMPLED_RANKS.values())
+    assert sampled["projected"] and sampled["sampled_time_s"] == window and sampled["ranks"] == 2
+    assert sampled["time_s"] == pytest.approx(window / 4 * 400)
+    # its interval: the bootstrap of the job's iterations (the slowest rank's at each), warm-up left out
+    job = [max(a, b) for a, b in zip(*SAMPLED_RANKS.values())]
+    mean, lo, hi = bootstrap_mean_interval(job)
+    assert sampled["time_lo_s"] == pytest.approx(sampled["time_s"] * lo / mean, rel=1e-12)
+    assert sampled["time_hi_s"] == pytest.approx(sampled["time_s"] * hi / mean, rel=1e-12)
+    assert df.schema["time_s"].is_float() and df.schema["gpus"].is_integer() and df.schema["platform"] == pl.Utf8
+
+
+def test_where_filters_select_points_before_anything_is_aggregated(store):
+    assert point_frame(store, [CID], {"gpus": [2]})["idx"].to_list() == [1]
+    assert point_frame(store, [CID], {"platform": ["a100"]}).height == 0
+    assert point_frame(store, [OTHER])["platform"].to_list() == ["a100"]
+    with pytest.raises(KeyError):
+        completed_points_query([CID], {"colour": ["red"]})
+
+
+def test_job_iterations_are_the_slowest_rank_per_timed_iteration(store):
+    with store.engine.connect() as conn:
+        rows = conn.execute(job_iterations_query([store.sampled_attempt, store.full_attempt])).all()
+    assert [r.iter_s for r in rows] == [max(a, b) for a, b in zip(*SAMPLED_RANKS.values())]
+
+
+def _plan(store, stmt) -> list[str]:
+    engine = store.engine
+    compiled = stmt.compile(dialect=engine.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    with engine.connect() as conn:
+        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + str(compiled),
+                                    tuple(params[k] for k in compiled.positiontup)).all()
+    return [r[-1] for r in rows]
+
+
+def test_query_plans_read_only_the_campaigns_rows(store):
+    plan = _plan(store, completed_points_query([CID], {"gpus": [1, 2]}))
+    # every table is searched by key; only the campaign's own intermediate results are scanned
+    for table in ("point", "attempt", "rank_timing", "profile"):
+        assert not any(f"SCAN {table} " in f"{line} " or f"SCAN TABLE {table} " in f"{line} " for line in plan), plan
+        assert any(line.startswith(f"SEARCH {table} ") for line in plan), plan
+    (line,) = _plan(store, job_iterations_query([store.sampled_attempt]))  # no table lookup, no sort
+    assert "COVERING INDEX ix_iteration_job" in line, line
