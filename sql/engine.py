@@ -82,6 +82,14 @@ def create_schema(engine: Engine) -> None:
         insert_ignore(conn, meta, [{"key": "schema_version", "value": str(SCHEMA_VERSION)}])
 
 
+def ensure_indexes(engine: Engine) -> None:
+    """Create any index of the schema that an existing store lacks (indexes only: a
+    missing table or column is a schema change and gets a new version)."""
+    for table in metadata.sorted_tables:
+        for index in table.indexes:
+            index.create(engine, checkfirst=True)
+
+
 def insert_ignore(conn, table, rows: Sequence[Mapping] | Iterable[Mapping]) -> None:
     """Insert rows, skipping those whose primary/unique key already exists (idempotent)."""
     rows = list(rows)

@@ -86,3 +86,17 @@ def test_foreign_file_is_not_a_store(tmp_path):
     sqlite3.connect(tmp_path / "other.db").execute("create table t(x)").connection.commit()
     with pytest.raises(SchemaVersionError, match="is not a campaign results store"):
         open_store(f"sqlite:///{tmp_path}/other.db")
+
+
+def test_launch_adds_an_index_an_older_store_lacks(tmp_path):
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path}/c.db"
+    open_store(url, create=True).close()
+    con = sqlite3.connect(tmp_path / "c.db")
+    con.execute("drop index ix_iteration_job")
+    con.commit()
+    open_store(url).close()  # reading leaves the store as it is
+    assert not con.execute("select 1 from sqlite_master where name='ix_iteration_job'").fetchall()
+    open_store(url, create=True).close()  # launching (create=True) adds it
+    assert con.execute("select 1 from sqlite_master where name='ix_iteration_job'").fetchall()

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from campaign.errors import NotFoundError, SchemaVersionError, StoreError, one_line
-from campaign_sql.engine import SchemaMismatch, check_version, create_schema, make_engine, sqlite_path
+from campaign_sql.engine import SchemaMismatch, check_version, create_schema, ensure_indexes, make_engine, sqlite_path
 from campaign_sql.schema import ACTIVE_STATES, SCHEMA_VERSION, attempt, campaign, point
 
 
@@ -71,6 +71,9 @@ def open_store(url: str, *, create: bool = False, busy_timeout_s: float = 30.0) 
                 create_schema(engine)
             else:
                 raise _version_error(url, exc.found) from None
+        else:
+            if create:  # a store made before an index was added gets it (same schema version)
+                ensure_indexes(engine)
     except ValueError as exc:
         raise StoreError(f"store URL: {exc}; use e.g. sqlite:///results/campaign.db") from exc
     except SQLAlchemyError as exc:
