@@ -95,6 +95,10 @@ class PointComposer:
         """The override's value as the schema converts it (checked once per distinct override)."""
         line = ov.input_line
         if line not in base.values:
+            leaf = self._leaf(base, ov)
+            if leaf is not None:
+                base.values[line] = leaf
+                return leaf[0]
             cfg = copy.deepcopy(base.cfg)
             try:
                 self._apply(cfg, [ov])
@@ -104,10 +108,40 @@ class PointComposer:
         got = base.values[line]
         if isinstance(got, Exception):
             raise got
+        if isinstance(got, tuple):  # a leaf's converted value
+            return got[0]
         node = got
         for part in ov.key_or_group.split("."):
             node = node[part]
         return node
+
+    @staticmethod
+    def _leaf(base: _Base, ov: Any) -> tuple[Any] | None:
+        """Validate and convert a scalar override against the existing leaf node it sets,
+        as OmegaConf does on assignment (no copy of the whole config); None when the
+        override does not set an existing scalar leaf (the general path handles it)."""
+        from omegaconf import ValueNode
+        from omegaconf.errors import ValidationError
+
+        value = ov.value()
+        if isinstance(value, (dict, list)):
+            return None
+        parent_key, _, last = ov.key_or_group.rpartition(".")
+        parent = OmegaConf.select(base.cfg, parent_key) if parent_key else base.cfg
+        if not isinstance(parent, DictConfig):
+            return None
+        node = parent._get_node(last, validate_access=False)
+        if not isinstance(node, ValueNode):
+            return None
+        leaf = copy.copy(node)  # the node's own type and flags; the config is not touched
+        try:
+            leaf._set_value(value)
+        except ValidationError as exc:
+            from campaign.errors import ConfigError
+
+            msg = str(exc).splitlines()[0].replace("$VALUE_TYPE", type(value).__name__).replace("$VALUE", str(value))
+            raise ConfigError(f"{ov.input_line}: {msg}") from None
+        return (leaf._value(),)
 
     def compose(self, overrides: Sequence[str]) -> dict[str, Any]:
         """The point's resolved config as a plain dict (without Hydra's node)."""

@@ -42,7 +42,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
         where = " ".join(overrides) or "(defaults)"
         try:
             cfg = composer.compose(overrides)
-        except (HydraException, OmegaConfBaseException, ValueError) as exc:
+        except (HydraException, OmegaConfBaseException, ValueError, ConfigError) as exc:
             errors.append(f"point {where}: {as_config_error(exc)}")
             continue
         repeats = cfg.get("repeats", 1)
