@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "  campaign harvest 20261121-1057 --to markdown --platform v100 --platform a100\n"
                                "  campaign harvest --table all --to parquet --out results/tables/\n"
                                "  campaign harvest --compare reference --where gpus=2,4\n"
+                               "  campaign harvest --where image=3f2a9c1b7d4e    # points run in this container image\n"
                                "  campaign harvest --plots results/figures",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     hv.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
@@ -73,7 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
     hv.add_argument("--gpus", action="append", type=int, help="only these GPU counts (repeatable)")
     hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
-                    help="only points with these values (platform, trainer, experiment, gpus, dataset; repeatable)")
+                    help="only points with these values (platform, trainer, experiment, gpus, dataset; image: a "
+                         "sha256 prefix, an image path or none; repeatable)")
     hv.add_argument("--table", default="scaling", choices=("scaling", "throughput", "utilisation", "breakdown", "all"),
                     help="scaling (default: time to solution), throughput, utilisation, breakdown or all")
     hv.add_argument("--compare", metavar="reference|ideal|CAMPAIGN", default=None,

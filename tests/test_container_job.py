@@ -8,6 +8,8 @@ and the provenance stored with the attempt.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import sys
@@ -59,3 +61,12 @@ def test_job_runs_through_the_runtime_and_records_the_image(ws, tmp_path):
 
     assert prov["container"]["image_sha256"] == hashlib.sha256(image.read_bytes()).hexdigest()
     assert "1.3.4-fake" in prov["container"]["runtime_version"]
+    # harvest reads the image back: filter on a sha256 prefix (or the path), labelled by 12 digits
+    sha = prov["container"]["image_sha256"]
+    for value in (sha[:8], str(image)):
+        res = ws.campaign("harvest", "--where", f"image={value}", "--to", "csv")
+        assert res.returncode == 0, res.stderr
+        rows = list(csv.DictReader(io.StringIO(res.stdout)))
+        assert [(r["gpus"], r["image"], r["image_path"]) for r in rows] == [(n, sha[:12], str(image)) for n in "12"]
+    other = "0" * 8 if not sha.startswith("0") else "1" * 8
+    assert ws.campaign("harvest", "--where", f"image={other}").returncode == 1  # no point ran in that image

@@ -91,6 +91,40 @@ def test_where_filters_select_points_before_anything_is_aggregated(store):
         completed_points_query([CID], {"colour": ["red"]})
 
 
+def _container(image, sha256):
+    return {"container": {"runtime": "apptainer", "image": image, "image_sha256": sha256}}
+
+
+def test_image_of_the_harvested_attempt_labels_and_filters_points(store):
+    """``image`` from the attempt's provenance JSON: the sha256's first 12 digits (the path
+    where no sha256 was recorded, null without a container). ``image=`` takes a sha256
+    prefix, a path or ``none``, bound (LIKE's wildcards are escaped), and matches the
+    attempt harvest reads, not an earlier one."""
+    new, old, path = "ab" * 32, "cd" * 32, "/img/a_100%.sif"
+    cid = "20260103-000000-cccc"
+    pts = store.register({"id": cid, "created_at": 3.0}, [_point(0), _point(1, gpus=2), _point(2, gpus=4)])
+    with store.engine.begin() as conn:
+        conn.execute(insert(attempt), [
+            dict(point_id=pts[0], attempt_no=0, state="completed", provenance=_container("/img/old.sif", old)),
+            dict(point_id=pts[0], attempt_no=1, state="completed", provenance=_container(path, new)),  # requeued
+            dict(point_id=pts[1], attempt_no=0, state="completed", provenance=_container("docker://x:1", None)),
+            dict(point_id=pts[2], attempt_no=0, state="completed", provenance={"container": None})])
+        aids = conn.execute(select(attempt.c.id).where(attempt.c.point_id.in_(pts))).scalars().all()
+        conn.execute(insert(rank_timing), [_rank(a, 0, 1.0) for a in aids])
+    df = point_frame(store, [cid])
+    assert df.select("idx", "image", "image_sha256", "image_path").rows() == [
+        (0, new[:12], new, path), (1, "docker://x:1", None, "docker://x:1"), (2, None, None, None)]
+
+    def idx(*images):
+        return point_frame(store, [cid], {"image": list(images)})["idx"].to_list()
+
+    assert idx(new[:6].upper()) == idx(new) == idx(path) == [0]
+    assert idx(old[:12]) == [] and idx("/img/old.sif") == []  # the requeued attempt's image is not harvested
+    assert idx("docker://x:1") == [1] and idx("none") == [2] and idx(new[:4], "none") == [0, 2]
+    assert idx("%") == idx("ab%") == idx("_b") == idx("/img/a_100") == []  # values, not patterns
+    assert point_frame(store, [cid], {"image": [new[:8]], "gpus": [2]}).height == 0
+
+
 def test_job_iterations_are_the_slowest_rank_per_timed_iteration(store):
     with store.engine.connect() as conn:
         rows = conn.execute(job_iterations_query([store.sampled_attempt, store.full_attempt])).all()
@@ -108,7 +142,7 @@ def _plan(store, stmt) -> list[str]:
 
 
 def test_query_plans_read_only_the_campaigns_rows(store):
-    plan = _plan(store, completed_points_query([CID], {"gpus": [1, 2]}))
+    plan = _plan(store, completed_points_query([CID], {"gpus": [1, 2], "image": ["ab12", "none"]}))
     # every table is searched by key; only the campaign's own intermediate results are scanned
     for table in ("point", "attempt", "rank_timing", "profile"):
         assert not any(f"SCAN {table} " in f"{line} " or f"SCAN TABLE {table} " in f"{line} " for line in plan), plan

@@ -173,7 +173,7 @@ def test_plots_are_written_with_labelled_axes(runs, tmp_path):
     assert res.returncode == 0, res.stderr
     from PIL import Image
 
-    for name in ("training_time", "speedup", "efficiency", "throughput", "utilisation"):
+    for name in ("training_time", "speedup", "efficiency", "throughput", "utilisation", "breakdown"):
         with Image.open(tmp_path / "fig" / f"{name}.png") as im:
             im.verify()
             assert im.format == "PNG"
@@ -194,3 +194,34 @@ def test_plots_are_written_with_labelled_axes(runs, tmp_path):
     ax = speedup_figure(table).axes[0]
     assert ax.get_ylabel() == "speedup T(1)/T(N) (×)"
     assert list(ax.lines[0].get_ydata()) == pytest.approx([t(1) / t(n) for n in GPUS], rel=0.01)
+
+
+def test_breakdown_figure_stacks_each_runs_phases(runs):
+    """One bar per GPU count stacking the sleep trainer's phases (data, forward, and from
+    2 ranks its own comm phase), each the ranks' mean per iteration from the store; a
+    phase a run never marked (comm on 1 rank) has no segment, not a zero one."""
+    ws, full, _ = runs
+    from campaign.harvest.derive import engine_phases, point_frame
+    from campaign.harvest.plots import breakdown_figure
+    from campaign.harvest.utilisation import phase_stack
+    from campaign.store import open_store
+
+    with open_store(ws.store_url) as store:
+        points = point_frame(store, [full])
+        ax = breakdown_figure(phase_stack(points, engine_phases(store, points["attempt_id"].to_list()))).axes[0]
+    stored = {(n, phase): 1000 * s for n, phase, s in ws.query(
+        "select p.gpus, b.phase, avg(b.mean_s) from breakdown b join attempt a on a.id = b.attempt_id "
+        "join point p on p.id = a.point_id where p.campaign_id = ? group by p.gpus, b.phase", full)}
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4"]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("GPUs (N)", "time per iteration (ms)")
+    label = {"data wait": "data", "forward": "forward", "communication (trainer's own phase)": "comm_marked"}
+    got = {(GPUS[round(r.get_x() + r.get_width() / 2)], label[c.get_label()]): r.get_height()
+           for c in ax.containers for r in c.patches}
+    assert sorted(got) == [(1, "data"), (1, "forward"), (2, "comm_marked"), (2, "data"), (2, "forward"),
+                           (4, "comm_marked"), (4, "data"), (4, "forward")]
+    assert got == pytest.approx({k: stored[k] for k in got}, rel=1e-9)
+    tops = [sum(h for (n, _), h in got.items() if n == g) for g in GPUS]
+    (iteration,) = ax.lines  # the phases tile the iteration (up to the end() call)
+    assert list(iteration.get_ydata()) == pytest.approx(tops, rel=0.01)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "iteration (measured)", "communication (trainer's own phase)", "forward", "data wait"]

@@ -13,7 +13,7 @@ from campaign.harvest.projection import project_points
 from campaign.harvest.references import compare_reference, load_reference, reference_figures
 from campaign.harvest.run import parse_where
 from campaign.harvest.stats import bootstrap_mean_interval, bootstrap_mean_intervals, olympic_mean
-from campaign.harvest.utilisation import breakdown_table, utilisation_table
+from campaign.harvest.utilisation import breakdown_table, phase_stack, utilisation_table
 from campaign.harvest.views import scaling_table, throughput_table
 
 
@@ -214,3 +214,83 @@ def test_where_filters_are_checked_and_typed():
         parse_where(["colour=red"])
     with pytest.raises(ConfigError, match="gpus takes integers"):
         parse_where(["gpus=two"])
+
+
+def test_where_image_takes_prefixes_paths_and_none():
+    assert parse_where(["image=3F2A9C1B,none", "image=/img/a b.sif"]) == {"image": ["3F2A9C1B", "none", "/img/a b.sif"]}
+
+
+def _phases(attempt: int, **mean_s: float) -> list[dict]:
+    return [{"attempt_id": attempt, "phase": p, "total_s": m * 10, "mean_s": m, "p95_s": m, "count": 10, "share": None}
+            for p, m in mean_s.items()]
+
+
+def _bars(ax) -> dict[tuple[str, str], tuple[float, float]]:
+    """(tick label, legend label) -> (bottom, height) of every drawn bar segment, in ms to 1 ns."""
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    return {(ticks[round(r.get_x() + r.get_width() / 2)], c.get_label()): (round(r.get_y(), 6), round(r.get_height(), 6))
+            for c in ax.containers for r in c.patches}
+
+
+def test_breakdown_figure_stacks_the_disjoint_phases_and_only_those():
+    from campaign.harvest.plots import breakdown_figure
+
+    # 1 GPU: two repeats (means over them), no all-reduce; 2 GPUs: DDP's split of backward, no step recorded
+    p = _points({1: [10.0, 10.0], 2: [8.0]}).with_columns(pl.Series("attempt_id", [1, 2, 3]))
+    eng = pl.DataFrame(
+        _phases(1, data=0.010, forward=0.30, backward=0.50, step=0.10, iteration=0.91)
+        + _phases(2, data=0.010, forward=0.40, backward=0.50, step=0.10, iteration=1.01)
+        + _phases(3, data=0.020, forward=0.30, backward=0.70, backward_compute=0.45, comm_exposed=0.25, comm=0.60,
+                  iteration=1.02, **{"deepspeed.fwd": 0.3}))
+    stack = phase_stack(p, eng)
+    got = {(r["gpus"], r["phase"]): r["per_iteration_s"] for r in stack.iter_rows(named=True)}
+    assert got == pytest.approx({
+        (1, "data"): 0.010, (1, "forward"): 0.35, (1, "backward"): 0.50, (1, "step"): 0.10, (1, "iteration"): 0.96,
+        (2, "data"): 0.020, (2, "forward"): 0.30, (2, "backward_compute"): 0.45, (2, "comm_exposed"): 0.25,
+        (2, "iteration"): 1.02})  # comm overlaps backward, backward holds the split: neither is stacked
+    ax = breakdown_figure(stack).axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("GPUs (N)", "time per iteration (ms)")
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2"]
+    assert _bars(ax) == {
+        ("1", "data wait"): (0.0, 10.0), ("1", "forward"): (10.0, 350.0),
+        ("1", "backward (no all-reduce timed)"): (360.0, 500.0), ("1", "optimizer step"): (860.0, 100.0),
+        ("2", "data wait"): (0.0, 20.0), ("2", "forward"): (20.0, 300.0), ("2", "backward compute"): (320.0, 450.0),
+        ("2", "exposed communication (not hidden by backward)"): (770.0, 250.0)}  # no step at 2: no segment
+    (tick,) = ax.lines  # the measured iteration beside its stack
+    assert list(tick.get_ydata()) == pytest.approx([960.0, 1020.0])
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [  # top of the stack first
+        "iteration (measured)", "optimizer step", "exposed communication (not hidden by backward)",
+        "backward compute", "backward (no all-reduce timed)", "forward", "data wait"]
+
+
+def test_breakdown_figure_without_rows_says_so():
+    from campaign.harvest.plots import breakdown_figure
+
+    p = _points({1: [10.0]}).with_columns(pl.lit(1).alias("attempt_id"))
+    for eng in (None, pl.DataFrame(_phases(1, **{"deepspeed.fwd": 0.3}))):
+        ax = breakdown_figure(phase_stack(p, eng)).axes[0]
+        assert not ax.containers and [t.get_text() for t in ax.texts] == ["no breakdown recorded"]
+
+
+def test_points_of_different_images_are_never_one_series():
+    from campaign.harvest.plots import time_figure
+
+    a, b = "a" * 12, "b" * 12
+    p = pl.concat([_points({1: [100.0], 2: [60.0]}, image=a), _points({1: [80.0], 2: [40.0]}, image=b),
+                   _points({2: [50.0]}, image=None)], how="vertical_relaxed")
+    s, t = scaling_table(p), throughput_table(p)
+    speedup = {(r["image"], r["gpus"]): r["speedup"] for r in s.iter_rows(named=True)}
+    assert speedup == pytest.approx({(a, 1): 1.0, (a, 2): 100 / 60, (b, 1): 1.0, (b, 2): 2.0, (None, 2): None})
+    assert s.filter(pl.col("image").is_null())["note"].to_list() == ["no 1-GPU baseline"]  # not image a's or b's
+    assert t.filter((pl.col("image") == b) & (pl.col("gpus") == 2))["throughput_speedup"][0] == pytest.approx(2.0)
+    legend = [x.get_text() for x in time_figure(s).axes[0].get_legend().get_texts()]
+    assert legend == ["image none", f"image {a}", f"image {b}", "ideal T(1)/N"]
+    # across campaigns: other images are shown beside each other, never matched on
+    this, other = p.filter(pl.col("image") == b), p.filter(pl.col("image") == a)
+    c = compare_campaigns((scaling_table(this), throughput_table(this)), (scaling_table(other), throughput_table(other)),
+                          "old")
+    row = c.filter((pl.col("metric") == "time_s") & (pl.col("gpus") == 2)).row(0, named=True)
+    assert (row["image"], row["other_image"], row["relative"]) == (b, a, pytest.approx(40 / 60 - 1))
+    same = compare_campaigns((scaling_table(this), throughput_table(this)), (scaling_table(this), throughput_table(this)),
+                             "again")
+    assert "other_image" not in same.columns and set(same["image"]) == {b}

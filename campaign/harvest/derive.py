@@ -1,8 +1,10 @@
 """From the store's rows to the point frame every harvested table starts from.
 
 One row per completed point (SQL aggregates over ranks, query.py), with its series
-``variant`` (the overrides that differ between the campaign's points) and, for a
-sampled run, the projection to its full schedule (projection.py). The tables
+``variant`` (the overrides that differ between the campaign's points), its ``image``
+(the container image its harvested attempt ran in: the sha256's first 12 hex digits,
+the path where no sha256 was recorded, null without a container) and, for a sampled
+run, the projection to its full schedule (projection.py). The tables
 themselves: views.py (time to solution, throughput), utilisation.py.
 """
 
@@ -17,6 +19,7 @@ from campaign.harvest.projection import project_points
 from campaign.harvest.query import breakdown_query, completed_points_query, job_iterations_query
 from campaign.harvest.views import SERIES, scaling_table, throughput_table  # noqa: F401  (public names)
 
+IMAGE_SHORT = 12  # hex digits of the sha256 that name an image (as `docker images` shows it)
 _SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")
 _NOT_VARIANT = ("dry_run", "name", "store.url", "results_dir")
 
@@ -43,6 +46,11 @@ def variants(all_overrides: Sequence[object]) -> list[str]:
     keys = sorted({k for d in parsed for k in d})
     varying = [k for k in keys if len({d.get(k) for d in parsed}) > 1]
     return [" ".join(f"{k}={d[k]}" for k in varying if k in d) for d in parsed]
+
+
+def image_label() -> pl.Expr:
+    """``image`` from ``image_sha256`` and ``image_path``: short sha, else path, else null."""
+    return pl.coalesce(pl.col("image_sha256").str.slice(0, IMAGE_SHORT), pl.col("image_path")).alias("image")
 
 
 def _polars_type(sql_type) -> Optional[pl.DataType]:
@@ -75,14 +83,16 @@ def _frame(conn, query, schema_overrides: Optional[dict] = None) -> pl.DataFrame
 
 
 def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None) -> pl.DataFrame:
-    """One row per completed point, with ``variant`` and sampled runs projected."""
+    """One row per completed point, with ``variant``, ``image`` and sampled runs projected."""
     with store.engine.connect() as conn:
-        df = _frame(conn, completed_points_query(campaign_ids, where), {"overrides": pl.Object})
+        df = _frame(conn, completed_points_query(campaign_ids, where),
+                    {"overrides": pl.Object, "image_sha256": pl.Utf8, "image_path": pl.Utf8})
         if df.height == 0:
-            return df.with_columns(pl.lit("").alias("variant"))
+            return df.with_columns(pl.lit("").alias("variant"), pl.lit(None, dtype=pl.Utf8).alias("image"))
         sampled = df.filter(pl.col("timed_iterations") < pl.col("iterations"))["attempt_id"].to_list()
         iters = _frame(conn, job_iterations_query(sampled)) if sampled else None
-    df = df.drop("overrides").with_columns(pl.Series("variant", variants(df["overrides"].to_list()), dtype=pl.Utf8))
+    df = df.drop("overrides").with_columns(pl.Series("variant", variants(df["overrides"].to_list()), dtype=pl.Utf8),
+                                           image_label())
     return project_points(df, iters)
 
 

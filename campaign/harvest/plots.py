@@ -28,10 +28,15 @@ def _plt():
 
 
 def _labels(df: pl.DataFrame) -> dict[tuple, str]:
-    """Series key -> legend label naming only what differs between the series."""
+    """Series key -> legend label naming only what differs between the series (a
+    container image as ``image <short sha256>``, ``image none`` without one)."""
     keys = df.select(SERIES).unique(maintain_order=True).rows()
     varying = [i for i, _ in enumerate(SERIES) if len({k[i] for k in keys}) > 1] or [0]
-    return {k: " ".join(str(k[i]) for i in varying if k[i]) or str(k[0]) for k in keys}
+
+    def part(name: str, value) -> str:
+        return f"image {value or 'none'}" if name == "image" else (str(value) if value else "")
+
+    return {k: " ".join(p for i in varying if (p := part(SERIES[i], k[i]))) or str(k[0]) for k in keys}
 
 
 def _gpu_axis(ax, gpus: list[int]) -> None:
@@ -207,12 +212,85 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
     return fig
 
 
+_GROUP_GAP = 0.6  # blank bar widths between the bars of two series
+# One colour per stacked phase, the same in every bar and every figure (utilisation.STACK_PHASES).
+_PHASE_COLORS = {"data": "C7", "forward": "C0", "backward": "C8", "backward_compute": "C2", "comm_exposed": "C3",
+                 "comm_marked": "C1", "step": "C4"}
+
+
+def breakdown_figure(stack: pl.DataFrame):
+    """Where an iteration's time goes: per series and GPU count one bar stacking the mean
+    seconds per iteration of the disjoint phases (``utilisation.phase_stack``), with the
+    measured iteration as a black tick. A phase a run did not record is not drawn (no
+    zero-height segment); without any phase the figure says so."""
+    plt = _plt()
+    bars = stack.filter(pl.col("phase") != "iteration") if stack.height else stack
+    if bars.height == 0:
+        fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
+        ax.text(0.5, 0.5, "no breakdown recorded", ha="center", va="center", transform=ax.transAxes)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        _finish(fig, ax, "Where an iteration's time goes")
+        return fig
+    keys = stack.select(SERIES + ["gpus"]).unique(maintain_order=True).sort(SERIES + ["gpus"], nulls_last=True).rows()
+    labels = _labels(stack)
+    series = list(dict.fromkeys(k[:-1] for k in keys))
+    xs_all = [i + _GROUP_GAP * series.index(k[:-1]) for i, k in enumerate(keys)]  # a gap between series
+    at = {k: i for i, k in enumerate(keys)}
+
+    def bar_index(df: pl.DataFrame) -> list[int]:
+        return [at[k] for k in df.select(SERIES + ["gpus"]).rows()]
+
+    # constrained layout: room for the legend beside the bars, however many bars there are
+    fig, ax = plt.subplots(figsize=(max(3.0, 0.8 * xs_all[-1] + 2.4) + 3.4, FIG_H), layout="constrained")
+    top = [0.0] * len(keys)  # ms stacked so far on each bar
+    for _, phase, label in bars.select("order", "phase", "label").unique().sort("order").rows():
+        seg = bars.filter(pl.col("phase") == phase)
+        idx, ms = bar_index(seg), [v * 1000.0 for v in seg["per_iteration_s"].to_list()]
+        ax.bar([xs_all[i] for i in idx], ms, width=0.6, bottom=[top[i] for i in idx], label=label,
+               color=_PHASE_COLORS.get(phase, "C9"), edgecolor="white", linewidth=0.5)
+        for i, m in zip(idx, ms):
+            top[i] += m
+    it = stack.filter(pl.col("phase") == "iteration")
+    it_ms = [v * 1000.0 for v in it["per_iteration_s"].to_list()]
+    if it.height:
+        ax.plot([xs_all[i] for i in bar_index(it)], it_ms, linestyle="none", marker="_", markersize=28,
+                markeredgewidth=2, color="black", label="iteration (measured)")
+    ax.set_xticks(xs_all)
+    ax.set_xticklabels([str(k[-1]) for k in keys])
+    ax.set_xlim(-0.6, xs_all[-1] + 0.6)
+    many = len(series) > 1
+    if many:  # each series named once, under its bars
+        import textwrap
+
+        groups = ax.secondary_xaxis("bottom")
+        centers = [sum(x for x, k in zip(xs_all, keys) if k[:-1] == s) / sum(k[:-1] == s for k in keys) for s in series]
+        width = [sum(k[:-1] == s for k in keys) for s in series]
+        groups.set_xticks(centers, ["\n".join(textwrap.wrap(labels[s], max(16, 15 * n), break_on_hyphens=False))
+                                    for s, n in zip(series, width)])
+        groups.tick_params(length=0, pad=16)
+        groups.spines["bottom"].set_visible(False)
+        groups.set_xlabel("GPUs (N), per series")
+    else:
+        ax.set_xlabel("GPUs (N)")
+    ax.set_ylabel("time per iteration (ms)")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.set_ylim(0, max(top + it_ms) * 1.05)
+    ax.set_title("Where an iteration's time goes" + ("" if many else f": {labels[keys[0][:-1]]}"))
+    handles = ax.lines[:1] + list(ax.containers)[::-1]  # the total, then the stack from its top
+    ax.legend(handles, [h.get_label() for h in handles], fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
+              frameon=False, markerscale=0.6, title="mean per iteration", title_fontsize="small")
+    return fig
+
+
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
-                  other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None) -> list[Path]:
+                  other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
+                  stack: Optional[pl.DataFrame] = None) -> list[Path]:
     """Draw every figure the tables allow and save each as PNG and SVG in ``out_dir``.
 
     ``other``: another campaign's (scaling, utilisation) tables; its platforms join the
-    platform comparison panel (drawn when two or more platforms were measured)."""
+    platform comparison panel (drawn when two or more platforms were measured).
+    ``stack``: the phase stack (``utilisation.phase_stack``) of the breakdown figure."""
     plt = _plt()
     out = Path(out_dir)
     try:
@@ -230,6 +308,7 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         "throughput": throughput_figure(throughput),
         "utilisation": utilisation_figure(util),
         "platform_comparison": platform_comparison_figure(both_scaling, both_util),
+        "breakdown": breakdown_figure(stack) if stack is not None else None,
     }
     paths = []
     for name, fig in figures.items():

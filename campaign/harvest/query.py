@@ -1,17 +1,39 @@
 """SQL side of the harvest (SQLAlchemy Core, every value bound): one row per
 completed point (its latest completed attempt) with the rank aggregates computed by
 the database, and the rows the derived tables need beside it (engine breakdown
-phases, the timed iterations of sampled runs)."""
+phases, the timed iterations of sampled runs).
+
+The container image a point's harvested attempt ran in comes from the attempt's
+provenance JSON through SQLAlchemy's portable JSON paths (``JSON_EXTRACT`` on SQLite,
+``->``/``->>`` on PostgreSQL): ``image_sha256`` and ``image_path``, NULL without a
+container (or without an image file to hash)."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sqlalchemy import and_, false, func, select
+from sqlalchemy import and_, false, func, or_, select
 
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
-FILTERS = ("platform", "trainer", "experiment", "gpus", "dataset")
+POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "dataset")
+FILTERS = POINT_FILTERS + ("image",)
+NO_IMAGE = "none"  # ``--where image=none``: the points that ran without a container image
+
+IMAGE_SHA256 = attempt.c.provenance["container"]["image_sha256"].as_string()
+IMAGE_PATH = attempt.c.provenance["container"]["image"].as_string()
+
+
+def _image_filter(values: Sequence[str]):
+    """An attempt ran in one of these images: a sha256 prefix (hex, any case) or the image's
+    path, exactly; ``none``: no image. Values are bound (LIKE's wildcards escaped)."""
+    terms = []
+    for v in values:
+        if v.lower() == NO_IMAGE:
+            terms.append(and_(IMAGE_SHA256.is_(None), IMAGE_PATH.is_(None)))
+        else:
+            terms += [IMAGE_SHA256.startswith(v.lower(), autoescape=True), IMAGE_PATH == v]
+    return or_(*terms)
 
 
 def _share(col):
@@ -26,8 +48,10 @@ def _latest_attempts(campaign_ids: Sequence[str], where: Optional[dict]):
     aggregates) reads only these attempts' rows: the query costs what the campaign holds,
     not what the whole store holds."""
     points = select(point.c.id).where(point.c.campaign_id.in_(list(campaign_ids)))
-    for key, values in (where or {}).items():
-        if key not in FILTERS:
+    where = dict(where or {})
+    images = where.pop("image", None)
+    for key, values in where.items():
+        if key not in POINT_FILTERS:
             raise KeyError(key)
         points = points.where(getattr(point.c, key).in_(list(values)))
     last = (
@@ -36,11 +60,14 @@ def _latest_attempts(campaign_ids: Sequence[str], where: Optional[dict]):
         .group_by(attempt.c.point_id)
         .subquery("last_completed")
     )
-    return (
-        select(attempt.c.id.label("attempt_id"), attempt.c.point_id)
+    latest = (
+        select(attempt.c.id.label("attempt_id"), attempt.c.point_id, IMAGE_SHA256.label("image_sha256"),
+               IMAGE_PATH.label("image_path"))
         .join_from(attempt, last, and_(attempt.c.point_id == last.c.point_id, attempt.c.attempt_no == last.c.attempt_no))
-        .cte("latest")
     )
+    if images:  # the image of the attempt harvest reads, not of any earlier one
+        latest = latest.where(_image_filter(list(images)))
+    return latest.cte("latest")
 
 
 def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = None):
@@ -90,6 +117,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             point.c.campaign_id, point.c.id.label("point_id"), latest.c.attempt_id, point.c.idx,
             point.c.platform, point.c.trainer, point.c.experiment, point.c.dataset, point.c.gpus, point.c.nodes,
             point.c.repeat, point.c.batch_per_gpu, point.c.iterations, point.c.overrides,
+            latest.c.image_sha256, latest.c.image_path,
             ranks.c.time_s, ranks.c.warmup_s, ranks.c.images, ranks.c.timed_iterations, ranks.c.iter_mean_s,
             ranks.c.iter_median_s, ranks.c.iter_p95_s, ranks.c.data_wait_s, ranks.c.compute_s, ranks.c.comm_s,
             ranks.c.data_wait_share, ranks.c.compute_share, ranks.c.comm_share, ranks.c.final_loss, ranks.c.ranks,

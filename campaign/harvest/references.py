@@ -31,7 +31,7 @@ REFERENCE_FILE = "reference_study.json"
 _SCHEMA = {
     "figure": pl.Utf8, "kind": pl.Utf8, "reference_platform": pl.Utf8, "from_gpus": pl.Int64, "gpus": pl.Int64,
     "reference": pl.Float64, "ideal": pl.Float64, "platform": pl.Utf8, "baseline_platform": pl.Utf8,
-    "trainer": pl.Utf8, "experiment": pl.Utf8, "variant": pl.Utf8, "platform_match": pl.Boolean,
+    "trainer": pl.Utf8, "experiment": pl.Utf8, "variant": pl.Utf8, "image": pl.Utf8, "platform_match": pl.Boolean,
     "measured": pl.Float64, "difference": pl.Float64, "holds": pl.Boolean, "statement": pl.Utf8, "note": pl.Utf8,
 }
 
@@ -82,7 +82,7 @@ def _per_series(fig: dict, platforms: dict, series: dict) -> list[dict]:
     wanted = platforms.get(fig["platform"], [])
     rows = []
     for key, by_n in series.items():
-        plat, trainer, experiment, variant = key
+        names = dict(zip(SERIES, key))
         at_n = by_n.get(n, {})
         note = []
         if kind == "speedup":
@@ -102,8 +102,8 @@ def _per_series(fig: dict, platforms: dict, series: dict) -> list[dict]:
         if measured is None and not at_n:
             note.append(f"not measured at {n} GPU(s)")
         rows.append(_row(
-            fig, ideal=ideal, platform=plat, trainer=trainer, experiment=experiment, variant=variant,
-            platform_match=fig["platform"] == "all" or plat in wanted, measured=measured,
+            fig, ideal=ideal, **names, platform_match=fig["platform"] == "all" or names["platform"] in wanted,
+            measured=measured,
             holds=(measured < fig["value"]) if kind == "efficiency_upper_bound" and measured is not None else None,
             note="; ".join(note),
         ))
@@ -114,16 +114,17 @@ def _per_platform_pair(fig: dict, platforms: dict, series: dict) -> list[dict]:
     mine, theirs = platforms.get(fig["platform"], []), platforms.get(fig["baseline_platform"], [])
     rows = []
     for key, by_n in series.items():
-        plat, trainer, experiment, variant = key
-        if plat not in mine:
+        names = dict(zip(SERIES, key))
+        if names["platform"] not in mine:
             continue
-        for (bplat, btr, bexp, bvar), b_by_n in series.items():
-            if bplat not in theirs or (btr, bexp, bvar) != (trainer, experiment, variant):
+        for bkey, b_by_n in series.items():
+            bnames = dict(zip(SERIES, bkey))
+            # the same series on the other platform: trainer, experiment, variant and image
+            if bnames["platform"] not in theirs or any(bnames[k] != names[k] for k in SERIES if k != "platform"):
                 continue
             for n in sorted(set(by_n) & set(b_by_n)):
                 rows.append(_row(
-                    fig, gpus=n, platform=plat, baseline_platform=bplat, trainer=trainer, experiment=experiment,
-                    variant=variant, platform_match=True,
+                    fig, gpus=n, **names, baseline_platform=bnames["platform"], platform_match=True,
                     measured=_ratio_minus_one(by_n[n].get("time_s"), b_by_n[n].get("time_s")),
                     note="the study gives no GPU count: compared at each count both platforms ran",
                 ))

@@ -30,18 +30,19 @@ TITLES = {
 
 # What the terminal shows of each table; the exports carry every column.
 TERMINAL_COLUMNS = {
-    "scaling": ["platform", "trainer", "experiment", "variant", "gpus", "repeats", "iterations", "time_s", "time_min_s",
-                "time_max_s", "time_olympic_s", "ideal_time_s", "speedup", "efficiency", "gpu_hours", "note"],
-    "throughput": ["platform", "trainer", "experiment", "variant", "gpus", "repeats", "global_batch", "iter_s",
+    "scaling": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "iterations", "time_s",
+                "time_min_s", "time_max_s", "time_olympic_s", "ideal_time_s", "speedup", "efficiency", "gpu_hours", "note"],
+    "throughput": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "global_batch", "iter_s",
                    "iter_iqr_s", "ideal_iter_s", "images_per_s", "images_per_s_per_gpu", "ideal_images_per_s_per_gpu",
                    "throughput_speedup", "throughput_efficiency", "note"],
-    "reference": ["statement", "platform", "variant", "gpus", "platform_match", "measured", "reference", "ideal",
-                  "difference", "holds", "note"],
+    "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
+                  "ideal", "difference", "holds", "note"],
 }
 
 
 def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) -> dict:
-    """Merge ``KEY=V1,V2`` filters into ``where`` (key -> values); values stay data, bound by the query."""
+    """Merge ``KEY=V1,V2`` filters into ``where`` (key -> values); values stay data, bound by the query.
+    ``image=`` takes sha256 prefixes or image paths (``none``: points without a container)."""
     out = {k: list(v) for k, v in (where or {}).items()}
     for item in items or []:
         key, sep, values = item.partition("=")
@@ -60,14 +61,17 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
 
 def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
     cols = [c for c in TERMINAL_COLUMNS.get(name, df.columns) if c in df.columns]
-    if "variant" in cols and df["variant"].fill_null("").eq("").all():
-        cols.remove("variant")
+    for key in ("variant", "image"):  # a series key no point has says nothing
+        if key in cols and df[key].fill_null("").eq("").all():
+            cols.remove(key)
     return df.select(cols)
 
 
-def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str]) -> dict[str, pl.DataFrame]:
+def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str],
+            stack: bool = False) -> dict[str, pl.DataFrame]:
+    """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``)."""
     from campaign.harvest.derive import engine_phases, point_frame
-    from campaign.harvest.utilisation import breakdown_table, utilisation_table
+    from campaign.harvest.utilisation import breakdown_table, phase_stack, utilisation_table
     from campaign.harvest.views import scaling_table, throughput_table
 
     points = point_frame(store, [campaign_id], where)
@@ -75,8 +79,12 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
         return {}
     out = {"scaling": scaling_table(points), "throughput": throughput_table(points),
            "utilisation": utilisation_table(points)}
-    if "breakdown" in wanted:
-        out["breakdown"] = breakdown_table(points, engine_phases(store, points["attempt_id"].to_list()))
+    if "breakdown" in wanted or stack:
+        phases = engine_phases(store, points["attempt_id"].to_list())
+        if "breakdown" in wanted:
+            out["breakdown"] = breakdown_table(points, phases)
+        if stack:
+            out["phase_stack"] = phase_stack(points, phases)
     return out
 
 
@@ -101,7 +109,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         n_files, _ = ingest_campaigns(store, [campaign])
         if n_files:
             print(f"campaign {campaign['id']}: folded in {n_files} spooled result file(s)", file=sys.stderr)
-        tables = _tables(store, campaign["id"], where, wanted)
+        tables = _tables(store, campaign["id"], where, wanted, stack=plots is not None)
         if compare is not None and compare not in COMPARE_BUILTIN:
             other_id = store.resolve_campaign(compare)["id"]
             other = _tables(store, other_id, where, ())
@@ -128,7 +136,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         from campaign.harvest.plots import write_figures
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
-                              other=(other.get("scaling"), other.get("utilisation")) if other else None)
+                              other=(other.get("scaling"), other.get("utilisation")) if other else None,
+                              stack=tables.get("phase_stack"))
         print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
     return 0
 

@@ -11,6 +11,9 @@ breakdown    one row per (source, phase): seconds per run, per iteration and sha
              rows of the timed iterations (breakdown: the job's data/forward/backward/
              step/comm/iteration, and an engine's own, e.g. deepspeed.<timer>).
              Shares of overlapping phases (comm runs during backward) do not add up.
+phase stack  the disjoint phases that tile an iteration (data wait, forward, backward
+             compute, exposed communication, optimizer step, ...), mean seconds per
+             iteration per series and GPU count: the stacked bars of the breakdown figure.
 
 What was not recorded stays absent (null, "-" in a terminal), never zero: CPU ranks
 have no device time, trainers that mark no ``comm`` phase have no communication share.
@@ -122,4 +125,51 @@ def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] 
         .sort(SERIES + ["gpus", "order", "phase"])
         .drop("order")
         .select(KEYS + ["source", "phase", "repeats", "seconds", "per_iteration_s", "share"])
+    )
+
+
+# The phases that tile an iteration (docs/breakdown.md: data + forward + backward + step
+# + comm_marked = iteration, backward = backward_compute + comm_exposed), bottom to top,
+# with their legend labels. ``comm`` (the all-reduce in flight) overlaps backward and is
+# never stacked; ``comm_exposed`` is stacked only beside ``backward_compute`` (it is part
+# of ``backward``), and ``backward`` only where no split was recorded.
+STACK_PHASES = [
+    ("data", "data wait"),
+    ("forward", "forward"),
+    ("backward", "backward (no all-reduce timed)"),
+    ("backward_compute", "backward compute"),
+    ("comm_exposed", "exposed communication (not hidden by backward)"),
+    ("comm_marked", "communication (trainer's own phase)"),
+    ("step", "optimizer step"),
+]
+
+
+def phase_stack(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame]) -> pl.DataFrame:
+    """Per series and GPU count, the mean seconds per iteration of each disjoint phase
+    (``STACK_PHASES``, in stacking order) and of the whole ``iteration``: the means over
+    repeats of the ranks' mean per-iteration seconds (means, so the phases add up to the
+    iteration as they do in every run). Phases a run did not record have no row."""
+    schema = {**{k: pl.Utf8 for k in SERIES}, "gpus": pl.Int64, "phase": pl.Utf8, "label": pl.Utf8,
+              "order": pl.Int64, "per_iteration_s": pl.Float64, "repeats": pl.Int64}
+    if points.height == 0 or engine_phases is None or engine_phases.height == 0 or "attempt_id" not in points.columns:
+        return pl.DataFrame(schema=schema)
+    names = [p for p, _ in STACK_PHASES] + ["iteration"]
+    rows = (
+        engine_phases.filter(pl.col("phase").is_in(names) & pl.col("mean_s").is_not_null())
+        .join(with_optional(points).select(KEYS + ["attempt_id"]), on="attempt_id", how="inner")
+        .group_by(KEYS + ["phase"])
+        .agg(pl.col("mean_s").cast(pl.Float64).mean().alias("per_iteration_s"), pl.len().alias("repeats"))
+    )
+    split = rows.filter(pl.col("phase") == "backward_compute").select(KEYS).with_columns(pl.lit(True).alias("split"))
+    rows = rows.join(split, on=KEYS, how="left", nulls_equal=True).with_columns(pl.col("split").fill_null(False))
+    rows = rows.filter(  # never stack a phase inside another one
+        ~((pl.col("phase") == "backward") & pl.col("split")) & ~((pl.col("phase") == "comm_exposed") & ~pl.col("split")))
+    labels = dict(STACK_PHASES) | {"iteration": "iteration"}
+    order = {p: i for i, p in enumerate(names)}
+    return (
+        rows.with_columns(pl.col("phase").replace_strict(labels).alias("label"),
+                          pl.col("phase").replace_strict(order, return_dtype=pl.Int64).alias("order"))
+        .sort(SERIES + ["gpus", "order"], nulls_last=True)
+        .select(list(schema))
+        .cast(schema)
     )

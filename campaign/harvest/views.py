@@ -16,6 +16,10 @@ happens between iterations); with a fixed per-GPU batch and fixed iterations
 (``scaling: fixed``) only the throughput view measures scaling.
 
 Both are medians over repeats (speedup from the medians); spread columns from stats.py.
+
+A series is (platform, trainer, experiment, variant, image): ``image`` is the container
+image the points ran in (derive.py; null without one), so points of different images
+are never mixed into one speedup.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import polars as pl
 
 from campaign.harvest.stats import repeat_stats
 
-SERIES = ["platform", "trainer", "experiment", "variant"]
+SERIES = ["platform", "trainer", "experiment", "variant", "image"]
 KEYS = SERIES + ["gpus"]
 TIME_VIEW = "time-to-solution"
 THROUGHPUT_VIEW = "throughput"
@@ -34,7 +38,8 @@ _OPTIONAL = {
     "time_lo_s": pl.Float64, "time_hi_s": pl.Float64, "gpu_hours": pl.Float64, "projected": pl.Boolean,
     "sampled_time_s": pl.Float64, "timed_iterations": pl.Int64, "warmup_s": pl.Float64,
     "gpu_util": pl.Float64, "cpu_util": pl.Float64, "iter_median_s": pl.Float64, "images": pl.Int64,
-    "batch_per_gpu": pl.Int64, "iterations": pl.Int64,
+    "batch_per_gpu": pl.Int64, "iterations": pl.Int64, "image": pl.Utf8, "image_sha256": pl.Utf8,
+    "image_path": pl.Utf8,
 }
 
 
@@ -75,8 +80,11 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
             pl.col("images_planned").first(),
             pl.col("gpu_util").median(),
             pl.col("cpu_util").median(),
+            pl.col("image_sha256").drop_nulls().first(),
+            pl.col("image_path").drop_nulls().unique().sort().str.join(", ").alias("image_path"),
         )
-        .with_columns((pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"))
+        .with_columns((pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"),
+                      pl.when(pl.col("image_path") != "").then(pl.col("image_path")).alias("image_path"))
     )
     base = g.filter(pl.col("gpus") == 1).select(
         SERIES + [pl.col("time_s").alias("t1_s"), pl.col("images_planned").alias("images_1")])
@@ -104,7 +112,8 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
     cols = ["view"] + KEYS + ["repeats", "batch_per_gpu", "iterations", "images_planned", "projected",
                               "time_s", "time_min_s", "time_max_s", "time_iqr_s", "time_rel_range", "time_olympic_s",
                               "time_lo_s", "time_hi_s", "ideal_time_s", "speedup", "ideal_speedup", "efficiency",
-                              "gpu_hours", "iter_s", "images_per_s", "images_per_s_per_gpu", "gpu_util", "cpu_util", "note"]
+                              "gpu_hours", "iter_s", "images_per_s", "images_per_s_per_gpu", "gpu_util", "cpu_util",
+                              "image_sha256", "image_path", "note"]
     return out.select(cols)
 
 
