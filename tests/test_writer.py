@@ -73,7 +73,7 @@ def test_locked_store_spools_and_is_ingested_exactly_once(tmp_path):
     t0 = time.monotonic()
     writer.write_rank(key, 0, _summary(), _rows(50))
     writer.finish_attempt(key, pid, "completed")
-    assert time.monotonic() - t0 < 10  # backed off, then spooled: did not wait forever
+    assert time.monotonic() - t0 < 120  # backed off, then spooled: did not wait forever (a hang check, not a speed test)
     lock.rollback()
     lock.close()
     files = list(spool.glob("*.jsonl"))
