@@ -73,29 +73,16 @@ def preflight(points: Sequence[PointPlan]) -> None:
 
     for url in sorted({str(p.config["store"]["url"]) for p in points}):
         check_store_url(url)
+    from campaign.container import check_container
+    from campaign.datasets import check_dataset
+
     seen: set = set()
     for p in points:
-        for kind, section in (("dataset", p.config["dataset"]), ("container", p.config["container"])):
-            key = (kind, repr(sorted(section.items(), key=str)))
-            if key in seen:
-                continue
-            seen.add(key)
-            check = _checker(kind)
-            if check is not None:
+        for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):
+            key = (check.__name__, repr(sorted(section.items(), key=str)))
+            if key not in seen:
+                seen.add(key)
                 check(OmegaConf.create(section))
-
-
-def _checker(kind: str):
-    try:
-        if kind == "dataset":
-            from campaign.datasets import check_dataset
-
-            return check_dataset
-        from campaign.container import check_container
-
-        return check_container
-    except ImportError:
-        return None
 
 
 def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
@@ -144,10 +131,10 @@ def _container_python(points: Sequence[PointPlan]):
 
     p = points[0]
     binds = job_binds(
-        data_dirs=[d for d in [p.config["dataset"].get("root")] if d],
+        data_dirs=sorted({q.config["dataset"]["root"] for q in points if q.config["dataset"].get("root")}),
         results_dir=p.config["results_dir"],
         code_dir=None,
         extra=list(p.config["container"].get("binds") or []),
     )
-    gpu = p.config["platform"]["device"] == "cuda"
+    gpu = any(q.config["platform"]["device"] == "cuda" for q in points)
     return container_python(OmegaConf.create(p.config["container"]), binds=binds, gpu=gpu)
