@@ -137,13 +137,44 @@ def test_dry_run_submits_nothing(ws):
     assert not ws.db.exists()
 
 
-def test_cancel_stops_a_running_point(ws):
+@pytest.mark.parametrize("when", ["queued", "running"])
+def test_cancel_stops_a_point(ws, when):
     res = ws.launch("-m", "gpus=1", "experiment.base_iterations=100000000", "trainer.params.width=4", "dataset.image_size=8")
     assert res.returncode == 0, res.stderr
+    if when == "running":
+        import time
+
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and ws.query("select state from point")[0][0] != "running":
+            time.sleep(0.2)
+        assert ws.query("select state from point")[0][0] == "running"
     out = ws.campaign("cancel")
     assert out.returncode == 0 and "cancelled 1 point(s)" in out.stdout
     wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "60")
     assert "cancelled" in wait.stdout and wait.returncode == 1
+    # ... and really stopped: no process of the job is left (nor its lock).
+    import time
+
+    folder = str(next(ws.results.glob("jobs/*/")))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _processes_with(folder):
+        time.sleep(0.5)
+    assert _processes_with(folder) == []
+
+
+def _processes_with(text: str) -> list[int]:
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                    if text.encode() in fh.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
 
 
 def test_campaign_never_imports_torch():

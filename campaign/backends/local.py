@@ -149,7 +149,49 @@ class LocalBackend(Backend):
                 continue
             pid = int(p["job_id"])
             if _controller_alive(pid):
-                # SIGINT: the controller stops its tasks (submitit tasks ignore SIGTERM).
-                os.kill(pid, signal.SIGINT)
+                stop_job(pid)
             done.append(p["id"])
         return done
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            out.append(int(entry))
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+def stop_job(pid: int) -> None:
+    """Stop a local job: the submitit controller gets SIGINT (it stops its tasks, which
+    ignore SIGTERM); an exclusive job's wrapper shell and a `flock` still waiting for the
+    machine are terminated, so the job neither runs later nor keeps the lock."""
+    targets = [pid] + _children(pid)
+    controllers = [t for t in targets if b"submitit.local._local" in _cmdline(t) and b"flock" not in _cmdline(t)]
+    for t in controllers:
+        _signal(t, signal.SIGINT)
+    for t in targets:
+        if t not in controllers:
+            _signal(t, signal.SIGTERM)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
