@@ -479,3 +479,13 @@ def test_max_array_size_is_read_from_the_cluster(cluster):
     assert SlurmBackend().max_array_size() == int(
         re.search(r"MaxArraySize\s*=\s*(\d+)", subprocess.run(["scontrol", "show", "config"], capture_output=True,
                                                                 text=True).stdout).group(1))
+
+
+def test_array_task_cancelled_while_pending_is_cancelled_not_pending():
+    """scancel of a still-pending array task leaves no sacct row of its own, while its
+    siblings have theirs: after sacct's lag it is cancelled (not pending for 5 minutes)."""
+    point = {"job_id": "602_1", "submitted_at": 900.0}
+    got = sa.observation(None, None, point, now=1000.0, siblings_known=True)
+    assert got.state == "cancelled" and "removed before it started" in got.reason
+    assert sa.observation(None, None, point, now=905.0, siblings_known=True).state == "pending"  # sacct's lag
+    assert sa.observation(None, None, point, now=1000.0, siblings_known=False).state == "pending"

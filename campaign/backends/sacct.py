@@ -42,6 +42,7 @@ STATE_MAP = {
 }
 
 NO_RESULTS = "job ended without reporting results"
+SIBLING_GRACE_S = 10.0  # sacct lag: an array task missing next to its siblings for this long was removed
 LOST_AFTER_S = 300.0  # far beyond sacct's lag: a job neither sacct nor squeue knows by then is gone
 
 
@@ -151,11 +152,15 @@ def observation(
     point: Mapping,
     error_line: Optional[str] = None,
     now: Optional[float] = None,
+    siblings_known: bool = False,
 ) -> Optional[Observed]:
     """What the store should say of ``point`` given its sacct row and squeue entry.
 
     - not in sacct yet (it lags 1-5 s behind sbatch): squeue's view, else pending;
       unknown to both ``LOST_AFTER_S`` after submission (accounting purged or reset): lost;
+      an array task unknown to both while sacct lists its array's other tasks
+      (``siblings_known``) was removed before it started (scancel of a pending task
+      leaves no record of its own): cancelled;
     - COMPLETED: completed only if the job's attempt says so; a job that ended
       without writing its completion did not produce a result -> failed
       (``job ended without reporting results``);
@@ -168,6 +173,8 @@ def observation(
             if state in ("pending", "running"):
                 return Observed(state, queued[1] if state == "pending" else None)
         submitted = point.get("submitted_at")
+        if siblings_known and now is not None and submitted and now - submitted > SIBLING_GRACE_S:
+            return Observed("cancelled", "array task removed before it started (scancel); SLURM keeps no record of it")
         if now is not None and submitted and now - submitted > LOST_AFTER_S:
             return Observed("lost", f"SLURM knows no job {point.get('job_id')} (neither sacct nor squeue)")
         return Observed("pending", "submitted; not in SLURM's accounting yet")

@@ -187,6 +187,7 @@ class SlurmBackend(Backend):
         rows = sa.parse_sacct(done.stdout)
         waiting = sorted({j for j in jobs.values() if j not in rows or rows[j].state.startswith("PENDING")})
         queued = self._squeue(waiting) if waiting else {}
+        arrays_in_sacct = {j.split("_")[0] for j in rows}
         seen: dict[int, Observed] = {}
         for p in points:
             jid = jobs.get(p["id"])
@@ -194,7 +195,8 @@ class SlurmBackend(Backend):
                 continue
             row = rows.get(jid)
             error_line = self._error_line(p) if row is not None and row.state.startswith("FAILED") else None
-            obs = sa.observation(row, queued.get(jid), p, error_line, now=time.time())
+            siblings = "_" in jid and jid.split("_")[0] in arrays_in_sacct
+            obs = sa.observation(row, queued.get(jid), p, error_line, now=time.time(), siblings_known=siblings)
             if obs is not None:
                 seen[p["id"]] = obs
         return seen
