@@ -23,7 +23,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from trainers.data import build_dataset, build_loader
+from trainers.data import EpochBatches, build_dataset, build_loader
 from trainers.dist import DistContext
 from trainers.instrument import Recorder
 from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_params
@@ -95,8 +95,7 @@ class FrozenBackboneTrainer:
         self.loader = build_loader(dataset, batch_size=self.batch, rank=ctx.rank if ranks > 1 else 0,
                                    world_size=ranks, seed=plan["seed"], num_workers=int(data.get("num_workers") or 0))
         self.images_per_step = self.batch
-        self.epoch = 0
-        self._batches = iter(self.loader)
+        self.batches = EpochBatches(self.loader)
         self.clock = StageClock(ctx.device)
         self.window = (plan["warmup"], plan["warmup"] + plan["iterations"])
         self.loss_threshold = p.get("loss_threshold")
@@ -106,14 +105,12 @@ class FrozenBackboneTrainer:
         self.sync.update(engine=self.engine, mode=self.mode)
 
     # ---------------------------------------------------------------- data
+    @property
+    def epoch(self) -> int:
+        return self.batches.epoch
+
     def _next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        try:
-            x, y = next(self._batches)
-        except StopIteration:
-            self.epoch += 1
-            self.loader.sampler.set_epoch(self.epoch)
-            self._batches = iter(self.loader)
-            x, y = next(self._batches)
+        x, y = self.batches.next()
         first = self.devices[0] if self.devices else self.ctx.device
         return x.to(first, non_blocking=True), y.to(first, non_blocking=True)
 

@@ -27,7 +27,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from trainers.data import build_dataset, build_loader
+from trainers.data import EpochBatches, build_dataset, build_loader
 from trainers.dist import DistContext
 from trainers.instrument import Recorder
 from trainers.optim import build_optimizer
@@ -155,8 +155,7 @@ class ViTTrainer:
         self.loader = build_loader(dataset, batch_size=b, rank=ctx.rank, world_size=ctx.world_size,
                                    seed=plan["seed"], num_workers=int(data.get("num_workers") or 0))
         self.images_per_step = b * self.accum
-        self.epoch = 0
-        self._batches = iter(self.loader)
+        self.batches = EpochBatches(self.loader)
         self.window = (plan["warmup"], plan["warmup"] + plan["iterations"])
         self._rec: Optional[Recorder] = None
         self._epoch_of: list[int] = []  # epoch of each iteration (its last micro-batch)
@@ -164,14 +163,12 @@ class ViTTrainer:
         self._seen: dict[int, int] = {}
         self._ds_times: list[dict[str, float]] = []
 
+    @property
+    def epoch(self) -> int:
+        return self.batches.epoch
+
     def _next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        try:
-            x, y = next(self._batches)
-        except StopIteration:
-            self.epoch += 1
-            self.loader.sampler.set_epoch(self.epoch)
-            self._batches = iter(self.loader)
-            x, y = next(self._batches)
+        x, y = self.batches.next()
         return x.to(self.ctx.device, non_blocking=True), y.to(self.ctx.device, non_blocking=True)
 
     def _autocast(self):

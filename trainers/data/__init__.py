@@ -135,3 +135,22 @@ def build_loader(dataset: Dataset, *, batch_size: int, rank: int, world_size: in
         persistent_workers=num_workers > 0,
         generator=generator,
     )
+
+
+class EpochBatches:
+    """Endless batches of a loader built by ``build_loader``: when an epoch ends the
+    next one starts, with ``sampler.set_epoch`` so each epoch is shuffled anew."""
+
+    def __init__(self, loader: DataLoader):
+        self.loader = loader
+        self.epoch = 0
+        self._it = iter(loader)
+
+    def next(self):
+        try:
+            return next(self._it)
+        except StopIteration:
+            self.epoch += 1
+            self.loader.sampler.set_epoch(self.epoch)
+            self._it = iter(self.loader)
+            return next(self._it)
