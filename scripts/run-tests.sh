@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # run-tests.sh [pytest args] - the README's second command (and what .ci/run calls):
-# install campaign with the test extras, bring up the local SLURM test cluster and a
+# install campaign with the test extras (and the optional DeepSpeed engine, whose tests
+# run too), bring up the local SLURM test cluster and a
 # private PostgreSQL on loopback, run the whole test suite, stop what it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh train,test
+bash scripts/setup.sh train,test,deepspeed
 started=()
 cleanup() { for s in "${started[@]}"; do bash "scripts/local-$s.sh" stop >/dev/null 2>&1 || true; done; }
 trap cleanup EXIT
