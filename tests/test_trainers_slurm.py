@@ -1,9 +1,13 @@
-"""Every trainer as a 2-rank job on the real local SLURM cluster (GPUs emulated: the
-ranks run on CPU with gloo and record it). Marker ``slurm``; skipped when the cluster
-of scripts/local-slurm.sh is not up."""
+"""Every engine of every trainer as 1- and 2-GPU jobs on the real local SLURM cluster
+(GPUs emulated: the ranks run on CPU with gloo and record it), and harvest showing
+their breakdown rows. Marker ``slurm``; skipped when the cluster of
+scripts/local-slurm.sh is not up."""
 
 from __future__ import annotations
 
+import csv
+import importlib.util
+import io
 import json
 
 import pytest
@@ -13,14 +17,30 @@ from test_slurm import _cluster_up
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-TRAINERS = {
-    "swinv2_upernet": ["trainer=swinv2_upernet", "trainer.params.variant=micro", "dataset=ade20k",
-                       "dataset.name=synthetic", "dataset.image_size=128", "dataset.num_workers=0"],
-    "frozen_backbone": ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.hidden=16",
-                        "trainer.params.image_size=32", "dataset=synthetic", "dataset.length=32"],
-    "vit": ["trainer=vit", "trainer.params.model=vit_tiny", "dataset=synthetic", "dataset.length=32",
-            "experiment.images_per_gpu=2"],
+FROZEN = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.hidden=16",
+          "trainer.params.image_size=32", "dataset=synthetic", "dataset.length=32"]
+VIT = ["trainer=vit", "trainer.params.model=vit_tiny", "dataset=synthetic", "dataset.length=32",
+       "experiment.images_per_gpu=2"]
+# campaign -> (overrides, engine or None, phases harvest must show for it)
+CAMPAIGNS = {
+    "synthetic": (["trainer=synthetic"], None, {"forward", "backward", "step"}),
+    "swinv2_upernet": (["trainer=swinv2_upernet", "trainer.params.variant=micro", "dataset=ade20k",
+                        "dataset.name=synthetic", "dataset.image_size=128", "dataset.num_workers=0"], None,
+                       {"forward", "backward", "step"}),
+    "frozen_backbone.ddp": (FROZEN + ["trainer.params.engine=ddp"], "ddp", {"ddp.forward", "ddp.backward"}),
+    "frozen_backbone.dataparallel": (FROZEN + ["trainer.params.engine=dataparallel"], "dataparallel",
+                                     {"dataparallel.scatter", "dataparallel.parallel_apply", "dataparallel.gather"}),
+    "frozen_backbone.vanilla": (FROZEN + ["trainer.params.engine=vanilla"], "vanilla",
+                                {"vanilla.replicate", "vanilla.parallel_apply", "vanilla.reduce_gradients"}),
+    "vit.ddp": (VIT + ["trainer.params.engine=ddp"], "ddp", {"forward", "backward", "step"}),
+    "vit.deepspeed": (VIT + ["trainer.params.engine=deepspeed"], "deepspeed",
+                      {"deepspeed.fwd", "deepspeed.bwd", "deepspeed.bwd_allreduce", "deepspeed.step"}),
 }
+HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+
+
+def _wanted() -> dict:
+    return {k: v for k, v in CAMPAIGNS.items() if HAS_DEEPSPEED or v[1] != "deepspeed"}
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +50,9 @@ def campaigns(tmp_path_factory):
         pytest.skip(why)
     ws = Workspace(tmp_path_factory.mktemp("trainers-slurm"))
     ids = {}
-    for name, overrides in TRAINERS.items():
-        res = ws.launch("-m", "platform=a100", "gpus=2", "experiment=smoke", "experiment.base_iterations=4", *overrides)
+    for name, (overrides, _, _) in _wanted().items():
+        res = ws.launch("-m", "platform=a100", "gpus=1,2", "experiment=smoke", "experiment.base_iterations=4",
+                        *overrides)
         assert res.returncode == 0, res.stdout + res.stderr
         ids[name] = campaign_id_from(res.stdout)
     for cid in ids.values():
@@ -41,17 +62,34 @@ def campaigns(tmp_path_factory):
         ws.campaign("cancel", cid)
 
 
-@pytest.mark.parametrize("trainer", sorted(TRAINERS))
-def test_trainer_runs_as_two_slurm_tasks(campaigns, trainer):
+@pytest.mark.parametrize("name", sorted(CAMPAIGNS))
+def test_engine_runs_on_one_and_two_gpus(campaigns, name):
+    overrides, engine, phases = CAMPAIGNS[name]
+    if engine == "deepspeed" and not HAS_DEEPSPEED:
+        pytest.skip("DeepSpeed is not installed")
     ws, ids = campaigns
-    doc = json.loads(ws.campaign("status", ids[trainer], "--json").stdout)
-    (point,) = doc["points"]
-    assert point["state"] == "completed", point
-    assert "_" in point["job_id"]  # an array task
+    doc = json.loads(ws.campaign("status", ids[name], "--json").stdout)
+    assert sorted(p["gpus"] for p in doc["points"]) == [1, 2]
+    for point in doc["points"]:
+        assert point["state"] == "completed", point
+        assert "_" in point["job_id"]  # an array task
     rows = ws.query(
-        "select r.rank, r.iterations, a.provenance from rank_timing r join attempt a on a.id = r.attempt_id "
-        "join point p on p.id = a.point_id where p.campaign_id = ? order by r.rank", ids[trainer])
-    assert [r[0] for r in rows] == [0, 1]
-    prov = json.loads(rows[0][2])
-    assert prov["backend"] == "gloo" and prov["world_size"] == 2
-    assert prov["emulated_gpus"] is True and prov["slurm_nodelist"]
+        "select p.gpus, r.rank, r.iterations, a.provenance from rank_timing r join attempt a on a.id = r.attempt_id "
+        "join point p on p.id = a.point_id where p.campaign_id = ? order by p.gpus, r.rank", ids[name])
+    single_process = engine in ("dataparallel", "vanilla")  # one task drives all the job's GPUs
+    assert [(g, r) for g, r, _, _ in rows] == ([(1, 0), (2, 0)] if single_process else [(1, 0), (2, 0), (2, 1)])
+    assert all(it > 0 for _, _, it, _ in rows)
+    for gpus, rank, _, prov in rows:
+        prov = json.loads(prov)
+        assert prov["emulated_gpus"] is True and prov["slurm_nodelist"]
+        assert prov["world_size"] == (1 if single_process else gpus)
+
+    # harvest shows the engine's computation/communication breakdown for both GPU counts
+    out = ws.campaign("harvest", ids[name], "--table", "breakdown", "--to", "csv")
+    assert out.returncode == 0, out.stdout + out.stderr
+    table = list(csv.DictReader(io.StringIO(out.stdout)))
+    for gpus in (1, 2):
+        seen = {r["phase"] for r in table if int(r["gpus"]) == gpus}
+        assert phases <= seen, (gpus, sorted(seen))
+        if gpus == 2 and engine in (None, "ddp"):  # the timed gradient all-reduce of 2 ranks
+            assert "comm_exposed" in seen, sorted(seen)
