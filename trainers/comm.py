@@ -4,7 +4,8 @@ moves, the bus bandwidth it achieves, and comm vs compute in a profiler trace.
 ``AllReduceTimer`` is a DDP communication hook doing what DDP's default does (divide
 the bucket by the world size, all-reduce it) and reporting to the Recorder one span
 per bucket: launch -> completion, with the Recorder's clock. On CPU (gloo) both are
-``perf_counter`` readings, the completion taken in the future's callback; on CUDA
+``perf_counter`` readings, the completion taken in the future's callback (for the
+last bucket of an iteration: when the hook's own wait returns); on CUDA
 both are CUDA events (the completion one recorded in the callback, on a stream that
 waits for the collective), resolved after the run: no synchronize per iteration.
 
@@ -62,8 +63,21 @@ class AllReduceTimer:
         span = rec.comm_span(tensor.numel() * tensor.element_size())
         # The process group's own allreduce (SUM), as DDP's builtin path calls it: no
         # Python-level checks of dist.all_reduce on the hot path.
-        fut = process_group.allreduce([tensor]).get_future()
-        delay = self.inject_delay_s if self.inject_delay_s and bucket.is_last() else 0.0
+        work = process_group.allreduce([tensor])
+        last = bucket.is_last()
+        delay = self.inject_delay_s if last else 0.0
+        if last and not tensor.is_cuda:
+            # The last bucket is launched once backward has computed every gradient, and
+            # DDP waits for it right after this hook returns: waiting here costs no
+            # overlap and spares a Python callback on gloo's thread (a GIL hand-over,
+            # ~30 us a bucket: most of the hook's cost for a small model).
+            work.wait()
+            if delay:
+                time.sleep(delay)
+            span[1] = rec.stamp()
+            fut = torch.futures.Future()
+            fut.set_result(tensor)
+            return fut
 
         def done(f: torch.futures.Future) -> torch.Tensor:
             if delay:
@@ -71,7 +85,7 @@ class AllReduceTimer:
             span[1] = rec.stamp()
             return f.value()[0]
 
-        return fut.then(done)
+        return work.get_future().then(done)
 
 
 def attach(trainer: Any, rec: Recorder, *, inject_delay_s: float = 0.0) -> tuple[Optional[AllReduceTimer], Optional[str]]:
