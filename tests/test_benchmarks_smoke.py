@@ -88,3 +88,14 @@ def test_launch_compares_both_launchers_and_leaves_no_job():
     left = subprocess.run(["squeue", "-h", "-t", "PD,R", "-j", ",".join(ids), "-o", "%i %T"], capture_output=True,
                           text=True, timeout=60).stdout
     assert left.strip() == "", left
+
+
+@pytest.mark.slow
+def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
+    out = _run("overhead.py", "--pairs", "2", "--steps", "2")
+    assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(median of 2 pairs; 95% CI", out), out
+    m = re.search(r"accounted: ([\d.]+) us/step = ([\d.]+)% of the bare step \(Recorder ([\d.]+) us/step \+ "
+                  r"hook (-?[\d.]+) us/bucket \[95% CI .*\] x (\d+) bucket\(s\)/step; budget 1%: (met|NOT met)\)", out)
+    assert m, out
+    assert int(m.group(5)) >= 1  # 2 DDP ranks: the default model's gradients go in at least one bucket
+    assert float(m.group(3)) > 0
