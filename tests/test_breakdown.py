@@ -255,3 +255,66 @@ def test_profile_comm_on_cpu_is_gloo_time_when_the_rank_computes_nothing():
     comm_s, exposed = profile_comm(prof, cuda=False)
     assert comm_s == pytest.approx(200e-6) and exposed == pytest.approx(150e-6)
     assert profile_comm(object(), cuda=False) == (None, None)  # no readable trace: NULL, not zero
+
+
+class _FakeClock:
+    """Stands in for the GPU (none here): stamps are event-like objects with CUDA
+    events' ``query()`` and ``elapsed_time()`` (ms), on a clock that moves 1 ms a stamp
+    and a device that completes work ``lag`` stamps behind the host."""
+
+    def __init__(self, lag: int):
+        self.now, self.lag = 0.0, lag
+
+    def stamp(self):
+        self.now += 0.001
+        return _FakeEvent(self.now, self)
+
+
+class _FakeEvent:
+    def __init__(self, t: float, clock: _FakeClock):
+        self.t, self.clock = t, clock
+
+    def query(self) -> bool:
+        return self.t <= self.clock.now - self.clock.lag * 0.001 + 1e-12
+
+    def elapsed_time(self, other: "_FakeEvent") -> float:
+        assert self.query() and other.query(), "elapsed_time of an event that has not completed"
+        return (other.t - self.t) * 1000.0
+
+
+def _record(resolve_every: int, iterations: int = 11, lag: int = 20) -> Recorder:
+    clock = _FakeClock(lag)
+    rec = Recorder(torch.device("cpu"), warmup=1, resolve_every=resolve_every)
+    rec.stamp = clock.stamp
+    for i in range(iterations):
+        rec.begin()
+        rec.mark("data")
+        rec.mark("forward")
+        a, b = rec.comm_span(400), rec.comm_span(600)
+        a[1] = rec.stamp()
+        if i != 5:  # iteration 5's second bucket never reports its completion
+            b[1] = rec.stamp()
+        rec.mark("backward")
+        rec.mark("step")
+        rec.end(torch.tensor(float(i) / 4), images=4)
+    clock.lag = 0  # finish() synchronizes: everything has completed
+    rec.finish()
+    return rec
+
+
+def test_compaction_resolves_completed_iterations_as_the_end_would():
+    plain, compacted = _record(0), _record(2)
+    # compacted in chunks, never past what the device had completed (the lag: ~2 iterations)
+    assert 4 <= compacted._compacted <= 8
+    assert all(isinstance(st, float) for marks in compacted._marks[:compacted._compacted] for _, st in marks)
+    assert all(isinstance(st, _FakeEvent) for marks in compacted._marks[compacted._compacted:] for _, st in marks)
+    assert compacted._loss_chunks and isinstance(compacted._loss[0], tuple)  # losses stacked, not one tensor each
+    for a, b in zip(plain.rows(), compacted.rows()):
+        assert a == pytest.approx(b)
+    for a, b in zip(plain.allreduce_rows(), compacted.allreduce_rows()):
+        assert a == pytest.approx(b)
+    assert [r["buckets"] for r in compacted.allreduce_rows()] == [2, 2, 2, 2, 1, 2, 2, 2, 2, 2]
+    for a, b in zip(plain.breakdown_rows(), compacted.breakdown_rows()):
+        assert {k: v for k, v in a.items() if k != "phase"} == pytest.approx({k: v for k, v in b.items() if k != "phase"})
+        assert a["phase"] == b["phase"]
+    assert [r["loss"] for r in compacted.rows()] == [i / 4 for i in range(11)]

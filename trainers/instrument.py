@@ -5,8 +5,11 @@ when a phase ends (``data``, ``forward``, ``backward``, ``step``, ``comm``), and
 ``end(loss, images)`` at its end; ``finish()`` closes the timed window.
 
 On CPU every mark is a ``perf_counter`` reading. On CUDA marks are CUDA events
-(no per-iteration synchronize); they are resolved once, in ``rows()`` after
-``finish()``. The timed window runs from the start of the first iteration after
+(no per-iteration synchronize). Every ``resolve_every`` iterations (CUDA: 256) the
+iterations older than that whose events have completed are *compacted*: their
+stamps become seconds since their own ``begin`` and their losses one stacked
+tensor, so a 160K-iteration run holds a few hundred iterations' events, not a
+million; the rest are resolved in ``rows()`` after ``finish()``. The timed window runs from the start of the first iteration after
 warm-up to the end of the last, device-synchronised at both ends.
 
 Communication comes in two ways: ``add_comm(seconds)`` (a trainer that timed it
@@ -28,6 +31,7 @@ from typing import Any, Optional
 import torch
 
 PHASES = ("data", "forward", "backward", "step", "comm")
+RESOLVE_EVERY = 256  # CUDA: iterations between compactions of completed iterations' events
 # Sequential phases: they tile an iteration (begin .. end), so they sum to iter_s.
 SEQUENTIAL = ("data", "forward", "backward", "step")
 
@@ -82,7 +86,8 @@ def peak_memory(device: torch.device) -> tuple[Optional[float], str]:
 class Recorder:
     """Timing of one rank's iterations (see module docstring)."""
 
-    def __init__(self, device: torch.device, warmup: int, *, count_flops: bool = False):
+    def __init__(self, device: torch.device, warmup: int, *, count_flops: bool = False,
+                 resolve_every: Optional[int] = None):
         self.device = device
         self.warmup = warmup
         self.cuda = device.type == "cuda"
@@ -102,6 +107,10 @@ class Recorder:
         self.flops_per_iter: Optional[float] = None
         self.flops_error: Optional[str] = None
         self._cur: list[tuple[str, Any]] = []  # this iteration's marks (the hot path appends here)
+        # Compaction (module docstring): off on CPU by default, where stamps are floats already.
+        self.resolve_every = RESOLVE_EVERY if resolve_every is None and self.cuda else int(resolve_every or 0)
+        self._compacted = 0  # iterations before this one are compacted
+        self._loss_chunks: dict[int, Any] = {}  # id -> stacked losses (a tensor, then a list)
         if not self.cuda:  # the hot path: a plain function, no method dispatch
             self.stamp = self._stamp = time.perf_counter  # type: ignore[method-assign]
 
@@ -126,6 +135,8 @@ class Recorder:
             if self.cuda:
                 torch.cuda.synchronize(self.device)
             self.t_window0 = time.perf_counter()
+        if self.resolve_every and self._it % self.resolve_every == 0 and self._it >= 2 * self.resolve_every:
+            self._compact(self._it - self.resolve_every)
         self._cur = [("begin", self.stamp())]
         self._marks.append(self._cur)
         self._loss.append(None)
@@ -195,9 +206,45 @@ class Recorder:
 
     # ---------------------------------------------------------------- results
     def _elapsed(self, a: Any, b: Any) -> float:
-        if self.cuda:
-            return a.elapsed_time(b) / 1000.0
-        return b - a
+        if isinstance(a, float):  # CPU clocks, or a compacted iteration
+            return b - a
+        return a.elapsed_time(b) / 1000.0
+
+    @staticmethod
+    def _done(stamp: Any) -> bool:
+        return isinstance(stamp, float) or stamp.query()
+
+    def _compact(self, upto: int) -> None:
+        """Compact iterations [self._compacted, upto) whose events have all completed
+        (stopping at the first that has not): stamps -> seconds since the iteration's
+        begin, the spans without a completion dropped (as ``_resolve`` would), losses
+        stacked into one tensor (an asynchronous kernel, no synchronize)."""
+        i0 = i = self._compacted
+        while i < upto:
+            marks = self._marks[i]
+            spans = [sp for sp in self._spans[i] if sp[1] is not None]
+            if not all(self._done(st) for st in (marks[-1][1], *(sp[1] for sp in spans))):
+                break
+            b = marks[0][1]
+            self._marks[i] = [(label, 0.0 if st is b else self._elapsed(b, st)) for label, st in marks]
+            self._spans[i] = [[self._elapsed(b, sp[0]), self._elapsed(b, sp[1]), sp[2]] for sp in spans]
+            i += 1
+        self._compacted = i
+        held = [k for k in range(i0, i) if isinstance(self._loss[k], torch.Tensor)]
+        if held:
+            chunk = torch.stack([self._loss[k].reshape(()).float() for k in held])
+            self._loss_chunks[id(chunk)] = chunk
+            for n, k in enumerate(held):
+                self._loss[k] = (id(chunk), n)
+
+    def _loss_value(self, i: int) -> Optional[float]:
+        loss = self._loss[i]
+        if isinstance(loss, tuple):  # in a stacked chunk: one copy to the host per chunk
+            key, n = loss
+            if not isinstance(self._loss_chunks[key], list):
+                self._loss_chunks[key] = self._loss_chunks[key].tolist()
+            return float(self._loss_chunks[key][n])
+        return float(loss) if loss is not None else None
 
     def _resolve(self) -> list[dict]:
         """Per iteration: phase seconds and the all-reduce spans' figures (cached)."""
@@ -247,8 +294,7 @@ class Recorder:
             for p in SEQUENTIAL:
                 row[f"{p}_s"] = phases.get(p)  # never marked: absent (None), not zero
             row["comm_s"] = comm
-            loss = self._loss[i]
-            row["loss"] = float(loss) if loss is not None else None
+            row["loss"] = self._loss_value(i)
             out.append(row)
         return out
 
