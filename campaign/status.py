@@ -8,6 +8,8 @@ what they say (a job killed from outside never reports itself).
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 import time
 from collections import Counter
@@ -68,14 +70,26 @@ def _fmt_s(s: Optional[float]) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
+def failing_log(reason: Optional[str], log_path: str) -> str:
+    """The log of the rank the reason names (``rank 3: ...``: submitit's task 3 writes
+    ``<job>_3_log.err`` beside task 0's ``<job>_0_log.err``), where it exists."""
+    m = re.match(r"rank (\d+): ", reason or "")
+    if not m or m.group(1) == "0" or not log_path.endswith("_0_log.err"):
+        return log_path
+    theirs = f"{log_path[:-len('_0_log.err')]}_{m.group(1)}_log.err"
+    return theirs if os.path.exists(theirs) else log_path
+
+
 def point_view(p: dict, now: float) -> dict[str, Any]:
     reason = p.get("reason")
-    if p["state"] in FAILED_STATES and p.get("log_path"):
-        reason = f"{reason or p['state']} (log: {p['log_path']})"
+    log_path = p.get("log_path")
+    if p["state"] in FAILED_STATES and log_path:
+        log_path = failing_log(reason, log_path)
+        reason = f"{reason or p['state']} (log: {log_path})"
     return {
         "idx": p["idx"], "platform": p["platform"], "gpus": p["gpus"], "trainer": p["trainer"],
         "experiment": p["experiment"], "repeat": p["repeat"], "state": p["state"], "job_id": p.get("job_id"),
-        "elapsed_s": _elapsed(p, now), "reason": reason, "log_path": p.get("log_path"),
+        "elapsed_s": _elapsed(p, now), "reason": reason, "log_path": log_path,
     }
 
 

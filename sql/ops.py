@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, or_, select, update
 
 from campaign_sql.engine import insert_ignore
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
@@ -70,9 +70,16 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
         for name, rows in payload["tables"].items():
             insert_ignore(conn, ROW_TABLES[name], [dict(r, attempt_id=aid, rank=payload["rank"]) for r in rows])
     elif op == "finish":
-        conn.execute(update(attempt).where(attempt.c.id == aid)
+        # Any rank of a job may report its failure: the earliest is the cause, whatever
+        # order the reports arrive in (spool files are ingested by name); a later one (a
+        # peer that lost its partner) does not replace it.
+        acond, pcond = attempt.c.id == aid, point.c.state.in_(RUNNING_FROM)
+        if payload["state"] == "failed":
+            acond = and_(acond, or_(attempt.c.state != "failed", attempt.c.ended_at > payload["ended_at"]))
+            pcond = or_(pcond, and_(point.c.state == "failed", point.c.ended_at > payload["ended_at"]))
+        conn.execute(update(attempt).where(acond)
                      .values(state=payload["state"], reason=payload["reason"], ended_at=payload["ended_at"]))
-        conn.execute(update(point).where(and_(point.c.id == key.point_id, point.c.state.in_(RUNNING_FROM)))
+        conn.execute(update(point).where(and_(point.c.id == key.point_id, pcond))
                      .values(state=payload["state"], reason=payload["reason"], ended_at=payload["ended_at"]))
     else:
         raise ValueError(f"unknown spool operation {op!r}")

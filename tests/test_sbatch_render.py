@@ -133,8 +133,13 @@ def test_parameters_leave_out_what_is_unset():
     p = sb.sbatch_parameters(resources(constraint=None, account=None, qos=None, mem_gb=None, extra_sbatch=[],
                                        gpus_per_node=0), "n")
     assert p == {"job_name": "n", "partition": "a100_nvlink", "time": 90, "nodes": 1, "ntasks_per_node": 2,
-                 "cpus_per_task": 8}
+                 "cpus_per_task": 8, "srun_args": ["--kill-on-bad-exit=1"]}
     assert sb.sbatch_parameters(resources(mem_gb=1.5), "n")["mem"] == "1536MB"
+
+
+def test_a_failing_rank_ends_a_many_task_step_at_once():
+    assert sb.sbatch_parameters(resources(nodes=2, tasks_per_node=1), "n")["srun_args"] == ["--kill-on-bad-exit=1"]
+    assert "srun_args" not in sb.sbatch_parameters(resources(tasks_per_node=1, gpus_per_node=1), "n")  # one task
 
 
 def _item(pid, **over):

@@ -329,6 +329,12 @@ def site(cluster, tmp_path_factory):
     s.nvlink = s.launch("platform=a100_nvlink_40,a100_nvlink_80", "gpus=2", "experiment=smoke", *ONE_CPU, *TINY_TRAINER)
     s.rejected = s.launch("platform=v100", "platform.partition=v100,nosuch", "repeats=2", "experiment=smoke",
                           *ONE_CPU, *TINY_TRAINER)
+    # Rank 1 of 2 fails at iteration 2; rank 0 alone would sleep on for far longer than
+    # the time limit (the sleep trainer's ranks never communicate).
+    s.failing = s.launch("platform=v100", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
+                         "+trainer.params.fail_at_iteration=2", "trainer.params.a_s=0.001", "trainer.params.c_s=0",
+                         "experiment=smoke", "experiment.base_iterations=100000000", "platform.time_limit_min=2",
+                         *ONE_CPU)
     yield s
     s.cancel_all()
 
@@ -447,6 +453,19 @@ def test_job_past_its_time_limit_shows_as_timeout(site):
     (p,) = site.points(cid)
     assert p["state"] == "timeout", p
     assert re.match(r"time limit reached after 00:01:\d\d \(log: .*_0_log\.err\)$", p["reason"])
+
+
+@pytest.mark.slurm
+def test_a_failing_rank_ends_the_job_and_is_named(site):
+    """srun --kill-on-bad-exit: rank 1's error ends rank 0 too (else the point would run
+    into its 2-minute time limit), and the reason is rank 1's, with rank 1's log."""
+    cid, _ = site.failing
+    wait = site.wait(cid, timeout=300)
+    assert wait.returncode == 1
+    (p,) = site.points(cid)
+    assert p["state"] == "failed", p
+    assert p["reason"].startswith("rank 1: RuntimeError: injected failure (trainer.params.fail_rank=1) at iteration 2")
+    assert re.search(r"\(log: .*_1_log\.err\)$", p["reason"]), p["reason"]
 
 
 @pytest.mark.slurm

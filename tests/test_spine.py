@@ -191,3 +191,22 @@ def test_status_watch_ends_when_every_point_is_final(sweep):
     res = ws.campaign("status", cid, "--watch", "--interval", "0.2")
     assert res.returncode == 0
     assert "4 point(s): 4 completed" in res.stdout and "refreshing every 0.2 s" in res.stdout
+
+
+def test_a_failing_rank_is_named_not_the_peer_left_waiting(ws):
+    """Rank 1 of 2 raises mid-run; rank 0 then fails too (its peer is gone). The point's
+    reason is rank 1's error, the first one reported."""
+    res = ws.launch("-m", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
+                    "+trainer.params.fail_at_iteration=2", "experiment.base_iterations=6",
+                    "experiment.warmup_iterations=1", "trainer.params.a_s=0.001", "trainer.params.c_s=0")
+    assert res.returncode == 0, res.stderr
+    wait = ws.campaign("status", "--wait", "--interval", "0.5")
+    assert wait.returncode == 1
+    doc = json.loads(ws.campaign("status", "--json").stdout)
+    (point,) = doc["points"]
+    assert point["state"] == "failed"
+    assert point["reason"].startswith("rank 1: RuntimeError: injected failure (trainer.params.fail_rank=1) at iteration 2")
+    assert point["log_path"].endswith("_1_log.err")  # the failing rank's log, not rank 0's
+    assert point["reason"].endswith(f"(log: {point['log_path']})")
+    (reason,) = ws.query("select reason from attempt")[0]
+    assert point["reason"].startswith(reason)

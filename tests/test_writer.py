@@ -139,3 +139,25 @@ def test_harvest_folds_in_spooled_results(ws):
     again = ws.campaign("harvest", "--to", "csv")
     assert "folded in" not in again.stderr and ws.query("select count(*) from iteration")[0][0] == 405
     _ = (TINY, threading)
+
+
+@pytest.mark.parametrize("order", [(1, 0), (0, 1)])
+def test_the_earliest_rank_failure_is_the_reason_whatever_order_it_arrives_in(tmp_path, order):
+    """Rank 1 fails first; rank 0 fails later (its peer is gone). Applied in either order
+    (live, or spool files ingested by name), the stored reason is rank 1's; replays change nothing."""
+    url = f"sqlite:///{tmp_path}/c.db"
+    with open_store(url, create=True) as s:
+        (pid,) = s.register({"id": "c", "created_at": 1.0}, _points(1))
+    writer = JobWriter(url)
+    key = writer.start_attempt(pid, job_id="1", world_size=2, provenance={})
+    writer.close()
+    reports = {1: {"state": "failed", "reason": "rank 1: RuntimeError: boom", "ended_at": 100.0},
+               0: {"state": "failed", "reason": "rank 0: RuntimeError: Connection closed by peer", "ended_at": 101.0}}
+    with open_store(url) as s:
+        for rank in order + order:  # each twice: replays
+            with s.engine.begin() as conn:
+                apply_op(conn, "finish", key, reports[rank], {})
+    con = sqlite3.connect(tmp_path / "c.db")
+    expected = ("failed", "rank 1: RuntimeError: boom", 100.0)
+    assert con.execute("select state, reason, ended_at from attempt").fetchone() == expected
+    assert con.execute("select state, reason, ended_at from point").fetchone() == expected

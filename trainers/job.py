@@ -143,10 +143,13 @@ def run_point(spec: dict) -> dict:
             trainer.close()
         return {"rank": ctx.rank, "wall_s": summary["wall_s"], "iterations": summary["iterations"]}
     except BaseException as exc:
-        if ctx.rank == 0 and attempt_id is not None:
+        # Every rank reports its own failure; the store keeps the first (sql/ops.py), so
+        # a rank that failed is named, not the peer that timed out waiting for it.
+        if attempt_id is not None:
             reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500] if str(exc) else type(exc).__name__
             try:
-                writer.finish_attempt(attempt_id, spec["point_id"], "failed", reason=f"rank 0: {reason}")
+                writer.finish_attempt(attempt_id, spec["point_id"], "failed", reason=f"rank {ctx.rank}: {reason}",
+                                      rank=ctx.rank)
             except Exception:  # the store itself may be what failed
                 traceback.print_exc()
         raise

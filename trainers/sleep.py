@@ -24,6 +24,9 @@ shortens the next sleep instead of adding up: the window's total and the median
 iteration stay on the law however loaded the machine is. No tensor is computed;
 ranks do not communicate (the law stands in for it), but they run as N processes
 of the real job path (process group, Recorder, writer).
+
+Test-only knob: ``fail_rank`` (with ``fail_at_iteration``, default 0) makes that rank
+raise at the start of that iteration, as a rank that crashes mid-run would.
 """
 
 from __future__ import annotations
@@ -65,8 +68,16 @@ class SleepTrainer:
         self.images_per_step = int(plan["batch_per_gpu"])
         self.phases = phases(ctx.world_size, self.images_per_step, a, b, c)
         self._deadline: Optional[float] = None
+        self.rank = ctx.rank
+        fail = params.get("fail_rank")
+        self.fail_rank = int(fail) if fail is not None else None
+        self.fail_at_iteration = int(params.get("fail_at_iteration") or 0)
+        self._i = 0
 
     def step(self, rec: Recorder) -> None:
+        if self.rank == self.fail_rank and self._i == self.fail_at_iteration:
+            raise RuntimeError(f"injected failure (trainer.params.fail_rank={self.rank}) at iteration {self._i}")
+        self._i += 1
         if self._deadline is None:
             self._deadline = time.perf_counter()
         for phase, seconds in self.phases:

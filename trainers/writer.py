@@ -113,6 +113,8 @@ class JobWriter:
                 "breakdown": [dict(b) for b in breakdown_rows]}
         self._do(key, rank, "rank", {"rank": rank, "tables": tail})
 
-    def finish_attempt(self, key: AttemptKey, point_id: int, state: str, reason: Optional[str] = None) -> None:
-        """Close the attempt and move the point to its final state."""
-        self._do(AttemptKey(*key), 0, "finish", {"state": state, "reason": reason, "ended_at": time.time()})
+    def finish_attempt(self, key: AttemptKey, point_id: int, state: str, reason: Optional[str] = None, *,
+                       rank: int = 0) -> None:
+        """Close the attempt and move the point to its final state (``rank``: who says so,
+        which names the spool file it goes to if the store is out of reach)."""
+        self._do(AttemptKey(*key), rank, "finish", {"state": state, "reason": reason, "ended_at": time.time()})

@@ -146,6 +146,10 @@ def sbatch_parameters(resources: Mapping[str, Any], name: str) -> dict[str, Any]
         "qos": resources.get("qos") or None,
         "mem": _convert_mem(float(resources["mem_gb"])) if resources.get("mem_gb") else None,
     }
+    if int(resources["nodes"]) * int(resources["tasks_per_node"]) > 1:
+        # A rank that exits with an error ends the job step at once: its peers would
+        # otherwise sit in a collective until the process group's timeout (NCCL: 10 min).
+        params["srun_args"] = ["--kill-on-bad-exit=1"]
     extra = parse_extra_sbatch(resources.get("extra_sbatch") or ())
     if extra:
         params["additional_parameters"] = extra

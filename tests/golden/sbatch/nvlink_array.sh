@@ -23,4 +23,4 @@
 
 # command
 export SUBMITIT_EXECUTOR=slurm
-srun --unbuffered --output '<TMP>/results with spaces/jobs/20261121-105700-3f2a/%A_%a_%t_log.out' --error '<TMP>/results with spaces/jobs/20261121-105700-3f2a/%A_%a_%t_log.err' apptainer exec --nv --bind '/data/my data' '/images/my image.sif' python -u -m submitit.core._submit '<TMP>/results with spaces/jobs/20261121-105700-3f2a'
+srun --unbuffered --output '<TMP>/results with spaces/jobs/20261121-105700-3f2a/%A_%a_%t_log.out' --error '<TMP>/results with spaces/jobs/20261121-105700-3f2a/%A_%a_%t_log.err' --kill-on-bad-exit=1 apptainer exec --nv --bind '/data/my data' '/images/my image.sif' python -u -m submitit.core._submit '<TMP>/results with spaces/jobs/20261121-105700-3f2a'
