@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Optional, Sequence
 
 from campaign.backends import get_backend
@@ -24,9 +25,12 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
         for p in chosen:
             by_exec.setdefault(p["executor"], []).append(p)
         cancelled: list[int] = []
+        signalled_at = time.time()
         for executor, pts in by_exec.items():
             cancelled += get_backend(executor).cancel(pts)
         for pid in cancelled:
-            store.set_state(pid, "cancelled", "cancelled by campaign cancel")
+            # A running job may report the interrupt as its failure before this line runs:
+            # that failure is the cancellation.
+            store.set_state(pid, "cancelled", "cancelled by campaign cancel", failed_since=signalled_at)
     print(f"campaign {campaign['id']}: cancelled {len(cancelled)} point(s)")
     return 0

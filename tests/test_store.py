@@ -100,3 +100,16 @@ def test_launch_adds_an_index_an_older_store_lacks(tmp_path):
     assert not con.execute("select 1 from sqlite_master where name='ix_iteration_job'").fetchall()
     open_store(url, create=True).close()  # launching (create=True) adds it
     assert con.execute("select 1 from sqlite_master where name='ix_iteration_job'").fetchall()
+
+
+def test_cancel_wins_over_the_failure_its_signal_caused(tmp_path):
+    """campaign cancel signals, then marks cancelled: a failure the job reported after the
+    signal (its interrupt) is the cancellation; one from before it stands."""
+    with open_store(f"sqlite:///{tmp_path}/c.db", create=True) as s:
+        early, late = s.register({"id": "c", "created_at": 1.0}, [_point(0), _point(1)])
+        for pid, ended in ((early, 99.0), (late, 101.0)):
+            s.set_state(pid, "failed", "rank 0: KeyboardInterrupt", ended_at=ended)
+        assert not s.set_state(early, "cancelled", "cancelled by campaign cancel", failed_since=100.0)
+        assert s.set_state(late, "cancelled", "cancelled by campaign cancel", failed_since=100.0)
+        assert [(p["state"], p["reason"]) for p in s.points("c")] == [
+            ("failed", "rank 0: KeyboardInterrupt"), ("cancelled", "cancelled by campaign cancel")]

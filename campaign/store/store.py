@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -144,11 +144,16 @@ class Store:
                     .values(state=u.get("state", "pending"), reason=u.get("reason"))
                 )
 
-    def set_state(self, point_id: int, state: str, reason: str | None = None, *, only_from: Sequence[str] | None = ACTIVE_STATES, **values: Any) -> bool:
-        """Move a point to ``state`` (only from ``only_from`` states); True if it moved."""
+    def set_state(self, point_id: int, state: str, reason: str | None = None, *, only_from: Sequence[str] | None = ACTIVE_STATES,
+                  failed_since: float | None = None, **values: Any) -> bool:
+        """Move a point to ``state`` (only from ``only_from`` states, or from ``failed``
+        if it failed at ``failed_since`` or later); True if it moved."""
         cond = point.c.id == point_id
         if only_from is not None:
-            cond = and_(cond, point.c.state.in_(list(only_from)))
+            allowed = point.c.state.in_(list(only_from))
+            if failed_since is not None:
+                allowed = or_(allowed, and_(point.c.state == "failed", point.c.ended_at >= failed_since))
+            cond = and_(cond, allowed)
         with self._begin() as conn:
             res = conn.execute(update(point).where(cond).values(state=state, reason=reason, **values))
         return res.rowcount > 0
