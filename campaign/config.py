@@ -159,4 +159,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("cpus", cpu_count)
     if not OmegaConf.has_resolver("cpu_peak_tflops"):
         OmegaConf.register_new_resolver("cpu_peak_tflops", cpu_peak_tflops)
+    if not OmegaConf.has_resolver("local_gpu"):
+        from campaign.gpus import local_gpu_fact
+
+        OmegaConf.register_new_resolver("local_gpu", local_gpu_fact)
     _REGISTERED = True

@@ -9,7 +9,7 @@ import pytest
 from conftest import TINY
 
 BAD_LAUNCHES = [
-    (["platform=h100"], "error: unknown platform 'h100'; available: a100, a100_nvlink_40, a100_nvlink_80, local, v100"),
+    (["platform=h100"], "error: unknown platform 'h100'; available: a100, a100_nvlink_40, a100_nvlink_80, local, local_gpu, v100"),
     (["-m", "platform=local,h100"], "unknown platform 'h100'; available: a100, a100_nvlink_40"),
     (["-m", "gpus=1", "nosuchkey=1,2"], "Could not override 'nosuchkey'"),
     (["-m", "trainer=nosuch"], "error: unknown trainer 'nosuch'; available:"),

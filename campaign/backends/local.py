@@ -102,7 +102,7 @@ class LocalBackend(Backend):
             ex.update_parameters(
                 tasks_per_node=plan.resources["tasks_per_node"],
                 timeout_min=plan.resources["timeout_min"],
-                gpus_per_node=0,
+                gpus_per_node=plan.resources["gpus_per_node"],  # CUDA_VISIBLE_DEVICES=0..n-1 (none: CPU ranks)
                 stderr_to_stdout=False,
                 setup=exclusive_setup(Path(folder).parent) if plan.resources.get("exclusive") else (),
             )

@@ -113,7 +113,14 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes <= 0:
         raise ConfigError(f"nodes must be a positive integer, got {nodes!r}")
     per_node = int(platform["gpus_per_node"])
-    what = "ranks (CPU cores here)" if platform["executor"] == "local" else "GPUs"
+    local_cpu = platform["executor"] == "local" and platform.get("device") != "cuda"
+    what = "ranks (CPU cores here)" if local_cpu else "GPUs"
+    if per_node <= 0 and platform["executor"] == "local" and platform.get("device") == "cuda":
+        from campaign.gpus import local_gpus
+
+        why = local_gpus().why_none or "no GPU"
+        raise InfeasiblePoint(f"{name}: no NVIDIA GPU visible on this machine ({why}); "
+                              f"platform=local runs CPU ranks")
     if gpus % nodes:
         raise ConfigError(f"gpus={gpus} does not divide over nodes={nodes}; use a multiple of {nodes}")
     if nodes > int(platform.get("max_nodes", 1)):
@@ -150,7 +157,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"])
     per_node = c["gpus"] // c["nodes"]
-    if plat["executor"] == "local":
+    if plat["executor"] == "local" and plat.get("device") != "cuda":
         # A local rank stands for one GPU: one core each (platform.cpus_per_task to change),
         # so the 1-rank baseline does not get the whole machine the N-rank points share.
         cpus_per_task = int(plat.get("cpus_per_task") or 1)
@@ -164,7 +171,8 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     resources = {
         "nodes": c["nodes"],
         "tasks_per_node": tasks_per_node,
-        "gpus_per_node": per_node if plat["executor"] == "slurm" else 0,
+        # local: GPUs the job's processes may see (CUDA_VISIBLE_DEVICES); none for CPU ranks
+        "gpus_per_node": per_node if plat["executor"] == "slurm" or plat.get("device") == "cuda" else 0,
         "cpus_per_task": cpus_per_task,
         "timeout_min": int(plat.get("time_limit_min") or 60),
         "partition": plat.get("partition"),
