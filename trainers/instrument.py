@@ -230,8 +230,9 @@ class Recorder:
             self._spans[i] = [[self._elapsed(b, sp[0]), self._elapsed(b, sp[1]), sp[2]] for sp in spans]
             i += 1
         self._compacted = i
-        held = [k for k in range(i0, i) if isinstance(self._loss[k], torch.Tensor)]
-        if held:
+        held = [k for k in range(i0, i) if isinstance(self._loss[k], torch.Tensor) and self._loss[k].numel() == 1]
+        devices = {self._loss[k].device for k in held}
+        if held and len(devices) == 1:  # (losses on several devices stay as they are)
             chunk = torch.stack([self._loss[k].reshape(()).float() for k in held])
             self._loss_chunks[id(chunk)] = chunk
             for n, k in enumerate(held):
