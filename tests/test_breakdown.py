@@ -6,6 +6,8 @@ of the pieces (docs/breakdown.md says what every row and key means).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import time
 
@@ -318,3 +320,21 @@ def test_compaction_resolves_completed_iterations_as_the_end_would():
         assert {k: v for k, v in a.items() if k != "phase"} == pytest.approx({k: v for k, v in b.items() if k != "phase"})
         assert a["phase"] == b["phase"]
     assert [r["loss"] for r in compacted.rows()] == [i / 4 for i in range(11)]
+
+
+@pytest.mark.slow
+def test_harvest_hardware_table_shows_the_jobs_figures(plain):
+    out = plain.campaign("harvest", "--table", "hardware", "--to", "csv")
+    assert out.returncode == 0, out.stdout + out.stderr
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
+    xs = [_extra(plain, r) for r in (0, 1)]
+    (params,) = plain.query("select max(trainable_params) from rank_timing")[0]
+    assert row["gpus"] == "2" and row["precision"] == "fp32" and int(row["trainable_params"]) == params
+    assert float(row["mfu"]) == pytest.approx(sum(x["mfu"] for x in xs) / 2)  # local states an fp32 peak
+    assert float(row["peak_tflops"]) == xs[0]["peak_tflops"] > 0
+    assert float(row["allreduce_mb_per_iter"]) == pytest.approx(params * 4 / 1e6)
+    assert float(row["busbw_gbs"]) == pytest.approx(sum(x["allreduce_busbw_gbs"] for x in xs) / 2)
+    assert row["busbw_fraction"] == "" and row["interconnect_gbs"] == ""  # local states no interconnect
+    assert float(row["exposed_comm_ms"]) == pytest.approx(sum(x["exposed_comm_s"] for x in xs) / 2 / 8 * 1e3)
+    assert float(row["sync_gb_per_epoch"]) == pytest.approx(params * 4 * 625 / 1e9)
+    assert float(row["peak_memory_gb"]) > 0 and "max RSS" in row["note"]

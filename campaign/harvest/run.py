@@ -11,7 +11,7 @@ from campaign.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS
 
-TABLES = ("scaling", "throughput", "utilisation", "breakdown")
+TABLES = ("scaling", "throughput", "utilisation", "breakdown", "hardware")
 TABLE_CHOICES = TABLES + ("all",)
 COMPARE_BUILTIN = ("reference", "ideal")
 
@@ -23,6 +23,8 @@ TITLES = {
     "utilisation": "utilisation: GPU and CPU time / total time (profiler window); compute, communication and "
                    "data-wait shares of the timed window",
     "breakdown": "breakdown: seconds per phase, per run and per iteration, and share of its window",
+    "hardware": "hardware: model FLOPs utilisation (achieved / peak TFLOP/s per GPU), all-reduce volume and bus "
+                "bandwidth vs the interconnect, exposed communication per iteration, peak memory (medians over repeats)",
     "reference": "reference study: published figures beside measured values (difference = measured - published)",
     "ideal": "ideal: measured values beside the ideal line (difference = measured - ideal)",
     "campaign": "campaign comparison: this campaign (measured) beside {other} (reference)",
@@ -35,6 +37,9 @@ TERMINAL_COLUMNS = {
     "throughput": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "global_batch", "iter_s",
                    "iter_iqr_s", "ideal_iter_s", "images_per_s", "images_per_s_per_gpu", "ideal_images_per_s_per_gpu",
                    "throughput_speedup", "throughput_efficiency", "note"],
+    "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "precision",
+                 "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter", "busbw_gbs", "busbw_fraction",
+                 "exposed_comm_ms", "peak_memory_gb", "note"],
     "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
                   "ideal", "difference", "holds", "note"],
 }
@@ -79,6 +84,10 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
         return {}
     out = {"scaling": scaling_table(points), "throughput": throughput_table(points),
            "utilisation": utilisation_table(points)}
+    if "hardware" in wanted:
+        from campaign.harvest.hardware import hardware_table
+
+        out["hardware"] = hardware_table(points)
     if "breakdown" in wanted or stack:
         phases = engine_phases(store, points["attempt_id"].to_list())
         if "breakdown" in wanted:

@@ -1,0 +1,76 @@
+"""How hard each point drove the hardware, per series and GPU count (medians over repeats).
+
+mfu                  model FLOPs utilisation: achieved model TFLOP/s of a rank (FLOPs of one
+                     iteration, counted once, x timed iterations / timed window) over the
+                     platform's peak for the precision in use; averaged over ranks
+allreduce_mb_per_iter gradient bytes one rank all-reduces per iteration (the DDP hook's)
+busbw_gbs            the all-reduce's bus bandwidth 2(n-1)/n x bytes / time in flight
+                     (nccl-tests' convention), and its fraction of the platform's stated
+                     GPU-GPU bandwidth (``interconnect_gbs``)
+exposed_comm_ms      all-reduce time per iteration that no backward compute hid
+sync_gb_per_epoch    the DataParallel study's N/(B k) x trainable parameters, in bytes
+peak_memory_gb       GPU: max_memory_allocated; CPU ranks: the process's max RSS
+
+The figures are the jobs' own (rank_timing.extra, docs/breakdown.md); what a job did
+not record stays absent (a 1-rank point moves no gradient; a platform that states no
+peak has no MFU), never zero, and ``note`` says why.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from campaign.harvest.views import KEYS, with_optional
+
+_COLUMNS = {
+    "precision": pl.Utf8, "achieved_tflops": pl.Float64, "peak_tflops": pl.Float64, "mfu": pl.Float64,
+    "trainable_params": pl.Int64, "allreduce_bytes_per_iter": pl.Float64, "allreduce_busbw_gbs": pl.Float64,
+    "interconnect_bandwidth_gbs": pl.Float64, "allreduce_busbw_fraction": pl.Float64, "exposed_comm_s": pl.Float64,
+    "sync_bytes_per_epoch": pl.Float64, "peak_memory_bytes": pl.Float64, "peak_memory_source": pl.Utf8,
+    "timed_iterations": pl.Int64,
+}
+COLUMNS = KEYS + ["repeats", "precision", "achieved_tflops", "peak_tflops", "mfu", "trainable_params",
+                  "allreduce_mb_per_iter", "busbw_gbs", "interconnect_gbs", "busbw_fraction", "exposed_comm_ms",
+                  "sync_gb_per_epoch", "peak_memory_gb", "note"]
+
+
+def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
+    if points.height == 0:
+        return pl.DataFrame()
+    p = with_optional(with_optional(points), _COLUMNS).with_columns(
+        (pl.col("exposed_comm_s") / pl.col("timed_iterations")).alias("exposed_comm_s_per_iter"))
+    out = (
+        p.group_by(KEYS)
+        .agg(
+            pl.len().alias("repeats"),
+            pl.col("precision").drop_nulls().first(),
+            pl.col("achieved_tflops").median(),
+            pl.col("peak_tflops").median(),
+            pl.col("mfu").median(),
+            pl.col("trainable_params").max(),
+            (pl.col("allreduce_bytes_per_iter").median() / 1e6).alias("allreduce_mb_per_iter"),
+            pl.col("allreduce_busbw_gbs").median().alias("busbw_gbs"),
+            pl.col("interconnect_bandwidth_gbs").max().alias("interconnect_gbs"),
+            pl.col("allreduce_busbw_fraction").median().alias("busbw_fraction"),
+            (pl.col("exposed_comm_s_per_iter").median() * 1e3).alias("exposed_comm_ms"),
+            (pl.col("sync_bytes_per_epoch").median() / 1e9).alias("sync_gb_per_epoch"),
+            (pl.col("peak_memory_bytes").max() / 1e9).alias("peak_memory_gb"),
+            pl.col("peak_memory_source").drop_nulls().first(),
+        )
+        .with_columns(_note())
+        .sort(KEYS)
+    )
+    return out.select(COLUMNS)
+
+
+def _note() -> pl.Expr:
+    parts = [
+        pl.when(pl.col("mfu").is_null() & pl.col("achieved_tflops").is_not_null())
+        .then(pl.lit("no MFU: the platform states no peak for this precision")),
+        pl.when(pl.col("achieved_tflops").is_null()).then(pl.lit("no FLOPs counted (no warm-up iteration?)")),
+        pl.when(pl.col("allreduce_mb_per_iter").is_null() & (pl.col("gpus") > 1))
+        .then(pl.lit("all-reduce not timed by the hook (engine's own communication)")),
+        pl.when(pl.col("peak_memory_source") == "max_rss").then(pl.lit("memory: max RSS of the rank's process")),
+    ]
+    return (pl.concat_str([x.fill_null("") for x in parts], separator="; ")
+            .str.replace_all(r"(; )+", "; ").str.strip_chars("; ").alias("note"))
