@@ -173,7 +173,7 @@ def test_plots_are_written_with_labelled_axes(runs, tmp_path):
     assert res.returncode == 0, res.stderr
     from PIL import Image
 
-    for name in ("training_time", "speedup", "efficiency", "throughput", "utilisation", "breakdown"):
+    for name in ("training_time", "speedup", "efficiency", "throughput", "utilisation", "breakdown", "hardware"):
         with Image.open(tmp_path / "fig" / f"{name}.png") as im:
             im.verify()
             assert im.format == "PNG"

@@ -319,3 +319,19 @@ def test_hardware_table_medians_units_and_what_is_missing():
     assert four["mfu"] is None
     assert four["note"] == ("no MFU: the platform states no peak for this precision; "
                             "all-reduce not timed by the hook (engine's own communication)")
+
+
+def test_hardware_figure_draws_mfu_and_bus_bandwidth_or_says_what_is_missing():
+    from campaign.harvest.hardware import hardware_table
+    from campaign.harvest.plots import hardware_figure
+
+    p = pl.concat([_points({1: [10.0]}, achieved_tflops=100.0, peak_tflops=312.0, mfu=0.32),
+                   _points({2: [6.0]}, achieved_tflops=90.0, peak_tflops=312.0, mfu=0.29,
+                           allreduce_busbw_gbs=150.0)], how="diagonal_relaxed")
+    mfu_ax, bw_ax = hardware_figure(hardware_table(p)).axes
+    (line,) = mfu_ax.get_lines()
+    assert list(line.get_xdata()) == [1, 2] and list(line.get_ydata()) == pytest.approx([32.0, 29.0])
+    (line,) = bw_ax.get_lines()
+    assert list(line.get_xdata()) == [2] and list(line.get_ydata()) == [150.0]
+    empty = hardware_figure(hardware_table(_points({1: [10.0]}))).axes
+    assert [t.get_text() for t in empty[0].texts] == ["no model flops utilisation recorded"]

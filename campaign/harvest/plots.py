@@ -283,14 +283,37 @@ def breakdown_figure(stack: pl.DataFrame):
     return fig
 
 
+def hardware_figure(hw: pl.DataFrame):
+    """MFU (%) and the all-reduce's bus bandwidth (GB/s) vs GPUs, side by side; absent data says so."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(2 * FIG_W, FIG_H))
+    gpus = _gpus(hw)
+    panels = ((axes[0], "mfu", 100.0, "MFU (achieved / peak FLOP/s, %)", "Model FLOPs utilisation"),
+              (axes[1], "busbw_gbs", 1.0, "all-reduce bus bandwidth (GB/s)", "All-reduce bus bandwidth"))
+    for ax, col, scale, ylabel, title in panels:
+        if hw[col].null_count() == hw.height:
+            ax.text(0.5, 0.5, f"no {title.lower()} recorded", ha="center", va="center", transform=ax.transAxes)
+        else:
+            _series_lines(ax, hw, col, scale=scale)
+            _headroom(ax)
+        _gpu_axis(ax, gpus)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
                   other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
-                  stack: Optional[pl.DataFrame] = None) -> list[Path]:
+                  stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None) -> list[Path]:
     """Draw every figure the tables allow and save each as PNG and SVG in ``out_dir``.
 
     ``other``: another campaign's (scaling, utilisation) tables; its platforms join the
     platform comparison panel (drawn when two or more platforms were measured).
-    ``stack``: the phase stack (``utilisation.phase_stack``) of the breakdown figure."""
+    ``stack``: the phase stack (``utilisation.phase_stack``) of the breakdown figure;
+    ``hardware``: the hardware table (MFU and bus bandwidth figure)."""
     plt = _plt()
     out = Path(out_dir)
     try:
@@ -309,6 +332,7 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         "utilisation": utilisation_figure(util),
         "platform_comparison": platform_comparison_figure(both_scaling, both_util),
         "breakdown": breakdown_figure(stack) if stack is not None else None,
+        "hardware": hardware_figure(hardware) if hardware is not None and hardware.height else None,
     }
     paths = []
     for name, fig in figures.items():

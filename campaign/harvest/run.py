@@ -84,7 +84,7 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
         return {}
     out = {"scaling": scaling_table(points), "throughput": throughput_table(points),
            "utilisation": utilisation_table(points)}
-    if "hardware" in wanted:
+    if "hardware" in wanted or stack:
         from campaign.harvest.hardware import hardware_table
 
         out["hardware"] = hardware_table(points)
@@ -146,7 +146,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
-                              stack=tables.get("phase_stack"))
+                              stack=tables.get("phase_stack"), hardware=tables.get("hardware"))
         print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
     return 0
 
