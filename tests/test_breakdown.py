@@ -209,6 +209,35 @@ def test_mfu_math_and_missing_peak():
     assert x["precision"] == "bf16" and x["achieved_tflops"] == 4.0 and x["mfu"] == 0.5
     x = mfu_extra({"platform": {}, "trainer": {}}, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0)
     assert x["precision"] == "fp32" and x["mfu"] is None and "no peak_tflops" in x["flops_note"]
+    # one process driving 2 GPUs (nn.DataParallel): its FLOPs are shared by both devices
+    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="flop_counter", iterations=4, wall_s=1.0, devices=2)
+    assert x["achieved_tflops"] == 2.0 and x["mfu"] == 0.25 and x["devices_per_rank"] == 2
+
+
+def test_flops_of_a_single_process_engine_count_every_replica():
+    """The counter sees only its own thread: while it counts, the hand-built module runs
+    its replicas (two CPU "devices" here) one after another, so all of them are counted."""
+    from trainers.flops import IterationFlops, counting
+    from trainers.parallel import HandDataParallel
+
+    net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    x = torch.randn(32, 64)
+
+    def count(model) -> int:
+        c = IterationFlops()
+        c.start()
+        assert counting()
+        model(x).sum().backward()
+        return c.stop()
+
+    plain = count(net)
+    hand = HandDataParallel(net, ["cpu", "cpu"])
+    try:
+        assert count(hand) == plain and not counting()
+        out = hand(x)  # not counting: the replicas in their threads again, same result
+        assert torch.allclose(out, net(x))
+    finally:
+        hand.close()
 
 
 class _Event:

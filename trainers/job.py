@@ -77,7 +77,8 @@ def _rank_extra(trainer, cfg: dict, ctx: dist.DistContext, rec: Recorder, summar
         interconnect_gbs=cfg["platform"].get("interconnect_bandwidth_gbs"),
         iterations_per_epoch=dataset_size / ipe_images if dataset_size and ipe_images else None))
     extra.update(mfu_extra(cfg, flops_per_iter=summary.get("flops_per_iter"), flops_source=flops_source,
-                           iterations=summary["iterations"], wall_s=summary["wall_s"], flops_note=rec.flops_error))
+                           iterations=summary["iterations"], wall_s=summary["wall_s"], flops_note=rec.flops_error,
+                           devices=len(getattr(trainer, "devices", None) or ())))
     for knob in ("inject_data_delay_s", "inject_comm_delay_s"):
         if getattr(trainer, knob, None):
             extra[knob] = float(getattr(trainer, knob))

@@ -22,6 +22,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from trainers.flops import counting
 from trainers.instrument import percentile
 
 Lap = Callable[[str, str], None]  # lap(phase, stage): the Recorder phase and the stage that just ended
@@ -144,6 +145,8 @@ class HandDataParallel(nn.Module):
                         return self._replicas[i](chunks[i])
                 return self._replicas[i](chunks[i])
 
+        if counting():  # FLOPs counted in this thread only: the replicas one after another
+            return [run(i) for i in range(len(chunks))]
         return [f.result() for f in [self._pool.submit(run, i) for i in range(len(chunks))]]
 
     def gather(self, outputs: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -214,7 +217,13 @@ def dp_forward(dp: nn.DataParallel, x: torch.Tensor, lap: Lap) -> torch.Tensor:
         return out
     replicas = dp.replicate(dp.module, dp.device_ids[: len(inputs)])
     lap("comm", "replicate")
-    outputs = dp.parallel_apply(replicas, inputs, kwargs)
+    if counting():  # FLOPs counted in this thread only (trainers.flops.counting)
+        outputs = []
+        for replica, inp, kw, index in zip(replicas, inputs, kwargs, dp.device_ids):
+            with torch.cuda.device(index):
+                outputs.append(replica(*inp, **kw))
+    else:
+        outputs = dp.parallel_apply(replicas, inputs, kwargs)
     join_devices([torch.device("cuda", i) for i in dp.device_ids[: len(inputs)]])
     lap("forward", "parallel_apply")
     out = dp.gather(outputs, dp.output_device)
