@@ -41,6 +41,7 @@ class PlatformSpec:
     account: Optional[str] = None  # sbatch --account
     qos: Optional[str] = None  # sbatch --qos
     time_limit_min: int = 60  # wall-clock limit of a job
+    dist_timeout_min: float = 10.0  # torch.distributed timeout: a collective (or rendezvous) waiting longer fails the job
     exclusive: bool = False  # one job at a time on a node, so points never share cores (local: a file lock)
     extra_sbatch: List[str] = field(default_factory=list)  # raw extra "#SBATCH" arguments, e.g. "--exclusive"
     peak_tflops: Dict[str, float] = field(default_factory=dict)  # peak dense TFLOP/s per precision (datasheet)

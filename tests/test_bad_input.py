@@ -22,6 +22,7 @@ BAD_LAUNCHES = [
     (["nosuchkey=1"], "error: Could not override 'nosuchkey'"),
     (["-m", "experiment=strong_scaling", "experiment.global_batch=10", "platform.gpus_per_node=4", "gpus=1,3"], "does not split over 3 GPUs"),
     (["repeats=0"], "error: repeats must be >= 1"),
+    (["platform.dist_timeout_min=0"], "platform.dist_timeout_min must be > 0 (minutes), got 0"),
     (["store.url=notaurl"], "error: store URL 'notaurl' is not a database URL"),
 ]
 

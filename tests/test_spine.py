@@ -210,3 +210,17 @@ def test_a_failing_rank_is_named_not_the_peer_left_waiting(ws):
     assert point["reason"].endswith(f"(log: {point['log_path']})")
     (reason,) = ws.query("select reason from attempt")[0]
     assert point["reason"].startswith(reason)
+
+
+def test_a_stalled_rank_fails_its_peers_after_the_distributed_timeout(ws):
+    """platform.dist_timeout_min bounds how long a rank waits for a peer in a collective:
+    rank 1 stalls 40 s, rank 0 gives up at the end-of-run barrier after ~6 s."""
+    res = ws.launch("-m", "gpus=2", "trainer=sleep", "+trainer.params.stall_rank=1", "+trainer.params.stall_s=40",
+                    "platform.dist_timeout_min=0.1", "experiment.base_iterations=4", "experiment.warmup_iterations=1",
+                    "trainer.params.a_s=0.001", "trainer.params.c_s=0")
+    assert res.returncode == 0, res.stderr
+    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "30")
+    assert wait.returncode == 1, wait.stdout
+    (point,) = json.loads(ws.campaign("status", "--json").stdout)["points"]
+    # failed, long before rank 1's stall ends (rank 1 then finds rank 0 gone and exits)
+    assert point["state"] == "failed" and point["reason"].startswith("rank 0: "), point

@@ -98,7 +98,8 @@ def run_point(spec: dict) -> dict:
     """Entry of one rank. ``spec``: point_id, store_url, config, plan, threads_per_rank."""
     _set_threads(spec.get("threads_per_rank"), int(spec.get("tasks_per_node") or 1))
     cfg, plan = spec["config"], spec["plan"]
-    ctx = dist.setup(want_device=cfg["platform"]["device"], master_port=spec.get("master_port"))
+    ctx = dist.setup(want_device=cfg["platform"]["device"], master_port=spec.get("master_port"),
+                     timeout_s=60.0 * float(cfg["platform"].get("dist_timeout_min") or 10.0))
     writer = JobWriter(spec["store_url"], busy_timeout_s=spec.get("busy_timeout_s", 30.0))
     attempt_id = None
     job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID") or str(os.getpid())

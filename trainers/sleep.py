@@ -25,8 +25,10 @@ iteration stay on the law however loaded the machine is. No tensor is computed;
 ranks do not communicate (the law stands in for it), but they run as N processes
 of the real job path (process group, Recorder, writer).
 
-Test-only knob: ``fail_rank`` (with ``fail_at_iteration``, default 0) makes that rank
-raise at the start of that iteration, as a rank that crashes mid-run would.
+Test-only knobs: ``fail_rank`` (with ``fail_at_iteration``, default 0) makes that rank
+raise at the start of that iteration, as a rank that crashes mid-run would;
+``stall_rank`` (with ``stall_s``) makes that rank stall that long in its first
+iteration, as a hung rank would, while its peers go on to wait for it.
 """
 
 from __future__ import annotations
@@ -72,11 +74,16 @@ class SleepTrainer:
         fail = params.get("fail_rank")
         self.fail_rank = int(fail) if fail is not None else None
         self.fail_at_iteration = int(params.get("fail_at_iteration") or 0)
+        stall = params.get("stall_rank")
+        self.stall_rank = int(stall) if stall is not None else None
+        self.stall_s = float(params.get("stall_s") or 0.0)
         self._i = 0
 
     def step(self, rec: Recorder) -> None:
         if self.rank == self.fail_rank and self._i == self.fail_at_iteration:
             raise RuntimeError(f"injected failure (trainer.params.fail_rank={self.rank}) at iteration {self._i}")
+        if self.rank == self.stall_rank and self._i == 0:
+            time.sleep(self.stall_s)
         self._i += 1
         if self._deadline is None:
             self._deadline = time.perf_counter()

@@ -151,6 +151,8 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     if c["trainer"]["name"] not in KNOWN_TRAINERS:
         raise ConfigError(f"unknown trainer '{c['trainer']['name']}'; available: {', '.join(KNOWN_TRAINERS)}")
     check_engine(c)
+    if not float(plat.get("dist_timeout_min") or 0) > 0:
+        raise ConfigError(f"platform.dist_timeout_min must be > 0 (minutes), got {plat.get('dist_timeout_min')}")
     if plat["executor"] not in ("local", "slurm"):
         raise ConfigError(f"platform.executor must be local or slurm, got '{plat['executor']}'")
     if c.get("repeats", 1) < 1:
