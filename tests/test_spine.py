@@ -193,14 +193,26 @@ def test_status_watch_ends_when_every_point_is_final(sweep):
     assert "4 point(s): 4 completed" in res.stdout and "refreshing every 0.2 s" in res.stdout
 
 
-def test_a_failing_rank_is_named_not_the_peer_left_waiting(ws):
-    """Rank 1 of 2 raises mid-run; rank 0 then fails too (its peer is gone). The point's
-    reason is rank 1's error, the first one reported."""
+def test_a_failing_rank_is_named_and_ends_its_peers(ws):
+    """Rank 1 of 2 raises mid-run. Rank 0, which alone would sleep on for days (the sleep
+    trainer's ranks never communicate), is ended with it, as srun --kill-on-bad-exit does on
+    SLURM; the point's reason is rank 1's error, with rank 1's log."""
     res = ws.launch("-m", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
-                    "+trainer.params.fail_at_iteration=2", "experiment.base_iterations=6",
+                    "+trainer.params.fail_at_iteration=2", "experiment.base_iterations=100000000",
                     "experiment.warmup_iterations=1", "trainer.params.a_s=0.001", "trainer.params.c_s=0")
     assert res.returncode == 0, res.stderr
-    wait = ws.campaign("status", "--wait", "--interval", "0.5")
+    import time
+
+    folder = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not ws.query("select count(*) from point where state = 'failed'")[0][0]:
+        time.sleep(0.5)
+    folder = str(next(ws.results.glob("jobs/*/")))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _processes_with(folder):
+        time.sleep(0.5)
+    assert _processes_with(folder) == []  # no rank of the job is left running
+    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "30")
     assert wait.returncode == 1
     doc = json.loads(ws.campaign("status", "--json").stdout)
     (point,) = doc["points"]

@@ -140,6 +140,35 @@ def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None
     )
 
 
+def end_local_peers() -> int:
+    """On the local executor, SIGKILL this job's other ranks: what ``srun
+    --kill-on-bad-exit=1`` does on SLURM, so that a failed rank's peers do not wait in a
+    collective until the process-group timeout (NCCL never notices a peer's exit) while
+    holding the GPUs and the machine's lock. The peers are the other ``submitit.core._submit``
+    processes of this rank's controller (its parent). Returns how many were signalled."""
+    if os.environ.get("SUBMITIT_EXECUTOR") != "local" or not os.path.isdir("/proc"):
+        return 0
+    import signal
+
+    me, parent, killed = os.getpid(), os.getppid(), 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            if ppid != parent:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                if b"submitit.core._submit" not in fh.read():
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+            killed += 1
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+    return killed
+
+
 def teardown(ctx: DistContext) -> None:
     if ctx.distributed and dist.is_initialized():
         dist.destroy_process_group()

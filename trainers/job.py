@@ -154,6 +154,8 @@ def run_point(spec: dict) -> dict:
                                       rank=ctx.rank)
             except Exception:  # the store itself may be what failed
                 traceback.print_exc()
+        if ctx.world_size > 1:
+            dist.end_local_peers()  # SLURM: srun --kill-on-bad-exit=1 does it
         raise
     finally:
         dist.teardown(ctx)
