@@ -186,31 +186,31 @@ def test_deepspeed_refused_at_launch_when_missing(monkeypatch):
 # ---------------------------------------------------------------------------- through campaign
 
 
-@pytest.mark.slow
-def test_ddp_on_cifar10_one_and_two_ranks_with_grad_accum(tmp_path):
-    write_cifar10(tmp_path / "data", n_per_batch=4)  # 20 training images
-    res = launch(tmp_path, "gpus=1,2", *TINY_ARGS, "dataset=cifar10", f"dataset.root={tmp_path / 'data'}",
-                 "experiment.images_per_gpu=2", "experiment.grad_accum=2")
+def _one_and_two_ranks(tmp_path, *overrides: str) -> set[str]:
+    """Launch gpus=1,2 with ``overrides``, check every rank's iterations have forward and comm
+    times, and return the breakdown phases the jobs stored."""
+    res = launch(tmp_path, "gpus=1,2", *TINY_ARGS, *overrides)
     assert res.returncode == 0, res.stderr
     rows = wait_and_read(tmp_path)
     assert {(r["gpus"], r["rank"]) for r in rows} == {(1, 0), (2, 0), (2, 1)}
     assert all(r["forward_s"] is not None and r["comm_s"] is not None for r in rows)
     with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
-        phases = {r[0] for r in db.execute("SELECT phase FROM breakdown")}
+        return {r[0] for r in db.execute("SELECT phase FROM breakdown")}
+
+
+@pytest.mark.slow
+def test_ddp_on_cifar10_one_and_two_ranks_with_grad_accum(tmp_path):
+    write_cifar10(tmp_path / "data", n_per_batch=4)  # 20 training images
+    phases = _one_and_two_ranks(tmp_path, "dataset=cifar10", f"dataset.root={tmp_path / 'data'}",
+                                "experiment.images_per_gpu=2", "experiment.grad_accum=2")
     assert {"epoch_0", "epoch_1"} <= phases
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_DEEPSPEED, reason="DeepSpeed is not installed")
 def test_deepspeed_on_synthetic_one_and_two_ranks(tmp_path):
-    res = launch(tmp_path, "gpus=1,2", *TINY_ARGS, "trainer.params.engine=deepspeed", "dataset=synthetic",
-                 "dataset.length=32", "experiment.images_per_gpu=2")
-    assert res.returncode == 0, res.stderr
-    rows = wait_and_read(tmp_path)
-    assert {(r["gpus"], r["rank"]) for r in rows} == {(1, 0), (2, 0), (2, 1)}
-    assert all(r["forward_s"] is not None and r["comm_s"] is not None for r in rows)
-    with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
-        phases = {r[0] for r in db.execute("SELECT phase FROM breakdown")}
+    phases = _one_and_two_ranks(tmp_path, "trainer.params.engine=deepspeed", "dataset=synthetic",
+                                "dataset.length=32", "experiment.images_per_gpu=2")
     assert {"deepspeed.fwd", "deepspeed.bwd", "deepspeed.bwd_allreduce", "deepspeed.step"} <= phases
 
 

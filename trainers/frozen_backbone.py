@@ -29,6 +29,7 @@ from trainers.instrument import Recorder
 from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_params
 from trainers.optim import build_optimizer
 from trainers.parallel import HandDataParallel, StageClock, breakdown_row, dp_forward
+from trainers.registry import engine_of
 
 ENGINES = ("ddp", "dataparallel", "vanilla")
 
@@ -59,10 +60,8 @@ class FrozenBackboneTrainer:
         data, tcfg = cfg["dataset"], cfg["trainer"]
         p = tcfg.get("params") or {}
         self.ctx = ctx
-        self.engine = str(p.get("engine") or "ddp")
+        self.engine = engine_of(p, ENGINES)
         self.mode = str(p.get("mode") or "train")
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; available: {', '.join(ENGINES)}")
         if self.engine != "ddp" and ctx.world_size > 1:
             raise RuntimeError(f"engine={self.engine} runs in one process holding all the job's GPUs, "
                                f"not {ctx.world_size} ranks")

@@ -33,3 +33,12 @@ def get(name: str) -> Callable[..., Any]:
         raise KeyError(f"unknown trainer '{name}'; available: {', '.join(sorted(TRAINERS))}") from None
     module, attr = target.split(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def engine_of(params: dict, engines: tuple[str, ...]) -> str:
+    """A trainer's ``params.engine``, the first of ``engines`` (its default) when unset;
+    refuses one it does not implement (the launch refuses it first: campaign/launch/engines.py)."""
+    engine = str(params.get("engine") or engines[0])
+    if engine not in engines:
+        raise ValueError(f"unknown engine {engine!r}; available: {', '.join(engines)}")
+    return engine

@@ -32,6 +32,7 @@ from trainers.dist import DistContext
 from trainers.instrument import Recorder
 from trainers.optim import build_optimizer
 from trainers.parallel import breakdown_row
+from trainers.registry import engine_of
 
 MODELS = ("vit_base_patch16_224", "vit_tiny")
 ENGINES = ("ddp", "deepspeed")
@@ -102,9 +103,7 @@ class ViTTrainer:
         data, tcfg = cfg["dataset"], cfg["trainer"]
         p = tcfg.get("params") or {}
         self.ctx = ctx
-        self.engine = str(p.get("engine") or "ddp")
-        if self.engine not in ENGINES:
-            raise ValueError(f"unknown engine {self.engine!r}; available: {', '.join(ENGINES)}")
+        self.engine = engine_of(p, ENGINES)
         self.precision = str(tcfg.get("precision") or "fp32")
         self.accum = max(1, int(plan.get("grad_accum", 1)))
         name = str(p.get("model") or "vit_base_patch16_224")
