@@ -205,9 +205,12 @@ def _rank(rank: int, args) -> None:
         bare_s.append(b[0])
     rec.finish()
     rec.rows()  # resolve what was recorded (after the window in a real job)
-    buckets = statistics.median([a["buckets"] for a in rec.allreduce_rows()] or [0]) if not args.no_recorder else 1
     if args.no_hook:
         buckets = 0
+    elif args.no_recorder:  # the hook ran, but nothing kept its spans: count one bucket
+        buckets = 1
+    else:
+        buckets = statistics.median([a["buckets"] for a in rec.allreduce_rows()] or [0])
     # Accounting (module docstring): rank 0 alone, the other ranks wait at the barrier.
     group = dist.new_group([0]) if backend != "none" else None
     if rank == 0:

@@ -110,7 +110,6 @@ class Recorder:
         # Compaction (module docstring): off on CPU by default, where stamps are floats already.
         self.resolve_every = RESOLVE_EVERY if resolve_every is None and self.cuda else int(resolve_every or 0)
         self._compacted = 0  # iterations before this one are compacted
-        self._loss_chunks: dict[int, Any] = {}  # id -> stacked losses (a tensor, then a list)
         if not self.cuda:  # the hot path: a plain function, no method dispatch
             self.stamp = self._stamp = time.perf_counter  # type: ignore[method-assign]
 
@@ -233,18 +232,17 @@ class Recorder:
         held = [k for k in range(i0, i) if isinstance(self._loss[k], torch.Tensor) and self._loss[k].numel() == 1]
         devices = {self._loss[k].device for k in held}
         if held and len(devices) == 1:  # (losses on several devices stay as they are)
-            chunk = torch.stack([self._loss[k].reshape(()).float() for k in held])
-            self._loss_chunks[id(chunk)] = chunk
+            chunk = [torch.stack([self._loss[k].reshape(()).float() for k in held])]  # the tensor, later its list
             for n, k in enumerate(held):
-                self._loss[k] = (id(chunk), n)
+                self._loss[k] = (chunk, n)
 
     def _loss_value(self, i: int) -> Optional[float]:
         loss = self._loss[i]
         if isinstance(loss, tuple):  # in a stacked chunk: one copy to the host per chunk
-            key, n = loss
-            if not isinstance(self._loss_chunks[key], list):
-                self._loss_chunks[key] = self._loss_chunks[key].tolist()
-            return float(self._loss_chunks[key][n])
+            chunk, n = loss
+            if isinstance(chunk[0], torch.Tensor):
+                chunk[0] = chunk[0].tolist()
+            return float(chunk[0][n])
         return float(loss) if loss is not None else None
 
     def _resolve(self) -> list[dict]:

@@ -8,7 +8,7 @@ points are drawn hollow with their interval; the ideal line is dashed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import polars as pl
 
@@ -96,16 +96,22 @@ def _gpus(df: pl.DataFrame) -> list[int]:
     return sorted(set(df["gpus"].to_list()))
 
 
-def time_figure(scaling: pl.DataFrame):
-    """Training time (time to solution) vs GPUs, with the ideal T(1)/N."""
+def _line_figure(df: pl.DataFrame, y: str, ylabel: str, title: str, **series):
+    """One panel: ``y`` of every series vs GPUs (``series``: _series_lines' ideal and interval)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    _series_lines(ax, scaling, "time_s", ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s")
-    _gpu_axis(ax, _gpus(scaling))
-    ax.set_ylabel("training time (s)")
+    _series_lines(ax, df, y, **series)
+    _gpu_axis(ax, _gpus(df))
+    ax.set_ylabel(ylabel)
     _headroom(ax)
-    _finish(fig, ax, "Training time (time to solution)")
+    _finish(fig, ax, title)
     return fig
+
+
+def time_figure(scaling: pl.DataFrame):
+    """Training time (time to solution) vs GPUs, with the ideal T(1)/N."""
+    return _line_figure(scaling, "time_s", "training time (s)", "Training time (time to solution)",
+                        ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s")
 
 
 def speedup_figure(scaling: pl.DataFrame):
@@ -138,36 +144,38 @@ def efficiency_figure(scaling: pl.DataFrame):
 
 def throughput_figure(throughput: pl.DataFrame):
     """Images/s per GPU vs GPUs, with the ideal: the 1-GPU rate, constant."""
+    return _line_figure(throughput, "images_per_s_per_gpu", "throughput per GPU (images/s)", "Throughput per GPU",
+                        ideal="ideal_images_per_s_per_gpu", ideal_label="ideal: 1-GPU rate")
+
+
+def _panels_figure(df: pl.DataFrame, panels: Sequence[tuple[str, float, str, str, str, Optional[float]]]):
+    """Panels side by side, each ``(column, scale, y label, title, text when no point has the
+    column, y limit then)``: the column of every series vs GPUs."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    _series_lines(ax, throughput, "images_per_s_per_gpu", ideal="ideal_images_per_s_per_gpu",
-                  ideal_label="ideal: 1-GPU rate")
-    _gpu_axis(ax, _gpus(throughput))
-    ax.set_ylabel("throughput per GPU (images/s)")
-    _headroom(ax)
-    _finish(fig, ax, "Throughput per GPU")
+    fig, axes = plt.subplots(1, len(panels), figsize=(len(panels) * FIG_W, FIG_H))
+    gpus = _gpus(df)
+    for ax, (col, scale, ylabel, title, missing, missing_ylim) in zip(axes, panels):
+        if df[col].null_count() == df.height:
+            ax.text(0.5, 0.5, missing, ha="center", va="center", transform=ax.transAxes)
+            if missing_ylim is not None:
+                ax.set_ylim(0, missing_ylim)
+        else:
+            _series_lines(ax, df, col, scale=scale)
+            _headroom(ax)
+        _gpu_axis(ax, gpus)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    fig.tight_layout()
     return fig
 
 
 def utilisation_figure(util: pl.DataFrame):
     """GPU and CPU utilisation (profiler window) vs GPUs, side by side; absent data says so."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(2 * FIG_W, FIG_H))
-    gpus = _gpus(util)
-    for ax, col, what in ((axes[0], "gpu_util", "GPU"), (axes[1], "cpu_util", "CPU")):
-        if util[col].null_count() == util.height:
-            ax.text(0.5, 0.5, f"no {what} utilisation recorded", ha="center", va="center", transform=ax.transAxes)
-            ax.set_ylim(0, 100)
-        else:
-            _series_lines(ax, util, col, scale=100.0)
-            _headroom(ax)
-        _gpu_axis(ax, gpus)
-        ax.set_ylabel(f"{what} utilisation ({what} time / total time, %)")
-        ax.set_title(f"{what} utilisation")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
-    fig.tight_layout()
-    return fig
+    return _panels_figure(util, [(col, 100.0, f"{what} utilisation ({what} time / total time, %)",
+                                  f"{what} utilisation", f"no {what} utilisation recorded", 100.0)
+                                 for col, what in (("gpu_util", "GPU"), ("cpu_util", "CPU"))])
 
 
 def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platforms: Optional[list[str]] = None):
@@ -285,24 +293,12 @@ def breakdown_figure(stack: pl.DataFrame):
 
 def hardware_figure(hw: pl.DataFrame):
     """MFU (%) and the all-reduce's bus bandwidth (GB/s) vs GPUs, side by side; absent data says so."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(2 * FIG_W, FIG_H))
-    gpus = _gpus(hw)
-    panels = ((axes[0], "mfu", 100.0, "MFU (achieved / peak FLOP/s, %)", "Model FLOPs utilisation"),
-              (axes[1], "busbw_gbs", 1.0, "all-reduce bus bandwidth (GB/s)", "All-reduce bus bandwidth"))
-    for ax, col, scale, ylabel, title in panels:
-        if hw[col].null_count() == hw.height:
-            ax.text(0.5, 0.5, f"no {title.lower()} recorded", ha="center", va="center", transform=ax.transAxes)
-        else:
-            _series_lines(ax, hw, col, scale=scale)
-            _headroom(ax)
-        _gpu_axis(ax, gpus)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
-    fig.tight_layout()
-    return fig
+    return _panels_figure(hw, [
+        ("mfu", 100.0, "MFU (achieved / peak FLOP/s, %)", "Model FLOPs utilisation",
+         "no model flops utilisation recorded", None),
+        ("busbw_gbs", 1.0, "all-reduce bus bandwidth (GB/s)", "All-reduce bus bandwidth",
+         "no all-reduce bus bandwidth recorded", None),
+    ])
 
 
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,

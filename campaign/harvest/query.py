@@ -17,10 +17,6 @@ from sqlalchemy import and_, false, func, or_, select
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
 POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "dataset")
-HARDWARE_COLUMNS = ("peak_memory_bytes", "trainable_params", "peak_memory_source", "precision", "achieved_tflops",
-                    "peak_tflops", "mfu", "allreduce_bytes_per_iter", "allreduce_busbw_gbs",
-                    "interconnect_bandwidth_gbs", "allreduce_busbw_fraction", "exposed_comm_s",
-                    "sync_bytes_per_epoch")
 FILTERS = POINT_FILTERS + ("image",)
 NO_IMAGE = "none"  # ``--where image=none``: the points that ran without a container image
 
@@ -75,9 +71,27 @@ def _latest_attempts(campaign_ids: Sequence[str], where: Optional[dict]):
     return latest.cte("latest")
 
 
+def _hardware_aggregates() -> list:
+    """How hard a job's ranks drove the hardware (hardware.py): per rank, averaged or the largest."""
+    def extra(key: str, agg=func.avg):
+        return agg(EXTRA[key].as_float()).label(key)
+
+    return [
+        func.max(rank_timing.c.peak_memory_bytes).label("peak_memory_bytes"),
+        func.max(rank_timing.c.trainable_params).label("trainable_params"),
+        func.max(EXTRA["peak_memory_source"].as_string()).label("peak_memory_source"),
+        func.max(EXTRA["precision"].as_string()).label("precision"),
+        extra("achieved_tflops"), extra("peak_tflops", func.max), extra("mfu"),
+        extra("allreduce_bytes_per_iter", func.max), extra("allreduce_busbw_gbs"),
+        extra("interconnect_bandwidth_gbs", func.max), extra("allreduce_busbw_fraction"),
+        extra("exposed_comm_s"), extra("sync_bytes_per_epoch", func.max),
+    ]
+
+
 def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = None):
     """Select one row per completed point; ``where`` values are bound, never pasted."""
     latest = _latest_attempts(campaign_ids, where)
+    hardware = _hardware_aggregates()
     ranks = (
         select(
             rank_timing.c.attempt_id,
@@ -96,20 +110,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(_share(rank_timing.c.comm_s)).label("comm_share"),
             func.max(rank_timing.c.final_loss).label("final_loss"),
             func.count().label("ranks"),
-            # How hard the ranks drove the hardware (hardware.py): per rank, averaged or the largest.
-            func.max(rank_timing.c.peak_memory_bytes).label("peak_memory_bytes"),
-            func.max(rank_timing.c.trainable_params).label("trainable_params"),
-            func.max(EXTRA["peak_memory_source"].as_string()).label("peak_memory_source"),
-            func.max(EXTRA["precision"].as_string()).label("precision"),
-            func.avg(EXTRA["achieved_tflops"].as_float()).label("achieved_tflops"),
-            func.max(EXTRA["peak_tflops"].as_float()).label("peak_tflops"),
-            func.avg(EXTRA["mfu"].as_float()).label("mfu"),
-            func.max(EXTRA["allreduce_bytes_per_iter"].as_float()).label("allreduce_bytes_per_iter"),
-            func.avg(EXTRA["allreduce_busbw_gbs"].as_float()).label("allreduce_busbw_gbs"),
-            func.max(EXTRA["interconnect_bandwidth_gbs"].as_float()).label("interconnect_bandwidth_gbs"),
-            func.avg(EXTRA["allreduce_busbw_fraction"].as_float()).label("allreduce_busbw_fraction"),
-            func.avg(EXTRA["exposed_comm_s"].as_float()).label("exposed_comm_s"),
-            func.max(EXTRA["sync_bytes_per_epoch"].as_float()).label("sync_bytes_per_epoch"),
+            *hardware,
         )
         .where(rank_timing.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(rank_timing.c.attempt_id)
@@ -140,7 +141,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             ranks.c.time_s, ranks.c.warmup_s, ranks.c.images, ranks.c.timed_iterations, ranks.c.iter_mean_s,
             ranks.c.iter_median_s, ranks.c.iter_p95_s, ranks.c.data_wait_s, ranks.c.compute_s, ranks.c.comm_s,
             ranks.c.data_wait_share, ranks.c.compute_share, ranks.c.comm_share, ranks.c.final_loss, ranks.c.ranks,
-            *[ranks.c[name] for name in HARDWARE_COLUMNS],
+            *[ranks.c[h.name] for h in hardware],
             prof.c.gpu_util, prof.c.cpu_util, prof.c.profile_total_s, prof.c.profile_cpu_s, prof.c.profile_device_s,
             prof.c.profile_comm_s, prof.c.profile_exposed_comm_s, prof.c.profile_iterations,
         )

@@ -105,6 +105,12 @@ def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
     return int(batch), iters
 
 
+def cpu_ranks(platform: dict[str, Any]) -> bool:
+    """A local platform whose ranks are CPU processes standing in for GPUs (``local``), not
+    this machine's GPUs (``local_gpu``) nor a cluster's."""
+    return platform["executor"] == "local" and platform.get("device") != "cuda"
+
+
 def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
     """Refuse a point the platform cannot hold, saying why and what would."""
     name = platform["name"]
@@ -113,9 +119,8 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
     if not isinstance(nodes, int) or isinstance(nodes, bool) or nodes <= 0:
         raise ConfigError(f"nodes must be a positive integer, got {nodes!r}")
     per_node = int(platform["gpus_per_node"])
-    local_cpu = platform["executor"] == "local" and platform.get("device") != "cuda"
-    what = "ranks (CPU cores here)" if local_cpu else "GPUs"
-    if per_node <= 0 and platform["executor"] == "local" and platform.get("device") == "cuda":
+    what = "ranks (CPU cores here)" if cpu_ranks(platform) else "GPUs"
+    if per_node <= 0 and platform["executor"] == "local" and not cpu_ranks(platform):
         from campaign.gpus import local_gpus
 
         why = local_gpus().why_none or "no GPU"
@@ -159,7 +164,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"])
     per_node = c["gpus"] // c["nodes"]
-    if plat["executor"] == "local" and plat.get("device") != "cuda":
+    if cpu_ranks(plat):
         # A local rank stands for one GPU: one core each (platform.cpus_per_task to change),
         # so the 1-rank baseline does not get the whole machine the N-rank points share.
         cpus_per_task = int(plat.get("cpus_per_task") or 1)
@@ -174,7 +179,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
         "nodes": c["nodes"],
         "tasks_per_node": tasks_per_node,
         # local: GPUs the job's processes may see (CUDA_VISIBLE_DEVICES); none for CPU ranks
-        "gpus_per_node": per_node if plat["executor"] == "slurm" or plat.get("device") == "cuda" else 0,
+        "gpus_per_node": 0 if cpu_ranks(plat) else per_node,
         "cpus_per_task": cpus_per_task,
         "timeout_min": int(plat.get("time_limit_min") or 60),
         "partition": plat.get("partition"),
