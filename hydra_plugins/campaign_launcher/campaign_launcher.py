@@ -4,8 +4,6 @@ Kept thin and import-light: plugin discovery imports this module on every Hydra
 start. The work is done by ``campaign.launch.launcher``.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Any, Sequence
 

@@ -8,8 +8,6 @@ applies the plain value overrides to a copy, and validates every point itself be
 anything is submitted, so the up-front pass is redundant.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List

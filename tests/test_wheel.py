@@ -1,0 +1,81 @@
+"""Installing campaign from a wheel must not break Hydra: Hydra's plugin scan imports every
+module under ``hydra_plugins`` of every installed distribution, for every Hydra app on the
+machine, not only campaign's.
+
+The editable install the other tests use registers the plugin another way, so only a real
+wheel in a fresh environment shows what a ``pip install git+...`` on a cluster does.
+"""
+
+from __future__ import annotations
+
+import ast
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PLAIN_APP = """
+import hydra
+
+@hydra.main(version_base=None, config_path=None)
+def main(cfg):
+    print("ran", dict(cfg))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_plugin_modules_have_no_postponed_annotations():
+    """``from __future__ import annotations`` makes @dataclass look its module up in
+    sys.modules, where Hydra's plugin scan (exec_module without registering) has not put
+    it: AttributeError on import, i.e. every Hydra app on the machine crashes."""
+    for path in sorted((ROOT / "hydra_plugins").rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        futures = [a.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.module == "__future__"
+                   for a in node.names]
+        assert "annotations" not in futures, f"{path.relative_to(ROOT)}: no postponed annotations in hydra_plugins/"
+
+
+@pytest.fixture(scope="module")
+def wheel_env(tmp_path_factory) -> Path:
+    """A fresh venv holding campaign's wheel; its dependencies come from this
+    environment's site-packages as a plain path (not a site dir, so the editable
+    install's finder there is not loaded)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    dist = tmp / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(dist), str(ROOT)], check=True, capture_output=True, timeout=300)
+    (wheel,) = dist.glob("campaign-*.whl")
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    (Path(purelib) / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    # The wheel, not this checkout, must be what the fresh environment imports.
+    where = subprocess.run([str(py), "-c", "import hydra_plugins.campaign_launcher as m; print(m.__file__)"],
+                           check=True, capture_output=True, text=True, cwd=tmp).stdout
+    assert str(ROOT) not in where and "site-packages" in where, where
+    (tmp / "app.py").write_text(PLAIN_APP)
+    return tmp
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args,expect", [
+    (["+x=1"], ["ran {'x': 1}"]),
+    (["-m", "+x=1,2"], ["ran {'x': 1}", "ran {'x': 2}"]),
+], ids=["single-run", "multirun"])
+def test_plain_hydra_app_runs_with_the_wheel_installed(wheel_env, args, expect):
+    py = wheel_env / "venv" / "bin" / "python"
+    res = subprocess.run([str(py), "app.py", *args], cwd=wheel_env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    for line in expect:
+        assert line in res.stdout, res.stdout
