@@ -14,7 +14,8 @@ def _frame(times: dict[int, list[float]], platform="v100"):
         for rep, t in enumerate(ts):
             rows.append({"platform": platform, "trainer": "synthetic", "experiment": "weak_scaling", "variant": "",
                          "gpus": gpus, "repeat": rep, "time_s": t, "images": 1000, "iter_median_s": t / 10,
-                         "batch_per_gpu": 8, "iterations": 10, "gpu_util": None, "cpu_util": None})
+                         # weak scaling, as the study: 8 images per GPU, 40/N iterations (the same images)
+                         "batch_per_gpu": 8, "iterations": 40 // gpus, "gpu_util": None, "cpu_util": None})
     return pl.DataFrame(rows)
 
 

@@ -52,7 +52,11 @@ def test_strong_scaling_maps_onto_the_same_machinery():
 def test_fixed_iterations_with_more_images_is_not_called_a_time_to_solution():
     p = _points({1: [10.0], 2: [11.0]}, iters=lambda n: 10)
     s, t = scaling_table(p), throughput_table(p)
-    assert "not a time to solution" in s.filter(pl.col("gpus") == 2)["note"][0]
+    two = s.filter(pl.col("gpus") == 2).row(0, named=True)
+    assert "not a time to solution" in two["note"] and "no speedup or efficiency" in two["note"]
+    # T(1)/T(N) of different work is no speedup: absent, never a number to misread
+    assert two["speedup"] is None and two["efficiency"] is None and two["ideal_time_s"] is None
+    assert two["time_s"] == 11.0 and s.filter(pl.col("gpus") == 1)["speedup"][0] == 1.0
     assert t.filter(pl.col("gpus") == 2)["throughput_speedup"][0] == pytest.approx(2 * 10.0 / 11.0)
 
 

@@ -13,7 +13,9 @@ throughput        per-iteration time and images/s: throughput speedup =
 
 With the same images for every N the two views give the same speedup (up to what
 happens between iterations); with a fixed per-GPU batch and fixed iterations
-(``scaling: fixed``) only the throughput view measures scaling.
+(``scaling: fixed``) only the throughput view measures scaling: there the
+time-to-solution view leaves speedup, efficiency and the ideal time absent and its
+note says why (T(1)/T(N) of different work is no speedup).
 
 Both are medians over repeats (speedup from the medians); spread columns from stats.py.
 
@@ -88,20 +90,25 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
     )
     base = g.filter(pl.col("gpus") == 1).select(
         SERIES + [pl.col("time_s").alias("t1_s"), pl.col("images_planned").alias("images_1")])
+    # T(1)/T(N) is a speedup only when N does the 1-GPU run's work (the same images); for
+    # other work (a fixed schedule: the same iterations at a fixed per-GPU batch) it is no
+    # figure of scaling at all, so it stays absent and the note says why.
+    other_work = ((pl.col("images_planned") - pl.col("images_1")).abs()
+                  > SAME_WORK_TOLERANCE * pl.col("images_1")).fill_null(False)
     out = (
         g.join(base, on=SERIES, how="left", nulls_equal=True)
         .with_columns(
-            (pl.col("t1_s") / pl.col("time_s")).alias("speedup"),
-            (pl.col("t1_s") / pl.col("gpus")).alias("ideal_time_s"),
+            pl.when(~other_work).then(pl.col("t1_s") / pl.col("time_s")).alias("speedup"),
+            pl.when(~other_work).then(pl.col("t1_s") / pl.col("gpus")).alias("ideal_time_s"),
             pl.col("gpus").cast(pl.Float64).alias("ideal_speedup"),
         )
         .with_columns((pl.col("speedup") / pl.col("gpus")).alias("efficiency"))
         .with_columns(
             _join_note(
                 pl.when(pl.col("t1_s").is_null()).then(pl.lit("no 1-GPU baseline")),
-                pl.when((pl.col("images_planned") - pl.col("images_1")).abs()
-                        > SAME_WORK_TOLERANCE * pl.col("images_1"))
-                .then(pl.lit("other images than on 1 GPU: not a time to solution, see the throughput view")),
+                pl.when(other_work)
+                .then(pl.lit("other images than on 1 GPU: not a time to solution, so no speedup or efficiency; "
+                             "see the throughput view")),
                 pl.when(pl.col("projected")).then(
                     pl.format("projected from {} of {} iterations", pl.col("timed_iterations"), pl.col("iterations"))),
             ).alias("note"),
