@@ -18,6 +18,14 @@ NOTHING`` and each commit; not the rows' creation. Prints
 
     .venv/bin/python benchmarks/store_writes.py                 # 20,000 rows, 2 rounds (~1 min)
     .venv/bin/python benchmarks/store_writes.py --rows 5000 --rounds 4
+
+With ``--writers W`` the same comparison runs with W writer processes at once on one
+store (benchmarks/store_concurrent.py): the aggregate rows/s, and rows lost, doubled or
+spooled, counted from the store after every round; ``--store URL`` runs it on another
+database (e.g. PostgreSQL) instead of a fresh SQLite file:
+
+    .venv/bin/python benchmarks/store_writes.py --writers 16 --rows 5000 --per-row-rows 500
+    .venv/bin/python benchmarks/store_writes.py --writers 16 --store postgresql+psycopg2://u:pw@127.0.0.1/bench
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
@@ -33,19 +42,13 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import interleaved, ratio_line
+    from store_concurrent import iteration_rows, run_round, summary
 else:
     from benchmarks._common import interleaved, ratio_line
+    from benchmarks.store_concurrent import iteration_rows, run_round, summary
 
 
-def iteration_rows(n: int) -> list[dict]:
-    """``n`` iteration rows as a rank records them (the first 5 warm-up)."""
-    return [{"iter": i, "warmup": i < 5, "iter_s": 0.05 + (i % 7) * 1e-4, "loss": 2.0 / (i + 1), "data_s": 0.002,
-             "forward_s": 0.015, "backward_s": 0.025, "step_s": 0.005, "comm_s": 0.003} for i in range(n)]
-
-
-def summary(n: int) -> dict:
-    return {"host": "bench", "device": "cpu", "warmup_iterations": 5, "iterations": n - 5, "wall_s": 0.05 * n,
-            "iter_mean_s": 0.05, "iter_median_s": 0.05, "iter_p95_s": 0.051, "images": 8 * n, "images_per_s": 160.0}
+GOAL_ROWS_PER_S = 100_000  # issue 19: 16 concurrent writers, batched, on SQLite
 
 
 def setup_store(folder: Path) -> tuple[str, int]:
@@ -98,16 +101,55 @@ def measure(rows: int, rounds: int, folder: Path) -> dict[str, list[float]]:
         writer.close()
 
 
+def concurrent(args: argparse.Namespace, folder: Path) -> int:
+    """``--writers W``: batched vs per-row writers, W processes at once per round."""
+    from campaign_sql.engine import sqlite_path
+
+    url = args.store or f"sqlite:///{folder / 'store.db'}"
+    import trainers.writer as w
+
+    batch = w.BATCH_ROWS
+    sizes = {"batched": args.rows, "per_row": args.per_row_rows or args.rows}
+    results: dict[str, list[dict]] = interleaved(
+        {name: (lambda r, name=name: run_round(url, args.writers, sizes[name], batch if name == "batched" else 1,
+                                                folder / "spool")) for name in sizes}, args.rounds)
+    where = "SQLite WAL, a fresh file" if sqlite_path(url) else f"{url.split('://')[0]} (--store)"
+    print(f"{args.writers} concurrent writer processes on one store, {where}; each writes one rank: "
+          f"batched {sizes['batched']:,} rows ({batch:,} per transaction), per row {sizes['per_row']:,} rows")
+    rate = {k: [r["rows_per_s"] for r in v] for k, v in results.items()}
+    for name, rs in rate.items():
+        print(f"  {name}: {statistics.median(rs):,.0f} rows/s aggregate (median of {len(rs)}, "
+              f"range {min(rs):,.0f}-{max(rs):,.0f})")
+    print(ratio_line("batched/per-row aggregate rows/s", rate["batched"], rate["per_row"], unit="rows/s"))
+    runs = [r for v in results.values() for r in v]
+    lost, doubled = sum(r["lost"] for r in runs), sum(r["doubled"] for r in runs)
+    spooled = sum(r["spooled_writers"] for r in runs)
+    print(f"rows lost: {lost}, doubled: {doubled}, writers that spooled: {spooled} "
+          f"(of {args.writers * len(runs)} writer runs; spooled rows ingested and counted)")
+    ok = statistics.median(rate["batched"]) >= GOAL_ROWS_PER_S
+    print(f"batched {'meets' if ok else 'MISSES'} the {GOAL_ROWS_PER_S:,} rows/s goal here")
+    return 1 if lost or doubled else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                 epilog="example: .venv/bin/python benchmarks/store_writes.py --rows 20000")
+                                 epilog="example: .venv/bin/python benchmarks/store_writes.py --writers 16")
     ap.add_argument("--rows", type=int, default=20_000, help="iteration rows per write (default: 20,000)")
     ap.add_argument("--rounds", type=int, default=2, help="A/B rounds (default: 2)")
+    ap.add_argument("--writers", type=int, default=1,
+                    help="writer processes at once on one store (default 1: one writer in this process)")
+    ap.add_argument("--per-row-rows", type=int, default=None,
+                    help="with --writers: rows per per-row writer (default: --rows; one commit each is slow)")
+    ap.add_argument("--store", default=None, help="with --writers: a database URL to write to (default: fresh SQLite)")
     args = ap.parse_args(argv)
-    if args.rows <= 0 or args.rounds <= 0:
-        raise SystemExit("error: --rows and --rounds must be positive")
+    if args.rows <= 0 or args.rounds <= 0 or args.writers <= 0 or (args.per_row_rows or 1) <= 0:
+        raise SystemExit("error: --rows, --rounds, --writers and --per-row-rows must be positive")
+    if args.store and args.writers == 1:
+        raise SystemExit("error: --store goes with --writers W (W > 1)")
     folder = Path(tempfile.mkdtemp(prefix="campaign-bench-writes-"))
     try:
+        if args.writers > 1:
+            return concurrent(args, folder)
         t = measure(args.rows, args.rounds, folder)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -101,7 +101,15 @@ def insert_ignore(conn, table, rows: Sequence[Mapping] | Iterable[Mapping]) -> N
             from sqlalchemy.dialects.sqlite import insert as dialect_insert
         else:
             from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        conn.execute(dialect_insert(table).on_conflict_do_nothing(), rows)
+        stmt = dialect_insert(table).on_conflict_do_nothing()
+        if name == "postgresql":
+            # SQLAlchemy batches an executemany INSERT ... ON CONFLICT into multi-row VALUES
+            # pages ("insertmanyvalues") only when it has a RETURNING clause (2.1: #13130);
+            # without one psycopg2 sends one statement per row (~2x slower here).
+            stmt = stmt.returning(*table.primary_key.columns)
+            conn.execute(stmt, rows).all()
+            return
+        conn.execute(stmt, rows)
         return
     for row in rows:  # other databases: one by one, duplicates skipped
         try:

@@ -38,6 +38,40 @@ def test_store_writes_prints_the_batched_over_per_row_ratio():
     assert re.search(r"batched/per-row rows/s: " + RATIO, out), out
 
 
+def test_store_writes_with_concurrent_writers_counts_lost_and_doubled_rows():
+    out = _run("store_writes.py", "--writers", "3", "--rows", "400", "--per-row-rows", "40", "--rounds", "1")
+    assert "3 concurrent writer processes on one store, SQLite WAL" in out, out
+    assert re.search(r"batched/per-row aggregate rows/s: " + RATIO, out), out
+    # counted from the store after every round: every writer's rows, once
+    assert "rows lost: 0, doubled: 0, writers that spooled: 0 (of 6 writer runs" in out, out
+    assert re.search(r"batched (meets|MISSES) the 100,000 rows/s goal here", out), out
+
+
+@pytest.mark.postgres
+def test_store_writes_with_concurrent_writers_on_postgresql():
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    import os
+    import uuid
+
+    admin_url = os.environ.get("CAMPAIGN_TEST_PG", "postgresql+psycopg2://campaign:campaign@127.0.0.1:15432/campaign")
+    name = f"campaign_bench_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = sqlalchemy.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except Exception as exc:
+        pytest.skip(f"no PostgreSQL at {admin_url} ({type(exc).__name__}); start it with bash scripts/local-postgres.sh start")
+    try:
+        url = admin_url.rsplit("/", 1)[0] + "/" + name
+        out = _run("store_writes.py", "--writers", "2", "--rows", "300", "--per-row-rows", "30", "--rounds", "1",
+                   "--store", url)
+        assert "postgresql+psycopg2 (--store)" in out and "rows lost: 0, doubled: 0" in out, out
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.dispose()
+
+
 @pytest.mark.slow
 def test_harvest_scale_agrees_with_its_pandas_baseline():
     pytest.importorskip("pandas", reason="the baseline needs pandas (pip install -e '.[test]')")
