@@ -38,7 +38,8 @@ def fail(exc: BaseException) -> NoReturn:
 def interrupted() -> int:
     """Ctrl-C: one line, exit status 130; nothing half-written (stores change in transactions)."""
     try:
-        print("\ninterrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        # a live progress line (status --wait on a terminal) is ended first
+        print(("\n" if sys.stderr.isatty() else "") + "interrupted (Ctrl-C)", file=sys.stderr, flush=True)
     except (BrokenPipeError, OSError):
         pass
     return EXIT_INTERRUPTED

@@ -52,9 +52,16 @@ def postgres_driver(u: URL) -> URL:
     if u.drivername != "postgresql":
         return u
     for module, driver in POSTGRES_DRIVERS:
-        if importlib.util.find_spec(module) is not None:
+        if _installed(module):
             return u.set(drivername=f"postgresql+{driver}")
     return u
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # blocked (sys.modules[name] = None) or broken
+        return False
 
 
 def _parse(url: str) -> URL:
@@ -135,13 +142,41 @@ def _read_only_sessions(engine: Engine) -> None:
 
 
 def _interruptible_psycopg2() -> None:
-    """Ctrl-C cancels a psycopg2 query that waits (e.g. for a lock) instead of being held
-    until the server answers: psycopg2's documented wait callback (psycopg 3 does this itself)."""
+    """Ctrl-C cancels a psycopg2 query that waits (e.g. for a lock) and raises
+    ``KeyboardInterrupt``, instead of holding the command until the server answers:
+    psycopg2's documented wait callback (psycopg 3 does this itself)."""
     import psycopg2.extensions
-    import psycopg2.extras
 
     if psycopg2.extensions.get_wait_callback() is None:
-        psycopg2.extensions.set_wait_callback(psycopg2.extras.wait_select)
+        psycopg2.extensions.set_wait_callback(_wait_interruptible)
+
+
+def _wait_interruptible(conn) -> None:
+    """psycopg2.extras.wait_select, except that the query Ctrl-C cancelled ends as the
+    ``KeyboardInterrupt`` it was (wait_select leaves the server's QueryCanceled error)."""
+    import select
+
+    import psycopg2.extensions as ext
+
+    interrupted = False
+    while True:
+        try:
+            state = conn.poll()
+            if state == ext.POLL_OK:
+                if interrupted:  # the server has answered the cancel
+                    raise KeyboardInterrupt
+                return
+            if state == ext.POLL_READ:
+                select.select([conn.fileno()], [], [])
+            elif state == ext.POLL_WRITE:
+                select.select([], [conn.fileno()], [])
+            else:
+                raise conn.OperationalError(f"bad state from poll: {state}")
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            conn.cancel()
+            interrupted = True
 
 
 def stored_version(engine: Engine) -> str | None:
