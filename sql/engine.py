@@ -111,11 +111,26 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0, readonly: bool = Fals
 def _read_only_sqlite(path: str, busy_timeout_s: float) -> Engine:
     """An engine on the SQLite file ``path`` that cannot write it: ``mode=ro`` (the
     file is never created nor its journal mode switched: a WAL switch rewrites the
-    header of a 0-byte or foreign file) and ``query_only`` besides."""
+    header of a 0-byte or foreign file) and ``query_only`` besides.
+
+    A WAL store in a folder this user cannot write (a published or another user's
+    results folder) cannot be read ``mode=ro`` when its ``-shm`` file is gone (SQLite
+    must create it); it is then read ``immutable``, which assumes no one writes it
+    meanwhile: nobody who could not create that file can."""
     uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
 
     def connect() -> sqlite3.Connection:
-        return sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
+        con = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "readonly database" not in str(exc) and "unable to open" not in str(exc):
+                raise
+            con.close()
+            con = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=busy_timeout_s, check_same_thread=False)
+        except sqlite3.DatabaseError:
+            pass  # not a database: the schema check says so, in its words
+        return con
 
     engine = create_engine("sqlite://", creator=connect, future=True)
 

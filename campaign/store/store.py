@@ -155,6 +155,9 @@ def _db_message(exc: SQLAlchemyError) -> str:
     text = one_line(text)
     if "file is not a database" in text:
         return "not an SQLite database (file is not a database); name another store with --store URL"
+    if "readonly database" in text or "read-only transaction" in text:
+        return (f"{text}: the store (or its folder) is read-only to you; this command writes to it. Ask its "
+                "owner, or copy it and name the copy with --store URL")
     return text
 
 
@@ -305,7 +308,4 @@ class Store:
 
 
 def _write_message(exc: SQLAlchemyError) -> str:
-    text = _db_message(exc)
-    if "readonly database" in text or "read-only" in text.lower():
-        return f"{text}; the store is read-only to you: ask its owner, or copy it and name the copy with --store URL"
-    return text
+    return _db_message(exc)
