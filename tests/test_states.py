@@ -269,3 +269,51 @@ def test_control_characters_are_escaped_on_output(ws):
     assert r"error: no campaign 'nosuch" in outputs[-1].stderr and outputs[-1].stderr.count("\n") == 1
     doc = json.loads(ws.campaign("status", "--json").stdout)  # JSON keeps the data, escaped by JSON itself
     assert doc["campaign"]["name"] == f"demo{HOSTILE}"
+
+
+# ---------------------------------------------------------------- ingest: malformed spool files
+
+def _spool_line(op, point_id, payload, attempt_no=0):
+    return json.dumps({"op": op, "point_id": point_id, "attempt_no": attempt_no, "payload": payload}) + "\n"
+
+
+def _check_quarantine(ws, url: str):
+    info = build(url, ws.results)
+    spool = info["folder"] / "spool"
+    for f in spool.glob("*.jsonl"):
+        f.unlink()
+    pid = info["ids"][5]
+    good = (_spool_line("start", pid, {"job_id": "1", "world_size": 1, "started_at": NOW - 5, "provenance": {}})
+            + _spool_line("finish", pid, {"state": "failed", "reason": "rank 0: from the spool", "ended_at": NOW - 1})
+            + '{"op": "rows", "point_id": ')  # cut short by a killed job: ingested without it
+    (spool / f"p{pid}-a0-r0.jsonl").write_text(good)
+    bad = {
+        f"p{pid}-a0-r1.jsonl": "not json\n" + _spool_line("finish", pid, {"state": "completed", "reason": None,
+                                                                          "ended_at": NOW}),
+        f"p{pid}-a0-r2.jsonl": _spool_line("explode", pid, {}),
+        f"p{pid}-a0-r3.jsonl": _spool_line("rows", pid, {"table": "sqlite_master", "rank": 0, "rows": []}),
+        "p999-a0-r0.jsonl": _spool_line("start", 999999, {"job_id": "1", "world_size": 1, "started_at": 1.0,
+                                                          "provenance": {}}),  # no such point
+        f"p{pid}-a0-r4.jsonl": b"\xff\xfe binary\n",
+    }
+    for name, text in bad.items():
+        (spool / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    res = ws.campaign("ingest", "--store", url)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    assert res.stdout.startswith("ingested 1 spool file(s), 2 operation(s)") and "quarantined 5 malformed file(s)" in res.stdout
+    warnings = res.stderr.splitlines()
+    assert len(warnings) == 5 and all(w.startswith("warning: ") and "renamed to" in w for w in warnings), res.stderr
+    assert sorted(p.name for p in spool.iterdir()) == sorted([f"p{pid}-a0-r0.jsonl.ingested"]
+                                                             + [n + ".bad" for n in bad])
+    doc = json.loads(ws.campaign("status", "--store", url, "--json").stdout)
+    assert doc["points"][5]["state"] == "failed" and doc["points"][5]["reason"].startswith("rank 0: from the spool")
+
+
+def test_a_malformed_spool_file_is_quarantined_and_the_rest_ingested_sqlite(ws):
+    _check_quarantine(ws, ws.store_url)
+
+
+@pytest.mark.postgres
+def test_a_malformed_spool_file_is_quarantined_and_the_rest_ingested_postgresql(ws, pg_url):  # noqa: F811
+    _check_quarantine(ws, pg_url)
