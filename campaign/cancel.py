@@ -7,30 +7,45 @@ from typing import Optional, Sequence
 
 from campaign.backends import get_backend
 from campaign.errors import NotFoundError
+from campaign.state import effective_points, is_final
 from campaign.store import open_store
+from campaign.text import printable
 from campaign_sql.schema import ACTIVE_STATES
 
 
 def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]] = None) -> int:
-    with open_store(store_url) as store:
+    """Cancel the unfinished points of a campaign (``points``: only these numbers).
+
+    Every process of a point the store has unfinished is stopped; the points whose
+    effective state is unfinished (campaign.state) are recorded ``cancelled``. A point
+    that already ended (its job died, a time limit) keeps that state: it is the truth.
+    """
+    # Read-only until there is something to record: a cancel with nothing to do (or a
+    # bad --point) leaves the store's file as it was, WAL checkpoint included.
+    with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
-        all_points = store.points(campaign["id"])
-        if points:
-            known = {p["idx"] for p in all_points}
-            missing = sorted(set(points) - known)
-            if missing:
-                raise NotFoundError(f"campaign {campaign['id']} has no point {missing[0]}; points are 0..{len(all_points) - 1}")
-        chosen = [p for p in all_points if (not points or p["idx"] in points) and p["state"] in ACTIVE_STATES]
+        all_points, _ = effective_points(store, campaign)
+    if points:
+        known = {p["idx"] for p in all_points}
+        missing = sorted(set(points) - known)
+        if missing:
+            raise NotFoundError(f"campaign {campaign['id']} has no point {missing[0]}; points are 0..{len(all_points) - 1}")
+    chosen = [p for p in all_points if (not points or p["idx"] in points) and p["stored_state"] in ACTIVE_STATES]
+    cancelled = 0
+    if chosen:
         by_exec: dict[str, list[dict]] = {}
         for p in chosen:
             by_exec.setdefault(p["executor"], []).append(p)
-        cancelled: list[int] = []
         signalled_at = time.time()
         for executor, pts in by_exec.items():
-            cancelled += get_backend(executor).cancel(pts)
-        for pid in cancelled:
-            # A running job may report the interrupt as its failure before this line runs:
-            # that failure is the cancellation.
-            store.set_state(pid, "cancelled", "cancelled by campaign cancel", failed_since=signalled_at)
-    print(f"campaign {campaign['id']}: cancelled {len(cancelled)} point(s)")
+            get_backend(executor).cancel([p for p in pts if p.get("job_id")])
+        unfinished = [p for p in chosen if not is_final(p["state"])]  # ended ones (died, timed out) keep that truth
+        if unfinished:
+            with open_store(store_url) as store:
+                for p in unfinished:
+                    # A running job may report the interrupt as its failure before this line
+                    # runs: that failure is the cancellation.
+                    cancelled += store.set_state(p["id"], "cancelled", "cancelled by campaign cancel",
+                                                 failed_since=signalled_at)
+    print(printable(f"campaign {campaign['id']}: cancelled {cancelled} point(s)"))
     return 0

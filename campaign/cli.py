@@ -2,6 +2,11 @@
 
 Each subcommand parses its arguments, calls one function, and maps
 ``CampaignError`` to ``error: <one line>`` on stderr with exit status 2.
+
+Exit status of the read commands (README, "Exit status"): ``status`` 0 (``--wait``:
+1 when a point did not complete); ``harvest`` 0, 1 when nothing completed to
+harvest; ``cancel`` 0; ``ingest`` 0, 1 when a malformed spool file was quarantined;
+any of them 2 for bad input or a store it cannot use, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -19,10 +24,25 @@ EPILOG_MAIN = """examples:
 """
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ended
+
+
 def fail(exc: BaseException) -> NoReturn:
     """Print ``error: <message>`` and exit 2 (bad input or a refused action)."""
-    print(f"error: {exc}", file=sys.stderr)
+    from campaign.text import printable
+
+    print(f"error: {printable(exc)}", file=sys.stderr)
     sys.exit(EXIT_USAGE)
+
+
+def interrupted() -> int:
+    """Ctrl-C: one line, exit status 130; nothing half-written (stores change in transactions)."""
+    try:
+        # a live progress line (status --wait on a terminal) is ended first
+        print(("\n" if sys.stderr.isatty() else "") + "interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+    except (BrokenPipeError, OSError):
+        pass
+    return EXIT_INTERRUPTED
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         return _main(argv)
+    except KeyboardInterrupt:
+        return interrupted()
     except BrokenPipeError:
         quiet_broken_pipe()
         return 0
@@ -142,7 +164,23 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             return cancel(args.campaign, store_url=store_url, points=args.point)
     except CampaignError as exc:
         fail(exc)
+    except OSError as exc:  # a folder or file the command cannot use (read-only, missing, full)
+        fail(_os_message(exc))
+    except Exception as exc:
+        if not type(exc).__module__.startswith("sqlalchemy"):  # a bug: its traceback is what to report
+            raise
+        # a database error no store function translated (sqlalchemy is not imported
+        # at start-up for `except` to name it: --help stays fast)
+        from campaign.errors import one_line
+        from campaign.store import describe_url
+
+        fail(f"results store {describe_url(store_url)}: {one_line(getattr(exc, 'orig', None) or exc)}")
     return 0
+
+
+def _os_message(exc: OSError) -> str:
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
 
 
 def quiet_broken_pipe() -> None:

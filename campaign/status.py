@@ -1,8 +1,9 @@
 """``campaign status``: what ran, what pends, what failed and why.
 
-The store holds what the jobs reported; the executors are asked (one bulk query
-per executor) about points that are not final yet, and the store is updated with
-what they say (a job killed from outside never reports itself).
+Each point's state is its effective state (campaign.state: the store, the executors'
+view of the points the store has unfinished, the spool folder), the same one
+``campaign harvest`` counts. Status reads the store through a read-only connection
+and writes nothing: what it observes is derived again at every refresh.
 """
 
 from __future__ import annotations
@@ -17,50 +18,23 @@ from typing import Any, Optional
 
 from tabulate import tabulate
 
-from campaign.backends import get_backend
-from campaign.errors import SchedulerError
-from campaign.store import Store, open_store
-from campaign_sql.schema import ACTIVE_STATES
+from campaign.state import FAILED_STATES, SPOOLED, effective_points, is_final
+from campaign.store import open_store
+from campaign.text import printable
 
-FAILED_STATES = ("failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline", "rejected", "lost")
-
-
-def reconcile(store: Store, campaign_id: str) -> tuple[list[dict], list[str]]:
-    """The campaign's points after asking the executors about the unfinished ones.
-
-    Returns the points and warnings (e.g. a scheduler query that failed: the
-    store's view is shown instead, never an error).
-    """
-    points = store.points(campaign_id)
-    warnings: list[str] = []
-    active = [p for p in points if p["state"] in ACTIVE_STATES and p.get("job_id")]
-    by_exec: dict[str, list[dict]] = {}
-    for p in active:
-        by_exec.setdefault(p["executor"], []).append(p)
-    changed = False
-    for executor, pts in by_exec.items():
-        try:
-            seen = get_backend(executor).observe(pts)
-        except SchedulerError as exc:
-            warnings.append(f"{executor}: {exc} (showing the store's last known states)")
-            continue
-        for p in pts:
-            obs = seen.get(p["id"])
-            if obs is None or (obs.state == p["state"] and (obs.state != "pending" or obs.reason == p.get("reason"))):
-                continue  # unchanged (a pending point's reason may change: Priority -> Resources)
-            if obs.state in ("pending", "running", "requeued") and p["state"] == "running" and obs.state != "requeued":
-                continue  # the job itself said it runs
-            extra = {k: v for k, v in (("started_at", obs.started_at), ("ended_at", obs.ended_at)) if v}
-            store.set_state(p["id"], obs.state, obs.reason, **extra)
-            changed = True
-    return (store.points(campaign_id) if changed else points), warnings
+__all__ = ["FAILED_STATES", "show_status", "watch_status", "point_view", "render"]
 
 
 def _elapsed(p: dict, now: float) -> Optional[float]:
+    """Running: since it started. Ended: from start to end; no end known: none (never
+    a time that grows after the point has ended)."""
     start = p.get("started_at")
     if not start:
         return None
-    return (p.get("ended_at") or now) - start if p["state"] not in ACTIVE_STATES else now - start
+    if not is_final(p["state"]):
+        return max(0.0, now - start)
+    end = p.get("ended_at")
+    return max(0.0, end - start) if end else None
 
 
 def _fmt_s(s: Optional[float]) -> str:
@@ -95,59 +69,59 @@ def point_view(p: dict, now: float) -> dict[str, Any]:
 
 def summary_line(views: list[dict]) -> str:
     counts = Counter(v["state"] for v in views)
-    order = ["completed", "running", "pending", "registered", *FAILED_STATES, "requeued"]
+    order = ["completed", "running", "pending", "registered", SPOOLED, *FAILED_STATES, "requeued"]
     parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
     return f"{len(views)} point(s): " + ", ".join(parts)
 
 
 def render(campaign: dict, views: list[dict]) -> str:
-    rows = [[v["idx"], v["platform"], v["gpus"], v["trainer"], v["experiment"], v["state"], v["job_id"] or "-",
-             _fmt_s(v["elapsed_s"]), v["reason"] or ""] for v in views]
-    head = f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else "")
+    rows = [[printable(c) for c in (v["idx"], v["platform"], v["gpus"], v["trainer"], v["experiment"], v["state"],
+                                      v["job_id"] or "-", _fmt_s(v["elapsed_s"]), v["reason"] or "")] for v in views]
+    head = printable(f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else ""))
     table = tabulate(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "state", "job", "elapsed", "reason"],
                      tablefmt="simple")
     return f"{head}\n{table}\n{summary_line(views)}"
 
 
 def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -> int:
-    """Redraw the status table every ``interval`` seconds until every point is final (or Ctrl-C)."""
+    """Redraw the status table every ``interval`` seconds until every point is final.
+
+    Exit status: 0 (Ctrl-C: ``KeyboardInterrupt`` reaches the CLI, which exits 130)."""
     tty = sys.stdout.isatty()
-    try:
-        with open_store(store_url) as store:
-            campaign = store.resolve_campaign(ref)
-            while True:
-                points, warnings = reconcile(store, campaign["id"])
-                views = [point_view(p, time.time()) for p in points]
-                text = render(campaign, views)
-                stamp = time.strftime("%H:%M:%S")
-                if tty:
-                    print("\033[H\033[2J", end="")
-                print(f"{text}\n[{stamp}] refreshing every {interval:g} s; Ctrl-C to stop", flush=True)
-                for w in warnings:
-                    print(f"warning: {w}", flush=True)
-                if not any(v["state"] in ACTIVE_STATES for v in views):
-                    return 0
-                time.sleep(interval)
-    except KeyboardInterrupt:
-        return 0
+    with open_store(store_url, readonly=True) as store:
+        campaign = store.resolve_campaign(ref)
+        while True:
+            points, warnings = effective_points(store, campaign)
+            views = [point_view(p, time.time()) for p in points]
+            text = render(campaign, views)
+            stamp = time.strftime("%H:%M:%S")
+            if tty:
+                print("\033[H\033[2J", end="")
+            print(f"{text}\n[{stamp}] refreshing every {interval:g} s; Ctrl-C to stop", flush=True)
+            for w in warnings:
+                print(f"warning: {printable(w)}", flush=True)
+            if all(is_final(v["state"]) for v in views):
+                return 0
+            time.sleep(interval)
 
 
 def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wait: bool = False,
                 interval: float = 2.0, timeout: Optional[float] = None) -> int:
     """Print the campaign's status; with ``wait`` block until every point is final.
 
-    Exit status: 0, or 1 when waiting ended with a point that did not complete.
+    Exit status: 0, or 1 when waiting ended with a point that did not complete (or
+    ``--timeout`` ran out first).
     """
-    with open_store(store_url) as store:
+    with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
         start = time.time()
         tty = sys.stderr.isatty()
         last_line = None
         while True:
-            points, warnings = reconcile(store, campaign["id"])
+            points, warnings = effective_points(store, campaign)
             now = time.time()
             views = [point_view(p, now) for p in points]
-            pending = [v for v in views if v["state"] in ACTIVE_STATES]
+            pending = [v for v in views if not is_final(v["state"])]
             if not wait or not pending or (timeout is not None and now - start > timeout):
                 break
             counts = summary_line(views)
@@ -161,8 +135,8 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
         if wait and tty:
             print(file=sys.stderr)
     for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    if as_json:
+        print(f"warning: {printable(w)}", file=sys.stderr)
+    if as_json:  # json escapes control characters itself
         counts = Counter(v["state"] for v in views)
         print(json.dumps({"campaign": campaign, "points": views, "counts": dict(counts)}, indent=2, default=str))
     else:

@@ -1,17 +1,29 @@
 """The one engine factory and schema-version check, shared by host and jobs.
 
 SQLite gets its pragmas on every connection (foreign keys, busy timeout, WAL);
-any other SQLAlchemy URL (e.g. postgresql://) is used as it is.
+a plain ``postgresql://`` URL gets whichever PostgreSQL driver is installed
+(``postgres_driver``); any other SQLAlchemy URL is used as it is. A read-only
+engine (``campaign status``/``harvest``) can change nothing: SQLite is opened
+``mode=ro`` with ``query_only`` and no journal-mode switch (which would write the
+file), PostgreSQL sessions are ``READ ONLY``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sqlite3
 from typing import Iterable, Mapping, Sequence
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, insert, inspect, select
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, IntegrityError
+
+# PostgreSQL drivers SQLAlchemy knows, in the order a plain postgresql:// URL tries them:
+# SQLAlchemy's own default first, so that a URL means what SQLAlchemy says it means
+# wherever both are installed.
+POSTGRES_DRIVERS = (("psycopg2", "psycopg2"), ("psycopg", "psycopg"))
 
 from campaign_sql.schema import SCHEMA_VERSION, meta, metadata
 
@@ -32,14 +44,51 @@ def sqlite_path(url: str) -> str | None:
     return u.database
 
 
-def make_engine(url: str, *, busy_timeout_s: float = 30.0) -> Engine:
-    """An engine for ``url``; raises ``ValueError`` for a URL SQLAlchemy cannot parse."""
+def postgres_driver(u: URL) -> URL:
+    """``postgresql://`` (no driver named) -> the URL with the installed driver:
+    SQLAlchemy 2.x would take psycopg2 whether or not it is there, and the
+    ``postgres`` extra installs psycopg 3. Other URLs are returned as they are; so is
+    a plain one when no driver is installed (opening it then names the package)."""
+    if u.drivername != "postgresql":
+        return u
+    for module, driver in POSTGRES_DRIVERS:
+        if _installed(module):
+            return u.set(drivername=f"postgresql+{driver}")
+    return u
+
+
+def _installed(module: str) -> bool:
     try:
-        u = make_url(url)
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # blocked (sys.modules[name] = None) or broken
+        return False
+
+
+def _parse(url: str) -> URL:
+    try:
+        return postgres_driver(make_url(url))
     except ArgumentError as exc:
         raise ValueError(f"not a database URL: {url!r}") from exc
+
+
+def make_engine(url: str, *, busy_timeout_s: float = 30.0, readonly: bool = False,
+                interruptible: bool = False) -> Engine:
+    """An engine for ``url``; raises ``ValueError`` for a URL SQLAlchemy cannot parse.
+
+    ``readonly``: an engine that cannot write (see the module's docstring); an SQLite
+    file must exist. ``interruptible`` (the host's commands): Ctrl-C also ends a
+    psycopg2 query that waits on the server."""
+    u = _parse(url)
     if u.get_backend_name() != "sqlite":
-        return create_engine(u, pool_pre_ping=True, future=True)
+        engine = create_engine(u, pool_pre_ping=True, future=True)
+        if readonly and u.get_backend_name() == "postgresql":
+            _read_only_sessions(engine)
+        if interruptible and u.get_driver_name() == "psycopg2":
+            _interruptible_psycopg2()
+        return engine
+    path = sqlite_path(url)
+    if readonly and path is not None:
+        return _read_only_sqlite(path, busy_timeout_s)
     # sqlite3's own timeout is the first line of defence against SQLITE_BUSY;
     # the pragma below repeats it for connections sqlite3 did not open itself.
     engine = create_engine(u, connect_args={"timeout": busy_timeout_s}, future=True)
@@ -57,6 +106,92 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0) -> Engine:
         cur.close()
 
     return engine
+
+
+def _read_only_sqlite(path: str, busy_timeout_s: float) -> Engine:
+    """An engine on the SQLite file ``path`` that cannot write it: ``mode=ro`` (the
+    file is never created nor its journal mode switched: a WAL switch rewrites the
+    header of a 0-byte or foreign file) and ``query_only`` besides.
+
+    A WAL store in a folder this user cannot write (a published or another user's
+    results folder) cannot be read ``mode=ro`` when its ``-shm`` file is gone (SQLite
+    must create it); it is then read ``immutable``, which assumes no one writes it
+    meanwhile: nobody who could not create that file can."""
+    uri = "file:" + quote(os.path.abspath(path)) + "?mode=ro"
+
+    def connect() -> sqlite3.Connection:
+        con = sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            if "readonly database" not in str(exc) and "unable to open" not in str(exc):
+                raise
+            con.close()
+            con = sqlite3.connect(uri + "&immutable=1", uri=True, timeout=busy_timeout_s, check_same_thread=False)
+        except sqlite3.DatabaseError:
+            pass  # not a database: the schema check says so, in its words
+        return con
+
+    engine = create_engine("sqlite://", creator=connect, future=True)
+
+    @event.listens_for(engine, "connect")
+    def _pragmas(dbapi_conn, _record):  # pragma: no cover - exercised by every read test
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA query_only=ON")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
+        cur.close()
+
+    return engine
+
+
+def _read_only_sessions(engine: Engine) -> None:
+    """Every PostgreSQL session of ``engine`` is READ ONLY (the server refuses a write)."""
+
+    @event.listens_for(engine, "connect")
+    def _read_only(dbapi_conn, _record):
+        cur = dbapi_conn.cursor()
+        cur.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+        cur.close()
+        dbapi_conn.commit()
+
+
+def _interruptible_psycopg2() -> None:
+    """Ctrl-C cancels a psycopg2 query that waits (e.g. for a lock) and raises
+    ``KeyboardInterrupt``, instead of holding the command until the server answers:
+    psycopg2's documented wait callback (psycopg 3 does this itself)."""
+    import psycopg2.extensions
+
+    if psycopg2.extensions.get_wait_callback() is None:
+        psycopg2.extensions.set_wait_callback(_wait_interruptible)
+
+
+def _wait_interruptible(conn) -> None:
+    """psycopg2.extras.wait_select, except that the query Ctrl-C cancelled ends as the
+    ``KeyboardInterrupt`` it was (wait_select leaves the server's QueryCanceled error)."""
+    import select
+
+    import psycopg2.extensions as ext
+
+    interrupted = False
+    while True:
+        try:
+            state = conn.poll()
+            if state == ext.POLL_OK:
+                if interrupted:  # the server has answered the cancel
+                    raise KeyboardInterrupt
+                return
+            if state == ext.POLL_READ:
+                select.select([conn.fileno()], [], [])
+            elif state == ext.POLL_WRITE:
+                select.select([], [conn.fileno()], [])
+            else:
+                raise conn.OperationalError(f"bad state from poll: {state}")
+        except KeyboardInterrupt:
+            if interrupted:
+                raise
+            conn.cancel()
+            interrupted = True
 
 
 def stored_version(engine: Engine) -> str | None:

@@ -76,8 +76,13 @@ def test_newer_schema_names_the_upgrade(tmp_path):
     con.execute("update meta set value='9' where key='schema_version'")
     con.commit()
     con.close()
-    with pytest.raises(SchemaVersionError, match="newer than this campaign's 1; upgrade campaign"):
+    with pytest.raises(SchemaVersionError) as err:
         open_store(url)
+    # This install's own source, never `pip install -U campaign`: that is another project on PyPI.
+    message = str(err.value)
+    assert f"newer than this campaign's 1; upgrade this install of campaign: git -C {ROOT} pull && " \
+           f"pip install -U -e {ROOT} (the package named campaign on PyPI is another project)" in message
+    assert "pip install -U campaign" not in message and "pip install campaign" not in message
 
 
 def test_foreign_file_is_not_a_store(tmp_path):

@@ -108,12 +108,14 @@ def test_ingest_command(ws):
     assert res.returncode == 0 and "ingested 0 spool file(s)" in res.stdout
 
 
-def test_harvest_folds_in_spooled_results(ws):
-    """A job whose store was locked past its timeout spools; `campaign harvest` ingests it."""
-    from conftest import TINY
+def test_spooled_results_wait_for_ingest_and_harvest_never_writes(ws):
+    """A job whose store was locked past its timeout spools. status and harvest say so
+    (state ``spooled``; harvest counts it as not completed) and change nothing;
+    `campaign ingest` folds it in, exactly once."""
+    from conftest import TINY  # noqa: F401
 
+    import hashlib
     import sqlite3
-    import threading
 
     res = ws.launch("-m", "gpus=1", "store.busy_timeout_s=0.5", "experiment.base_iterations=400",
                     "trainer.params.width=4", "dataset.image_size=8")
@@ -130,15 +132,23 @@ def test_harvest_folds_in_spooled_results(ws):
     time.sleep(3)  # let the job finish writing its spool
     lock.rollback()
     lock.close()
-    ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "120")
+    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "120")
+    assert wait.returncode == 1 and "1 point(s): 1 spooled" in wait.stdout, wait.stdout + wait.stderr
+    assert "run campaign ingest" in wait.stdout
+    digest = hashlib.sha256(ws.db.read_bytes()).hexdigest()
     out = ws.campaign("harvest", "--to", "csv")
-    assert out.returncode == 0, out.stderr
-    assert "folded in 1 spooled result file(s)" in out.stderr
+    assert out.returncode == 1, out.stderr
+    assert "1 point(s) have results waiting in spool files: run campaign ingest" in out.stderr
+    assert hashlib.sha256(ws.db.read_bytes()).hexdigest() == digest  # harvest read, wrote nothing
+    assert ws.query("select count(*) from iteration")[0][0] == 0 and list(spool.glob("*.jsonl"))
+    ing = ws.campaign("ingest")
+    assert ing.returncode == 0 and "ingested 1 spool file(s)" in ing.stdout, ing.stdout + ing.stderr
     assert ws.query("select state from point")[0][0] == "completed"
     assert ws.query("select count(*) from iteration")[0][0] == 400 + 5
     again = ws.campaign("harvest", "--to", "csv")
-    assert "folded in" not in again.stderr and ws.query("select count(*) from iteration")[0][0] == 405
-    _ = (TINY, threading)
+    assert again.returncode == 0 and "spool" not in again.stderr
+    assert ws.campaign("ingest").stdout.startswith("ingested 0 spool file(s)")
+    assert ws.query("select count(*) from iteration")[0][0] == 405
 
 
 @pytest.mark.parametrize("order", [(1, 0), (0, 1)])

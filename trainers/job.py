@@ -13,6 +13,7 @@ import torch
 from trainers import comm, dist, loop, registry
 from trainers.flops import mfu_extra
 from trainers.instrument import Recorder, peak_memory
+from trainers.orphan import watch_controller
 from trainers.writer import JobWriter
 
 
@@ -96,6 +97,7 @@ def _breakdown(rec: Recorder, rows: list[dict], trainer) -> list[dict]:
 
 def run_point(spec: dict) -> dict:
     """Entry of one rank. ``spec``: point_id, store_url, config, plan, threads_per_rank."""
+    watch_controller()  # a local rank whose controller is killed fails (never completes unwatched)
     _set_threads(spec.get("threads_per_rank"), int(spec.get("tasks_per_node") or 1))
     cfg, plan = spec["config"], spec["plan"]
     ctx = dist.setup(want_device=cfg["platform"]["device"], master_port=spec.get("master_port"),

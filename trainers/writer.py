@@ -6,7 +6,8 @@ Every write is an *operation* (start, rows, finish) keyed by (point_id, attempt_
 never by a database-generated id, so that it can be replayed later. When the store
 stays locked or unreachable past ``busy_timeout_s``, this and every later operation
 of the writer go, in order, to ``<spool_dir>/p<point>-a<attempt>-r<rank>.jsonl``;
-``campaign ingest`` (run by ``campaign harvest``) replays them exactly once.
+``campaign ingest`` replays them exactly once (``campaign status`` shows such a point as
+``spooled`` until then).
 """
 
 from __future__ import annotations

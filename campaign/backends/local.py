@@ -4,16 +4,17 @@ that starts N rank processes on this machine and outlives the launcher."""
 from __future__ import annotations
 
 import os
-import pickle
 import shlex
 import shutil
 import signal
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from campaign.backends.base import Backend, Observed, Submitted
+from campaign.backends.joblogs import failing_task_exception, job_logs, last_activity
 from campaign.errors import one_line
 
 
@@ -55,37 +56,85 @@ def exclusive_setup(jobs_dir: Path) -> list[str]:
     return [f"exec 9>>{shlex.quote(str(lock))}", "flock 9"]
 
 
-def _controller_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            cmd = fh.read().replace(b"\0", b" ")
-    except OSError:
-        return False
-    if b"submitit.local._local" not in cmd:
-        return False  # the pid was reused by something else
-    try:  # a zombie (finished, not yet reaped) counts as ended
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            return fh.read().split(b")")[-1].split()[0] != b"Z"
-    except OSError:
-        return False
+CONTROLLER = b"submitit.local._local"  # submitit's job controller (and the shell that waits for the lock)
+TASK = b"submitit.core._submit"  # one rank
 
 
-def read_result(folder: Path, job_id: str) -> Optional[tuple[str, Any]]:
-    """submitit's result pickle of task 0: ("success", value) or ("error", traceback)."""
-    path = Path(folder) / f"{job_id}_0_result.pkl"
-    if not path.exists():
-        return None
-    try:
-        with path.open("rb") as fh:
-            return pickle.load(fh)
-    except Exception as exc:  # a half-written or foreign pickle
-        return ("error", f"unreadable result {path}: {exc}")
+@dataclass
+class _Proc:
+    pid: int
+    ppid: int
+    cmdline: bytes
 
 
-def failure_reason(traceback_text: str) -> str:
-    """The last line of a traceback: the exception and its message."""
-    lines = [ln for ln in str(traceback_text).strip().splitlines() if ln.strip()]
-    return one_line(lines[-1]) if lines else "failed"
+class ProcessTable:
+    """This machine's submitit processes, from one walk of /proc: job controllers (the
+    shell of an exclusive job and its Python controller) and ranks by their job id
+    (``SUBMITIT_LOCAL_JOB_ID``, the controller's id, which outlives the controller)."""
+
+    def __init__(self) -> None:
+        self.controllers: dict[int, _Proc] = {}
+        self.ranks: dict[str, list[_Proc]] = {}
+        for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+            if entry.isdigit():
+                self._add(int(entry))
+
+    def _add(self, pid: int) -> None:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ")
+            if CONTROLLER not in cmd and TASK not in cmd:
+                return
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":  # a zombie (ended, not yet reaped) counts as ended
+                return
+            proc = _Proc(pid, int(fields[1]), cmd)
+            if CONTROLLER in cmd:
+                self.controllers[pid] = proc
+                return
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            return
+        job = env.get(b"SUBMITIT_LOCAL_JOB_ID")
+        if job is not None:
+            self.ranks.setdefault(job.decode(errors="replace"), []).append(proc)
+
+    def job(self, job_id: str, folder: Optional[str]) -> tuple[list[int], list[int]]:
+        """(live controller pids, live rank pids) of the local job ``job_id``.
+
+        The job's own pid counts only if it still runs a controller of that job's
+        folder (a pid reused by something else, e.g. after a reboot, does not); a rank's
+        parent counts when it is a controller (the shell that started it may be gone)."""
+        ranks = self.ranks.get(str(job_id), [])
+        found = []
+        own = self.controllers.get(int(job_id)) if str(job_id).isdigit() else None
+        if own is not None and (not folder or os.fsencode(os.path.basename(os.path.normpath(folder))) in own.cmdline):
+            found.append(own.pid)
+        found += [r.ppid for r in ranks if r.ppid in self.controllers and r.ppid not in found]
+        return found, [r.pid for r in ranks]
+
+
+def observe_job(p: dict, table: ProcessTable) -> Observed:
+    """What a local job's processes and files say of it (never its result pickle)."""
+    controllers, ranks = table.job(p["job_id"], p.get("job_folder"))
+    if controllers:
+        if ranks or p["state"] == "running":
+            return Observed("running")
+        return Observed("pending", "waiting for this machine (local jobs run one at a time)")
+    logs = job_logs(p.get("job_folder"), p["job_id"])
+    ended = last_activity(logs)
+    if ranks:
+        return Observed("failed", f"job controller {p['job_id']} ended while rank(s) ran (killed?); its ranks "
+                                  f"end themselves", ended_at=ended)
+    if not logs:
+        where = p.get("job_folder") or "its job folder"
+        return Observed("lost", f"nothing answers: no process of local job {p['job_id']} and no log in {where}")
+    found = failing_task_exception(logs)
+    reason = f"{found} (the job ended without reporting it)" if found else \
+        "job ended without reporting results (killed?); see its log"
+    return Observed("failed", reason, ended_at=ended)
 
 
 class LocalBackend(Backend):
@@ -125,31 +174,26 @@ class LocalBackend(Backend):
         return out
 
     def observe(self, points: Sequence[dict]) -> dict[int, Observed]:
-        seen: dict[int, Observed] = {}
-        for p in points:
-            if not p.get("job_id") or not p.get("job_folder"):
-                continue
-            pid = int(p["job_id"])
-            if _controller_alive(pid):
-                seen[p["id"]] = Observed("running" if p["state"] == "running" else "pending")
-                continue
-            res = read_result(Path(p["job_folder"]), p["job_id"])
-            if res is None:
-                seen[p["id"]] = Observed("failed", "job process ended without a result (killed?); see its log")
-            elif res[0] == "success":
-                seen[p["id"]] = Observed("completed")
-            else:
-                seen[p["id"]] = Observed("failed", failure_reason(res[1]))
-        return seen
+        """One walk of /proc for every point, then each job's log files."""
+        table = ProcessTable()
+        return {p["id"]: observe_job(p, table) for p in points if p.get("job_id")}
 
     def cancel(self, points: Sequence[dict]) -> list[int]:
+        """Stop every process of the points' jobs: controllers as ``stop_job``, and ranks
+        whose controller is gone (orphans, nothing else would end them) by SIGKILL."""
+        table = ProcessTable()
         done = []
         for p in points:
             if not p.get("job_id"):
                 continue
-            pid = int(p["job_id"])
-            if _controller_alive(pid):
+            controllers, ranks = table.job(p["job_id"], p.get("job_folder"))
+            # The job's own pid first: stop_job reaches its children; a controller signalled
+            # twice could be interrupted while it stops its ranks.
+            for pid in controllers[:1] if controllers and str(controllers[0]) == str(p["job_id"]) else controllers:
                 stop_job(pid)
+            if not controllers:
+                for pid in ranks:
+                    _signal(pid, signal.SIGKILL)
             done.append(p["id"])
         return done
 

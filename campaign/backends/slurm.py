@@ -222,13 +222,11 @@ class SlurmBackend(Backend):
 
     @staticmethod
     def _error_line(p: dict) -> Optional[str]:
-        """The last line of rank 0's traceback from submitit's result pickle, if written."""
-        from campaign.backends.local import failure_reason, read_result
+        """The exception rank 0's log ends with, if it has one (read as text: never the
+        result pickle at a path the store names, campaign.backends.joblogs)."""
+        from campaign.backends.joblogs import log_exception
 
-        if not p.get("job_folder"):
-            return None
-        res = read_result(Path(p["job_folder"]), str(p["job_id"]))
-        return failure_reason(res[1]) if res and res[0] == "error" else None
+        return log_exception(p.get("log_path"))
 
     # ------------------------------------------------------------------ cancel
     def cancel(self, points: Sequence[dict]) -> list[int]:

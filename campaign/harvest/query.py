@@ -18,6 +18,9 @@ from campaign_sql.schema import attempt, breakdown, iteration, point, profile, r
 
 POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "dataset")
 FILTERS = POINT_FILTERS + ("image",)
+# Not a user's filter (parse_where refuses it): the points whose effective state is
+# completed (campaign.state), which harvest alone reads, so that it counts what status shows.
+POINT_IDS = "point_id"
 NO_IMAGE = "none"  # ``--where image=none``: the points that ran without a container image
 
 EXTRA = rank_timing.c.extra  # a rank's figures beyond the columns (trainers/job.py, docs/breakdown.md)
@@ -51,6 +54,9 @@ def _latest_attempts(campaign_ids: Sequence[str], where: Optional[dict]):
     points = select(point.c.id).where(point.c.campaign_id.in_(list(campaign_ids)))
     where = dict(where or {})
     images = where.pop("image", None)
+    ids = where.pop(POINT_IDS, None)
+    if ids is not None:
+        points = points.where(point.c.id.in_(list(ids)))
     for key, values in where.items():
         if key not in POINT_FILTERS:
             raise KeyError(key)

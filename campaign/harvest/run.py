@@ -9,7 +9,8 @@ import polars as pl
 
 from campaign.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
-from campaign.harvest.query import FILTERS
+from campaign.harvest.query import FILTERS, POINT_IDS
+from campaign.text import printable
 
 TABLES = ("scaling", "throughput", "utilisation", "breakdown", "hardware")
 TABLE_CHOICES = TABLES + ("all",)
@@ -72,6 +73,37 @@ def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
     return df.select(cols)
 
 
+def completed_where(store, campaign: dict, where: Optional[dict]) -> tuple[dict, list[dict], list[str]]:
+    """``where`` narrowed to the campaign's points whose effective state is completed
+    (campaign.state, as campaign status shows them), with the points and warnings."""
+    from campaign.state import completed_ids, effective_points
+
+    points, warnings = effective_points(store, campaign)
+    done = completed_ids(points)
+    out = dict(where or {})
+    if len(done) < len(points):  # all completed (the usual case): no id list to bind
+        out[POINT_IDS] = done
+    return out, points, warnings
+
+
+def _not_harvested(cid: str, points: list[dict]) -> Optional[str]:
+    """One line on the points harvest leaves out (not completed), or None."""
+    from collections import Counter
+
+    others = Counter(p["state"] for p in points if p["state"] != "completed")
+    if not others:
+        return None
+    done = len(points) - sum(others.values())
+    parts = ", ".join(f"{n} {state}" for state, n in sorted(others.items()))
+    return f"campaign {cid}: {done} of {len(points)} point(s) completed; not harvested: {parts} (campaign status {cid})"
+
+
+def _printable_frame(df: pl.DataFrame) -> pl.DataFrame:
+    """Text cells with control characters escaped (campaign.text), for the terminal."""
+    text = [c for c, t in df.schema.items() if t == pl.Utf8]
+    return df.with_columns(pl.col(c).map_elements(printable, return_dtype=pl.Utf8) for c in text) if text else df
+
+
 def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str],
             stack: bool = False) -> dict[str, pl.DataFrame]:
     """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``)."""
@@ -79,6 +111,8 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
     from campaign.harvest.utilisation import breakdown_table, phase_stack, utilisation_table
     from campaign.harvest.views import scaling_table, throughput_table
 
+    if where is not None and where.get(POINT_IDS) == []:
+        return {}
     points = point_frame(store, [campaign_id], where)
     if points.height == 0:
         return {}
@@ -110,19 +144,26 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     where = parse_where(where_items, where)
     wanted = TABLES if table == "all" else (table,)
     other_id, other = None, {}
-    with open_store(store_url) as store:
+    with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
-        # Results jobs spooled when the store was out of their reach (campaign ingest).
-        from campaign.ingest import ingest_campaigns
-
-        n_files, _ = ingest_campaigns(store, [campaign])
-        if n_files:
-            print(f"campaign {campaign['id']}: folded in {n_files} spooled result file(s)", file=sys.stderr)
-        tables = _tables(store, campaign["id"], where, wanted, stack=plots is not None)
+        cid = campaign["id"]
+        mine, points, warnings = completed_where(store, campaign, where)
+        tables = _tables(store, cid, mine, wanted, stack=plots is not None)
         if compare is not None and compare not in COMPARE_BUILTIN:
-            other_id = store.resolve_campaign(compare)["id"]
-            other = _tables(store, other_id, where, ())
-    cid = campaign["id"]
+            other_campaign = store.resolve_campaign(compare)
+            other_id = other_campaign["id"]
+            theirs, _, more = completed_where(store, other_campaign, where)
+            warnings += more
+            other = _tables(store, other_id, theirs, ())
+    for w in warnings:
+        print(f"warning: {printable(w)}", file=sys.stderr)
+    spooled = sum(1 for p in points if p["state"] == "spooled")
+    if spooled:  # harvest reads only; campaign ingest folds spooled results in
+        print(f"campaign {cid}: {spooled} point(s) have results waiting in spool files: run campaign ingest {cid}",
+              file=sys.stderr)
+    note = _not_harvested(cid, points)
+    if note and tables:
+        print(note, file=sys.stderr)
     if not tables:
         print(f"campaign {cid}: no completed point to harvest yet (see campaign status {cid})", file=sys.stderr)
         return 1
@@ -136,7 +177,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         selected = [(name, TITLES[name], tables[name]) for name in wanted]
     if fmt == "table" and out is None:
         print(f"campaign {cid}")
-        selected = [(n, t, _terminal(n, df)) for n, t, df in selected]
+        selected = [(n, t, _printable_frame(_terminal(n, df))) for n, t, df in selected]
         if len(selected) == 1:
             print(f"{selected[0][1]}\n")
     for path in write_tables(selected, fmt, out):

@@ -12,8 +12,19 @@ from sqlalchemy import and_, func, insert, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from sqlalchemy.engine import make_url
+
 from campaign.errors import NotFoundError, SchemaVersionError, StoreError, one_line
-from campaign_sql.engine import SchemaMismatch, check_version, create_schema, ensure_indexes, make_engine, sqlite_path
+from campaign.store.advice import extra_advice, upgrade_advice
+from campaign_sql.engine import (
+    SchemaMismatch,
+    check_version,
+    create_schema,
+    ensure_indexes,
+    make_engine,
+    postgres_driver,
+    sqlite_path,
+)
 from campaign_sql.schema import ACTIVE_STATES, SCHEMA_VERSION, attempt, campaign, point
 
 
@@ -26,63 +37,132 @@ def default_store_url() -> str:
     return f"sqlite:///{results}/campaign.db"
 
 
-def _describe(url: str) -> str:
-    path = sqlite_path(url)
-    return path if path else url
+def describe_url(url: str) -> str:
+    """A store as messages name it: an SQLite file's path, else the URL with its password
+    hidden (``***``)."""
+    try:
+        path = sqlite_path(url)
+        return path if path else make_url(url).render_as_string(hide_password=True)
+    except Exception:  # not a URL at all: said as given (it holds no parsable password)
+        return url
+
+
+# SQLAlchemy's driver for each PostgreSQL URL form -> the package that provides it.
+DRIVER_PACKAGES = {"psycopg2": "psycopg2-binary", "psycopg": "psycopg[binary]"}
 
 
 def check_store_url(url: str) -> None:
     """Refuse a URL SQLAlchemy cannot parse or has no driver for, before anything is written."""
-    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
     try:
-        make_url(url).get_dialect()
+        u = postgres_driver(make_url(url))
     except ArgumentError:
         raise StoreError(f"store URL {url!r} is not a database URL; use e.g. sqlite:///results/campaign.db") from None
+    try:
+        u.get_dialect().import_dbapi()  # the driver itself, not only SQLAlchemy's dialect for it
     except NoSuchModuleError:
-        raise StoreError(f"store URL {url!r}: SQLAlchemy has no dialect for it") from None
+        raise StoreError(f"store URL {describe_url(url)!r}: SQLAlchemy has no dialect for it") from None
     except ImportError as exc:
-        raise StoreError(f"store URL {url!r} needs a database driver: {exc}; e.g. pip install psycopg2-binary") from None
+        raise StoreError(_driver_missing(url, u, exc)) from None
 
 
-def open_store(url: str, *, create: bool = False, busy_timeout_s: float = 30.0) -> "Store":
-    """Open the store at ``url``; with ``create``, make an empty one (and its folder).
+def _driver_missing(url: str, u, exc: ImportError) -> str:
+    shown = describe_url(url)
+    if u.get_backend_name() == "postgresql":
+        driver = u.get_driver_name()
+        extra = extra_advice("postgres")
+        if u.drivername == "postgresql":  # a plain URL and no driver installed at all
+            return (f"store URL {shown!r}: no PostgreSQL driver is installed; install campaign's postgres "
+                    f"extra ({extra}), which brings psycopg 3")
+        if driver == "psycopg":
+            return f"store URL {shown!r} needs psycopg 3; install campaign's postgres extra ({extra})"
+        package = DRIVER_PACKAGES.get(driver, driver)
+        return (f"store URL {shown!r} needs the {driver} driver (pip install {package}); or write it "
+                f"postgresql+psycopg://... after installing campaign's postgres extra ({extra})")
+    return f"store URL {shown!r} needs a database driver SQLAlchemy could not import: {one_line(exc)}"
 
-    Raises ``StoreError`` for a missing store (without ``create``) or an unreachable
-    database, ``SchemaVersionError`` for a store of another schema version.
+
+def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_timeout_s: float = 30.0) -> "Store":
+    """Open the store at ``url``; with ``create``, make an empty one (and its folder);
+    with ``readonly``, through a connection that cannot write (``campaign status`` and
+    ``harvest``: a 0-byte or foreign file is refused and left byte for byte as it was).
+
+    Raises ``StoreError`` for a missing store (without ``create``), an unreachable
+    database or a file that is not a database, ``SchemaVersionError`` for a store of
+    another schema version (or none).
     """
     check_store_url(url)
     path = sqlite_path(url)
     if path is not None:
-        if not Path(path).exists():
+        p = Path(path)
+        if p.is_dir():
+            raise StoreError(f"results store {path} is a directory, not an SQLite file; name the file with --store URL")
+        if not p.exists():
             if not create:
                 raise StoreError(
                     f"no results store at {path}; launch a campaign first "
                     "(python -m campaign.launch ...) or name one with --store URL"
                 )
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            p.parent.mkdir(parents=True, exist_ok=True)
+        elif not create and p.stat().st_size == 0:
+            raise _version_error(url, None)  # SQLite would take it as an empty database
     try:
-        engine = make_engine(url, busy_timeout_s=busy_timeout_s)
-        try:
-            check_version(engine)
-        except SchemaMismatch as exc:
-            if exc.found is None and create:
-                create_schema(engine)
-            else:
-                raise _version_error(url, exc.found) from None
-        else:
-            if create:  # a store made before an index was added gets it (same schema version)
-                ensure_indexes(engine)
+        if path is not None and Path(path).exists() and not readonly:
+            # Checked through a read-only connection first: the writing one switches the
+            # journal to WAL, which would rewrite a file that is not a store.
+            _check(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True), url, create, dispose=True)
+        engine = make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True)
+        _check(engine, url, create)
     except ValueError as exc:
         raise StoreError(f"store URL: {exc}; use e.g. sqlite:///results/campaign.db") from exc
     except SQLAlchemyError as exc:
-        raise StoreError(f"cannot open results store {_describe(url)}: {one_line(exc.args[0] if exc.args else exc)}") from exc
-    return Store(engine, url)
+        raise StoreError(f"cannot open results store {describe_url(url)}: {_db_message(exc)}") from exc
+    return Store(engine, url, readonly=readonly)
+
+
+def _check(engine: Engine, url: str, create: bool, dispose: bool = False) -> None:
+    """The schema-version check of ``open_store``: a new store is made (with ``create``)
+    only in an empty database, never beside another application's tables."""
+    try:
+        check_version(engine)
+    except SchemaMismatch as exc:
+        if not (exc.found is None and create and _is_empty(engine)):
+            engine.dispose()
+            raise _version_error(url, exc.found) from None
+        if not dispose:
+            create_schema(engine)
+    else:
+        if create and not dispose:  # a store made before an index was added gets it (same schema version)
+            ensure_indexes(engine)
+    finally:
+        if dispose:
+            engine.dispose()
+
+
+def _is_empty(engine: Engine) -> bool:
+    """Whether a database holds no table at all (a new store may be made in it, not in a
+    database of something else)."""
+    from sqlalchemy import inspect
+
+    return not inspect(engine).get_table_names()
+
+
+def _db_message(exc: SQLAlchemyError) -> str:
+    """The driver's own message of a database error, on one line."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig) if orig is not None else str(exc.args[0] if exc.args else exc)
+    text = one_line(text)
+    if "file is not a database" in text:
+        return "not an SQLite database (file is not a database); name another store with --store URL"
+    if "readonly database" in text or "read-only transaction" in text:
+        return (f"{text}: the store (or its folder) is read-only to you; this command writes to it. Ask its "
+                "owner, or copy it and name the copy with --store URL")
+    return text
 
 
 def _version_error(url: str, found: str | None) -> SchemaVersionError:
-    where = _describe(url)
+    where = describe_url(url)
     if found is None:
         return SchemaVersionError(
             f"{where} is not a campaign results store (no schema version); "
@@ -91,7 +171,7 @@ def _version_error(url: str, found: str | None) -> SchemaVersionError:
     if found.isdigit() and int(found) > SCHEMA_VERSION:
         return SchemaVersionError(
             f"results store {where} has schema version {found}, newer than this campaign's "
-            f"{SCHEMA_VERSION}; upgrade campaign (pip install -U campaign) to read it"
+            f"{SCHEMA_VERSION}; {upgrade_advice()}"
         )
     return SchemaVersionError(
         f"results store {where} has schema version {found}, this campaign needs {SCHEMA_VERSION}; "
@@ -103,9 +183,10 @@ def _version_error(url: str, found: str | None) -> SchemaVersionError:
 class Store:
     """A results store opened and version-checked by ``open_store``."""
 
-    def __init__(self, engine: Engine, url: str):
+    def __init__(self, engine: Engine, url: str, *, readonly: bool = False):
         self.engine = engine
         self.url = url
+        self.readonly = readonly
 
     def close(self) -> None:
         self.engine.dispose()
@@ -165,7 +246,7 @@ class Store:
             if ref is None:
                 row = conn.execute(select(campaign).order_by(campaign.c.created_at.desc()).limit(1)).mappings().first()
                 if row is None:
-                    raise NotFoundError(f"no campaign in {_describe(self.url)} yet; launch one with python -m campaign.launch -m ...")
+                    raise NotFoundError(f"no campaign in {describe_url(self.url)} yet; launch one with python -m campaign.launch -m ...")
                 return dict(row)
             rows = conn.execute(
                 select(campaign).where((campaign.c.id.startswith(ref, autoescape=True)) | (campaign.c.name == ref))
@@ -178,7 +259,7 @@ class Store:
             return dict(rows[0])
         if not rows:
             known = ", ".join(c["id"] for c in self.campaigns(limit=5)) or "none"
-            raise NotFoundError(f"no campaign '{ref}' in {_describe(self.url)}; recent: {known}")
+            raise NotFoundError(f"no campaign '{ref}' in {describe_url(self.url)}; recent: {known}")
         raise NotFoundError(f"'{ref}' matches {len(rows)} campaigns ({', '.join(r['id'] for r in rows[:5])}); give more of the id")
 
     def campaigns(self, limit: int = 20) -> list[dict]:
@@ -217,8 +298,14 @@ class Store:
     @contextmanager
     def _begin(self) -> Iterator[Any]:
         """A short write transaction; database errors become one-line ``StoreError``s."""
+        if self.readonly:  # a bug, not a user's error: read commands never write
+            raise RuntimeError("write through a read-only store")
         try:
             with self.engine.begin() as conn:
                 yield conn
         except SQLAlchemyError as exc:
-            raise StoreError(f"results store {_describe(self.url)}: {one_line(exc)}") from exc
+            raise StoreError(f"results store {describe_url(self.url)}: {_write_message(exc)}") from exc
+
+
+def _write_message(exc: SQLAlchemyError) -> str:
+    return _db_message(exc)

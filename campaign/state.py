@@ -1,0 +1,137 @@
+"""One state per point, the same everywhere.
+
+A point's *effective* state is what ``campaign status`` (table and ``--json``),
+``campaign harvest`` (which points count as completed) and ``campaign cancel`` act on.
+It is derived, in memory and read-only, from
+
+- the store: what the job's ranks reported (a final state there is kept: the job
+  said so itself, and ``campaign cancel`` records its cancellations);
+- the executor, for points the store still has unfinished: the scheduler (one bulk
+  ``sacct``), or the local job's processes and log files;
+- the spool folder: results a job could not write to the store wait there until
+  ``campaign ingest``.
+
+Read commands never write what they observe; the jobs, ``campaign cancel`` and
+``campaign ingest`` do. So every reader derives the same states from the same inputs.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Optional, Sequence
+
+from campaign.backends import get_backend
+from campaign.backends.base import Observed
+from campaign.errors import SchedulerError
+from campaign_sql.schema import ACTIVE_STATES
+
+SPOOLED = "spooled"  # finished, its results in spool files: campaign ingest folds them in
+FAILED_STATES = ("failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail",
+                 "deadline", "rejected", "lost")
+NEVER_SUBMITTED_S = 600.0  # a point still unsubmitted this long after its campaign was registered: lost
+LOCAL_SIGNAL_DELAY_S = 30  # submitit's local controller warns (USR2) this long before the time limit
+# submitit's answer to that warning in rank 0 of a job that cannot checkpoint
+_TIMED_OUT = re.compile(r"UncompletedJobError: Job not requeued because: timed-out")
+
+
+def is_final(state: str) -> bool:
+    """Whether a point in ``state`` will change no more by itself (``--wait`` stops)."""
+    return state not in ACTIVE_STATES
+
+
+def spool_waiting(campaign: dict, point_ids: Sequence[int] = ()) -> dict[int, int]:
+    """point id -> number of its spool files not yet ingested (``p<point>-a<attempt>-r<rank>.jsonl``)."""
+    from campaign.ingest import spool_dir
+
+    folder = spool_dir(campaign)
+    out: dict[int, int] = {}
+    if folder is None or not folder.is_dir():
+        return out
+    for path in folder.glob("p*-a*-r*.jsonl"):
+        m = re.match(r"p(\d+)-a\d+-r\d+\.jsonl$", path.name)
+        if m:
+            out[int(m.group(1))] = out.get(int(m.group(1)), 0) + 1
+    return out
+
+
+def _time_limit_min(p: dict) -> Optional[float]:
+    config = p.get("config")
+    try:
+        return float(config["platform"]["time_limit_min"])
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def _local_timeout(p: dict) -> bool:
+    """A local job that failed because its time limit came: submitit's warning made rank 0
+    raise (reason), or it ran to the limit and was interrupted."""
+    if _TIMED_OUT.search(p.get("reason") or ""):
+        return True
+    limit = _time_limit_min(p)
+    start, end = p.get("started_at"), p.get("ended_at")
+    return (p.get("executor") == "local" and limit is not None and start is not None and end is not None
+            and end - start >= limit * 60 - LOCAL_SIGNAL_DELAY_S - 5)
+
+
+def derive(p: dict, obs: Optional[Observed], spooled: int = 0, *, now: float,
+           registered_at: Optional[float] = None) -> dict:
+    """The point ``p`` (a row of ``Store.points``) with its effective ``state``, ``reason``,
+    ``started_at`` and ``ended_at``; ``stored_state`` keeps what the store says. Pure."""
+    out = dict(p, stored_state=p["state"])
+    state = p["state"]
+    if state in ACTIVE_STATES and spooled:
+        out.update(state=SPOOLED, reason=f"its results wait in {spooled} spool file(s) (the store was out of the "
+                                         "job's reach): run campaign ingest")
+    elif state in ACTIVE_STATES and obs is not None:
+        keep_running = state == "running" and obs.state in ("pending", "running")  # the job itself said it runs
+        if not keep_running:
+            out.update(state=obs.state, reason=obs.reason)
+        out["started_at"] = p.get("started_at") or obs.started_at
+        if not is_final(out["state"]):
+            out["ended_at"] = None
+        else:
+            out["ended_at"] = obs.ended_at or p.get("ended_at")
+    elif state == "registered" and not p.get("job_id") and registered_at is not None \
+            and now - registered_at > NEVER_SUBMITTED_S:
+        out.update(state="lost", reason="never handed to a scheduler: the launch that registered it did not finish")
+    elif state == "failed" and _local_timeout(p):
+        limit = _time_limit_min(p)
+        shown = f"platform.time_limit_min={limit:g}" if limit is not None else "its time limit"
+        out.update(state="timeout", reason=f"time limit reached ({shown}; a local job is stopped "
+                                           f"{LOCAL_SIGNAL_DELAY_S} s before it)")
+    return out
+
+
+def observe(points: Sequence[dict]) -> tuple[dict[int, Observed], list[str]]:
+    """The executors' view of ``points`` (one bulk query per executor) and warnings for
+    the executors that could not be asked (their points keep the store's view)."""
+    by_exec: dict[str, list[dict]] = {}
+    for p in points:
+        by_exec.setdefault(p["executor"], []).append(p)
+    seen: dict[int, Observed] = {}
+    warnings: list[str] = []
+    for executor, pts in by_exec.items():
+        try:
+            seen.update(get_backend(executor).observe(pts))
+        except SchedulerError as exc:
+            warnings.append(f"{executor}: {exc} (showing the store's last known states)")
+    return seen, warnings
+
+
+def effective_points(store, campaign: dict, *, now: Optional[float] = None) -> tuple[list[dict], list[str]]:
+    """Every point of ``campaign`` in sweep order with its effective state (``derive``),
+    and warnings. Reads the store, asks the executors about the points the store has
+    unfinished, looks at the spool folder; writes nothing."""
+    now = time.time() if now is None else now
+    points = store.points(campaign["id"])
+    spooled = spool_waiting(campaign)
+    active = [p for p in points if p["state"] in ACTIVE_STATES and p.get("job_id") and not spooled.get(p["id"])]
+    seen, warnings = observe(active) if active else ({}, [])
+    return [derive(p, seen.get(p["id"]), spooled.get(p["id"], 0), now=now, registered_at=campaign.get("created_at"))
+            for p in points], warnings
+
+
+def completed_ids(points: Sequence[dict]) -> list[int]:
+    """The ids of the points whose effective state is completed: those harvest reads."""
+    return [p["id"] for p in points if p["state"] == "completed"]

@@ -1,0 +1,254 @@
+"""Every `campaign` subcommand that takes a store, walked through what goes wrong: a
+broken store (0-byte, foreign SQLite, garbage, unreachable PostgreSQL), a read-only
+results folder, Ctrl-C, a PostgreSQL URL without its driver. Each answer is one
+line, no traceback, the documented exit status (README, "Exit status"), and the
+store byte for byte as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from campaign.cli import build_parser
+from test_postgres import ADMIN_URL, pg_url  # noqa: F401  (fixture: a fresh database on the test server)
+from test_states import CID, build
+
+EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
+
+
+def store_commands() -> list[str]:
+    """The subcommands that read or write a store (those with --store), whoever added them."""
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    return sorted(name for name, p in sub.choices.items() if any("--store" in a.option_strings for a in p._actions))
+
+
+COMMANDS = store_commands()
+
+
+def test_the_walk_covers_the_read_commands():
+    assert {"status", "harvest", "cancel", "ingest"} <= set(COMMANDS)
+
+
+def _digest(path: Path):
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def _one_line_error(res, exit_code: int, starts: str = "error: ", alone: bool = True):
+    """Exit status, no traceback, and the error on one line (``alone``: nothing else on
+    stderr; else after the command's notes, e.g. status --wait's progress log)."""
+    text = res.stdout + res.stderr
+    assert res.returncode == exit_code, text
+    assert "Traceback" not in text, text
+    lines = res.stderr.splitlines()
+    assert res.stderr.endswith("\n") and lines and lines[-1].startswith(starts), res.stderr
+    assert sum(line.startswith(starts) for line in lines) == 1 and (not alone or len(lines) == 1), res.stderr
+
+
+def _broken(kind: str, path: Path) -> str:
+    if kind == "zero":
+        path.write_bytes(b"")
+    elif kind == "foreign":
+        con = sqlite3.connect(path)
+        con.execute("create table notes (t text)")
+        con.execute("insert into notes values ('not a campaign store')")
+        con.commit()
+        con.close()
+    elif kind == "garbage":
+        path.write_bytes(bytes(range(256)) * 16)
+    return f"sqlite:///{path}"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("kind,message", [
+    ("zero", "is not a campaign results store"),
+    ("foreign", "is not a campaign results store"),
+    ("garbage", "not an SQLite database"),
+])
+def test_a_broken_sqlite_store_is_refused_unchanged(ws, command, kind, message):
+    ws.results.mkdir(parents=True)
+    url = _broken(kind, ws.db)
+    before = _digest(ws.db)
+    res = ws.campaign(command, "--store", url)
+    _one_line_error(res, EXIT_USAGE)
+    assert message in res.stderr
+    assert _digest(ws.db) == before and sorted(p.name for p in ws.results.iterdir()) == ["campaign.db"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_unreachable_postgresql_store_is_one_line_without_its_password(ws, command):
+    res = ws.campaign(command, "--store", "postgresql+psycopg2://nobody:s3cret@127.0.0.1:1/none")
+    _one_line_error(res, EXIT_USAGE, "error: cannot open results store postgresql+psycopg2://nobody:***@127.0.0.1:1/none")
+    assert "s3cret" not in res.stderr
+
+
+# ---------------------------------------------------------------- read-only results folder
+
+def _as_unprivileged() -> list[str]:
+    """A prefix that makes this user subject to file modes: root keeps its uid but loses
+    the capabilities that bypass them (setpriv)."""
+    import os
+
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root without setpriv: a read-only folder would not stop root")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+
+
+READ_ONLY_EXIT = {"status": 0, "harvest": 0, "cancel": 0, "ingest": EXIT_USAGE}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_read_only_results_folder(ws, command):
+    """status and harvest read it; cancel has nothing to stop (no write needed); ingest
+    must write: one line, exit 2. Nothing changes."""
+    build(ws.store_url, ws.results)
+    files = sorted(p for p in ws.results.rglob("*") if p.is_file())
+    before = {p: _digest(p) for p in files}
+    paths = [ws.results, *ws.results.rglob("*")]
+    modes = {p: p.stat().st_mode for p in paths}
+    try:
+        for p in paths:
+            p.chmod(modes[p] & ~0o222)
+        res = ws.run(*_as_unprivileged(), sys.executable, "-m", "campaign", command)
+    finally:
+        for p in reversed(paths):
+            p.chmod(modes[p])
+    expected = READ_ONLY_EXIT.get(command, 0)
+    if expected == EXIT_USAGE:
+        _one_line_error(res, EXIT_USAGE)
+        assert "read-only" in res.stderr or "Permission denied" in res.stderr, res.stderr
+    else:
+        assert res.returncode == expected and "Traceback" not in res.stderr, res.stdout + res.stderr
+    assert sorted(p for p in ws.results.rglob("*") if p.is_file()) == files
+    assert {p: _digest(p) for p in files} == before
+
+
+def test_harvest_into_a_read_only_folder_is_one_line(ws, tmp_path):
+    build(ws.store_url, ws.results)
+    out = tmp_path / "ro"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        res = ws.run(*_as_unprivileged(), sys.executable, "-m", "campaign", "harvest", "--to", "csv",
+                     "--out", str(out / "t.csv"))
+    finally:
+        out.chmod(0o755)
+    _one_line_error(res, EXIT_USAGE, alone=False)  # after harvest's notes on the points it leaves out
+    assert "Permission denied" in res.stderr
+
+
+# ---------------------------------------------------------------- Ctrl-C
+
+def _interrupt(ws, argv: list[str], after_s: float, ready=None):
+    proc = subprocess.Popen(argv, cwd=ws.path, env=ws.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    time.sleep(after_s)
+    while ready is not None and not ready() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return type("R", (), {"returncode": proc.returncode, "stdout": out, "stderr": err})
+
+
+@pytest.fixture
+def waiting(ws, tmp_path):
+    """A campaign whose point 3 is pending on a live local job controller (a process
+    that looks like one: submitit's module name and the campaign's folder)."""
+    info = build(ws.store_url, ws.results)
+    fake = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "submitit.local._local",
+                             str(info["folder"])])
+    con = sqlite3.connect(ws.db)
+    con.execute("update point set job_id = ?, state = 'pending' where idx = 3", (str(fake.pid),))
+    con.commit()
+    con.close()
+    yield info
+    fake.kill()
+    fake.wait()
+
+
+@pytest.mark.parametrize("argv", [["status", "--wait", "--interval", "0.2"], ["status", "--watch", "--interval", "0.2"]])
+def test_ctrl_c_while_waiting(ws, waiting, argv):
+    before = _digest(ws.db)
+    res = _interrupt(ws, [sys.executable, "-m", "campaign", *argv], 3.0)
+    _one_line_error(res, EXIT_INTERRUPTED, "interrupted (Ctrl-C)", alone=False)  # after --wait's progress log
+    assert _digest(ws.db) == before
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_ctrl_c_while_the_database_holds_the_command(ws, pg_url, command, driver):  # noqa: F811
+    """A command waiting on a PostgreSQL lock is interrupted at once (the query is
+    cancelled), whichever driver."""
+    if driver == "psycopg":
+        pytest.importorskip("psycopg")
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    build(pg_url, ws.results)
+    url = pg_url.replace("postgresql+psycopg2://", f"postgresql+{driver}://")
+    holder = sqlalchemy.create_engine(pg_url)
+    with holder.connect() as conn:
+        tx = conn.begin()
+        conn.exec_driver_sql("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")
+        res = _interrupt(ws, [sys.executable, "-m", "campaign", command, "--store", url], 4.0)
+        tx.rollback()
+    holder.dispose()
+    _one_line_error(res, EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
+
+
+# ---------------------------------------------------------------- PostgreSQL drivers
+
+def _without(*modules: str) -> list[str]:
+    """Run the CLI in a Python where ``modules`` cannot be imported (as if not installed)."""
+    blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in modules)
+    return [sys.executable, "-c", f"import sys; {blocked}; from campaign.cli import main; sys.exit(main())"]
+
+
+def test_postgresql_without_a_driver_names_the_extra(ws):
+    root = Path(__file__).resolve().parents[1]
+    res = ws.run(*_without("psycopg2", "psycopg"), "status", "--store", "postgresql://u:pw@127.0.0.1:1/db")
+    _one_line_error(res, EXIT_USAGE)
+    assert "no PostgreSQL driver is installed; install campaign's postgres extra" in res.stderr
+    assert f"pip install -e '{root}[postgres]'" in res.stderr and "psycopg 3" in res.stderr and ":pw@" not in res.stderr
+    res = ws.run(*_without("psycopg"), "status", "--store", "postgresql+psycopg://u@127.0.0.1:1/db")
+    _one_line_error(res, EXIT_USAGE)
+    assert "needs psycopg 3; install campaign's postgres extra" in res.stderr
+    res = ws.run(*_without("psycopg2"), "status", "--store", "postgresql+psycopg2://u@127.0.0.1:1/db")
+    _one_line_error(res, EXIT_USAGE)
+    assert "needs the psycopg2 driver (pip install psycopg2-binary)" in res.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("hidden", [(), ("psycopg2",)], ids=["both-installed", "psycopg-only"])
+def test_a_plain_postgresql_url_takes_the_installed_driver(ws, pg_url, hidden):  # noqa: F811
+    if hidden:
+        pytest.importorskip("psycopg")
+    build(pg_url, ws.results)
+    plain = "postgresql://" + pg_url.split("://", 1)[1]
+    res = ws.run(*_without(*hidden), "status", "--store", plain, "--json") if hidden else \
+        ws.campaign("status", "--store", plain, "--json")
+    assert res.returncode == 0 and f'"id": "{CID}"' in res.stdout, res.stderr
+
+
+@pytest.mark.postgres
+def test_read_commands_open_postgresql_read_only(pg_url, tmp_path):  # noqa: F811
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from campaign.store import open_store
+
+    build(pg_url, tmp_path)
+    with open_store(pg_url, readonly=True) as s:
+        with pytest.raises(DBAPIError, match="read-only transaction"):
+            with s.engine.begin() as conn:
+                conn.execute(text("delete from point"))
+    with open_store(pg_url) as s, s.engine.connect() as conn:
+        assert conn.execute(text("select count(*) from point")).scalar() == 6
