@@ -238,3 +238,43 @@ def test_a_cpu_trace_with_profiler_steps(tmp_path):
     fig = read_trace(path)
     assert fig.window_source == "2 ProfilerStep annotation(s)"
     assert fig.span_s > 0 and fig.operators > 0 and fig.cpu_op_s <= fig.span_s
+
+
+# ---------------------------------------------------------------- campaign trace
+def _campaign(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "campaign", "trace", *args], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+
+
+@needs_fixtures
+def test_campaign_trace_json_on_every_fixture_matches_the_hand_count():
+    res = _campaign(*map(str, GPU_TRACES), "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [o["file"] for o in out] == [str(p) for p in GPU_TRACES]
+    for o, path in zip(out, GPU_TRACES):
+        hand = _hand_count(path)
+        (dev,) = o["devices"]
+        assert dev["utilisation"] == pytest.approx(hand["busy_us"] / hand["span_us"], rel=1e-9) and dev["utilisation"] <= 1
+        assert dev["kernels"] == hand["kernels"]
+
+
+@needs_fixtures
+def test_campaign_trace_table():
+    path = FIXTURES / "h100-ddp1-nccl-mlp-4iters-10ms-gaps.json.gz"
+    res = _campaign(str(path), "--top", "2")
+    assert res.returncode == 0, res.stderr
+    head, row = res.stdout.splitlines()[0], res.stdout.splitlines()[2]
+    assert head.split()[:6] == ["trace", "rank", "device", "window", "span_ms", "gpu_busy_ms"]
+    util = read_trace(path).devices[0].utilisation
+    assert path.name in row and "NVIDIA H100 80GB HBM3" in row and f"{util:.3f}" in row.split()
+    assert f"{path}: top kernels by time" in res.stdout and f"{path}: top operators by device time" in res.stdout
+
+
+def test_campaign_trace_of_a_file_that_is_not_a_trace(tmp_path):
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}')
+    res = _campaign(str(bad))
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == f"error: {bad}: not a chrome trace (no traceEvents list); expected a file written by " \
+                         f"torch.profiler's export_chrome_trace\n"
