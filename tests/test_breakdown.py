@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,8 @@ from conftest import Workspace
 
 torch = pytest.importorskip("torch")
 
-from trainers.comm import bus_factor, comm_overlap  # noqa: E402
+from campaign_trace.intervals import uncovered  # noqa: E402
+from trainers.comm import bus_factor  # noqa: E402
 from trainers.flops import mfu_extra  # noqa: E402
 from trainers.instrument import Recorder, union_length  # noqa: E402
 
@@ -136,6 +138,24 @@ def test_profile_window_has_comm_and_exposed_comm(plain):
 
 
 @pytest.mark.slow
+def test_profile_rows_are_the_trace_readers_figures_of_the_traces_beside_the_logs(plain):
+    from campaign_trace import read_trace
+
+    (folder, job), = plain.query("select job_folder, job_id from point")
+    rows = plain.query("select rank, total_s, cpu_s, cpu_util, comm_s, exposed_comm_s, top_ops from profile order by rank")
+    for rank, total, cpu, cpu_util, comm_s, exposed, top in rows:
+        path = Path(folder) / f"{job}_{rank}_trace.json.gz"
+        assert json.loads(top)["trace_file"] == str(path) and (Path(folder) / f"{job}_{rank}_log.err").exists()
+        fig = read_trace(path)
+        assert (fig.rank, fig.window_source) == (rank, "annotation campaign:profile_window")
+        assert (total, cpu, cpu_util) == (fig.span_s, fig.cpu_op_s, fig.cpu_utilisation)
+        assert (comm_s, exposed) == fig.comm
+    out = plain.campaign("harvest", "--table", "utilisation", "--to", "csv")
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert row["trace_files"] == " ".join(str(Path(folder) / f"{job}_{r}_trace.json.gz") for r in (0, 1))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_injected_delays_are_found_where_they_were_put(delayed, rank):
     ph = _phases(delayed, rank)
@@ -158,7 +178,7 @@ def test_injected_delays_are_found_where_they_were_put(delayed, rank):
 def test_union_and_exposed_intervals():
     assert union_length([(0, 2), (1, 3), (5, 6)]) == 4
     assert union_length([]) == 0
-    busy, exposed = comm_overlap([(0, 4), (3, 6)], [(1, 2), (5, 10)])
+    busy, exposed = uncovered([(0, 4), (3, 6)], [(1, 2), (5, 10)])
     assert busy == 6 and exposed == 4  # 0-1, 2-5 uncovered
 
 
@@ -238,54 +258,6 @@ def test_flops_of_a_single_process_engine_count_every_replica():
         assert torch.allclose(out, net(x))
     finally:
         hand.close()
-
-
-class _Event:
-    """A stand-in for a kineto trace event (what trainers.comm.profile_comm reads)."""
-
-    def __init__(self, name, start_us, end_us, *, device="CUDA", kind="kernel", thread=1):
-        self._v = (name, device, kind, thread, start_us * 1000, end_us * 1000)
-
-    def name(self): return self._v[0]  # noqa: E704
-    def device_type(self): return f"DeviceType.{self._v[1]}"  # noqa: E704
-    def activity_type(self): return self._v[2]  # noqa: E704
-    def start_thread_id(self): return self._v[3]  # noqa: E704
-    def start_ns(self): return self._v[4]  # noqa: E704
-    def end_ns(self): return self._v[5]  # noqa: E704
-
-
-def _trace(*events):
-    from types import SimpleNamespace
-
-    return SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(events))))
-
-
-def test_profile_comm_on_gpu_matches_old_and_new_nccl_kernel_names():
-    from trainers.comm import profile_comm
-
-    prof = _trace(
-        _Event("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 0, 100),  # old name
-        _Event("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 300, 400),  # new
-        _Event("void at::native::conv_kernel<float>()", 50, 350),  # compute on another stream
-        _Event("Memcpy DtoH (Device -> Pinned)", 0, 1000, kind="gpu_memcpy"),  # not compute
-        _Event("nccl:all_reduce", 0, 1000, device="CPU", kind="cpu_op"),  # host launch: neither
-    )
-    comm_s, exposed = profile_comm(prof, cuda=True)
-    assert comm_s == pytest.approx(200e-6) and exposed == pytest.approx(100e-6)  # 0-50 and 350-400
-
-
-def test_profile_comm_on_cpu_is_gloo_time_when_the_rank_computes_nothing():
-    from trainers.comm import profile_comm
-
-    prof = _trace(
-        _Event("gloo:all_reduce", 100, 300, device="CPU", kind="cpu_op", thread=7),
-        _Event("aten::mm", 0, 150, device="CPU", kind="cpu_op", thread=1),
-        _Event("c10d::allreduce_", 90, 100, device="CPU", kind="cpu_op", thread=1),  # launch: neither
-        _Event("DistributedDataParallel.forward", 0, 400, device="CPU", kind="user_annotation", thread=1),
-    )
-    comm_s, exposed = profile_comm(prof, cuda=False)
-    assert comm_s == pytest.approx(200e-6) and exposed == pytest.approx(150e-6)
-    assert profile_comm(object(), cuda=False) == (None, None)  # no readable trace: NULL, not zero
 
 
 class _FakeClock:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import platform as _platform
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -94,6 +96,33 @@ def _breakdown(rec: Recorder, rows: list[dict], trainer) -> list[dict]:
     return [r for r in rec.breakdown_rows(rows) if r["phase"] not in names] + own
 
 
+def trace_path(rank: int) -> Path:
+    """Where this rank's profiler trace goes: beside the job's logs, as
+    ``<job id>_<rank>_trace.json.gz`` in submitit's job folder (outside a submitit job:
+    the temp folder)."""
+    try:
+        import submitit
+
+        env = submitit.JobEnvironment()
+        return Path(env.paths.folder) / f"{env.job_id}_{rank}_trace.json.gz"
+    except Exception:  # not a submitit job (a direct call, a test)
+        return Path(tempfile.gettempdir()) / f"campaign-{os.getpid()}_{rank}_trace.json.gz"
+
+
+def profile_warning(ctx: dist.DistContext, mine: str | None) -> str | None:
+    """Every rank's profiler warning, gathered (a collective: every rank calls it): the
+    point's one-line reason, naming the ranks, or None when none had any."""
+    every = [mine]
+    if ctx.distributed:
+        every = [None] * ctx.world_size
+        torch.distributed.all_gather_object(every, mine)
+    bad = [(rank, w) for rank, w in enumerate(every) if w]
+    if not bad:
+        return None
+    ranks = ",".join(str(r) for r, _ in bad)
+    return f"warning: rank{'s' if len(bad) > 1 else ''} {ranks}: {bad[0][1]} (timing rows kept, no profile figures)"
+
+
 def run_point(spec: dict) -> dict:
     """Entry of one rank. ``spec``: point_id, store_url, config, plan, threads_per_rank."""
     _set_threads(spec.get("threads_per_rank"), int(spec.get("tasks_per_node") or 1))
@@ -130,17 +159,23 @@ def run_point(spec: dict) -> dict:
             flops_per_iter=float(flops) if flops else None,
             peak_memory_bytes=memory,
         )
-        profile_row = (loop.profile_window(trainer, ctx.device, plan["profile_iterations"], comm_timer=timer)
-                       if plan.get("profile_iterations") else None)
         summary["extra"] = _rank_extra(trainer, cfg, ctx, rec, summary, comm_source=comm_source,
                                        flops_source="trainer" if own_flops else "flop_counter",
                                        memory_source=memory_source)
-        writer.write_rank(attempt_id, ctx.rank, summary, rows, profile_row=profile_row,
-                          breakdown_rows=_breakdown(rec, rows, trainer))
+        # The timing rows are stored before the profiler window starts: nothing the
+        # profiler does can lose them.
+        writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer))
+        warning = None
+        if plan.get("profile_iterations"):
+            profile_row, mine = loop.profile_window(trainer, ctx.device, plan["profile_iterations"],
+                                                    trace_path=trace_path(ctx.rank), comm_timer=timer)
+            writer.write_profile(attempt_id, ctx.rank, profile_row)
+            warning = profile_warning(ctx, mine)
         if ctx.distributed:
             torch.distributed.barrier()
         if ctx.rank == 0:
-            writer.finish_attempt(attempt_id, spec["point_id"], "completed")
+            # A completed point's reason is its warning (campaign status and harvest show it).
+            writer.finish_attempt(attempt_id, spec["point_id"], "completed", reason=warning)
         if hasattr(trainer, "close"):
             trainer.close()
         return {"rank": ctx.rank, "wall_s": summary["wall_s"], "iterations": summary["iterations"]}

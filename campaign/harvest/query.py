@@ -127,6 +127,9 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(profile.c.comm_s).label("profile_comm_s"),
             func.avg(profile.c.exposed_comm_s).label("profile_exposed_comm_s"),
             func.max(profile.c.iterations).label("profile_iterations"),
+            # the profiler window's warning and trace files (trainers/loop.py: profile.top_ops)
+            func.max(profile.c.top_ops["warning"].as_string()).label("profile_warning"),
+            func.aggregate_strings(profile.c.top_ops["trace_file"].as_string(), "\n").label("trace_files"),
         )
         .where(profile.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(profile.c.attempt_id)
@@ -144,6 +147,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             *[ranks.c[h.name] for h in hardware],
             prof.c.gpu_util, prof.c.cpu_util, prof.c.profile_total_s, prof.c.profile_cpu_s, prof.c.profile_device_s,
             prof.c.profile_comm_s, prof.c.profile_exposed_comm_s, prof.c.profile_iterations,
+            prof.c.profile_warning, prof.c.trace_files,
         )
         .select_from(
             latest.join(point, point.c.id == latest.c.point_id)
