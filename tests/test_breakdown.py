@@ -340,3 +340,5 @@ def test_harvest_hardware_table_shows_the_jobs_figures(plain):
     assert float(row["exposed_comm_ms"]) == pytest.approx(sum(x["exposed_comm_s"] for x in xs) / 2 / 8 * 1e3)
     assert float(row["sync_gb_per_epoch"]) == pytest.approx(params * 4 * 625 / 1e9)
     assert float(row["peak_memory_gb"]) > 0 and "max RSS" in row["note"]
+    warm = max(x["warmup_peak_memory_bytes"] for x in xs)
+    assert float(row["warmup_peak_memory_gb"]) == pytest.approx(warm / 1e9) and 0 < warm <= float(row["peak_memory_gb"]) * 1e9

@@ -22,9 +22,7 @@ outside the timed window) are counted (trainers.flops).
 
 from __future__ import annotations
 
-import resource
 import statistics
-import sys
 import time
 from typing import Any, Optional
 
@@ -70,25 +68,15 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def peak_memory(device: torch.device) -> tuple[Optional[float], str]:
-    """Peak memory of this rank in bytes and what it is.
-
-    CUDA: ``max_memory_allocated`` (tensors of this process, since the last reset).
-    CPU: the process's maximum resident set size (``getrusage``: everything the
-    process ever held, Python and torch runtime included, since it started).
-    """
-    if device.type == "cuda":
-        return float(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return float(rss if sys.platform == "darwin" else rss * 1024), "max_rss"
-
-
 class Recorder:
     """Timing of one rank's iterations (see module docstring)."""
 
     def __init__(self, device: torch.device, warmup: int, *, count_flops: bool = False,
-                 resolve_every: Optional[int] = None):
+                 resolve_every: Optional[int] = None, memory: Any = None):
         self.device = device
+        # trainers.memory.PeakMemory: told when the window opens and closes, and sampled
+        # at every compaction
+        self.memory = memory
         self.warmup = warmup
         self.cuda = device.type == "cuda"
         self._it = -1
@@ -133,6 +121,8 @@ class Recorder:
         if self._it == self.warmup:
             if self.cuda:
                 torch.cuda.synchronize(self.device)
+            if self.memory is not None:
+                self.memory.window_start()
             self.t_window0 = time.perf_counter()
         if self.resolve_every and self._it % self.resolve_every == 0 and self._it >= 2 * self.resolve_every:
             self._compact(self._it - self.resolve_every)
@@ -176,6 +166,8 @@ class Recorder:
         if self.cuda:
             torch.cuda.synchronize(self.device)
         self.t_window1 = time.perf_counter()
+        if self.memory is not None:
+            self.memory.finish()
         if self.t_window0 is None:  # no timed iteration (all warm-up)
             self.t_window0 = self.t_window1
 
@@ -218,6 +210,8 @@ class Recorder:
         (stopping at the first that has not): stamps -> seconds since the iteration's
         begin, the spans without a completion dropped (as ``_resolve`` would), losses
         stacked into one tensor (an asynchronous kernel, no synchronize)."""
+        if self.memory is not None:
+            self.memory.sample()
         i0 = i = self._compacted
         while i < upto:
             marks = self._marks[i]

@@ -14,7 +14,8 @@ import torch
 
 from trainers import comm, dist, loop, registry
 from trainers.flops import mfu_extra
-from trainers.instrument import Recorder, peak_memory
+from trainers.instrument import Recorder
+from trainers.memory import PeakMemory
 from trainers.writer import JobWriter
 
 
@@ -65,12 +66,12 @@ def _grad_element_size(trainer) -> int:
 
 
 def _rank_extra(trainer, cfg: dict, ctx: dist.DistContext, rec: Recorder, summary: dict, *,
-                comm_source: str | None, flops_source: str | None, memory_source: str) -> dict[str, Any]:
+                comm_source: str | None, flops_source: str | None, memory: PeakMemory) -> dict[str, Any]:
     """rank_timing.extra (docs/breakdown.md): comm bytes and bandwidth, MFU, memory kind,
     injected delays; then the trainer's own ``summary_extra()``, which wins on a clash."""
     ipe_images = int(getattr(trainer, "images_per_step", 0) or 0) * max(ctx.world_size, 1)
     dataset_size = comm.dataset_size_of(trainer)
-    extra: dict[str, Any] = {"comm_source": comm_source, "peak_memory_source": memory_source}
+    extra: dict[str, Any] = {"comm_source": comm_source, **memory.extra()}
     extra.update(comm.sync_volume_extra(
         trainable_params=summary.get("trainable_params"), bytes_per_element=_grad_element_size(trainer),
         dataset_size=dataset_size, images_per_iter=ipe_images, world_size=ctx.world_size))
@@ -143,25 +144,24 @@ def run_point(spec: dict) -> dict:
         trainer = registry.get(cfg["trainer"]["name"])(ctx, cfg, plan)
         own_flops = getattr(trainer, "flops_per_iter", None)
         # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).
-        rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops)
+        memory = PeakMemory(ctx.device)
+        rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops, memory=memory)
         timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
-        if ctx.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(ctx.device)
+        memory.start()
         loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
         rows = rec.rows()
         summary = rec.summary(rows)
-        memory, memory_source = peak_memory(ctx.device)
         flops = own_flops or rec.flops_per_iter
         summary.update(
             host=ctx.host,
             device=str(ctx.device),
             trainable_params=int(getattr(trainer, "trainable_params", 0)) or None,
             flops_per_iter=float(flops) if flops else None,
-            peak_memory_bytes=memory,
+            peak_memory_bytes=memory.window_bytes,
         )
         summary["extra"] = _rank_extra(trainer, cfg, ctx, rec, summary, comm_source=comm_source,
                                        flops_source="trainer" if own_flops else "flop_counter",
-                                       memory_source=memory_source)
+                                       memory=memory)
         # The timing rows are stored before the profiler window starts: nothing the
         # profiler does can lose them.
         writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer))

@@ -9,7 +9,10 @@ busbw_gbs            the all-reduce's bus bandwidth 2(n-1)/n x bytes / time in f
                      GPU-GPU bandwidth (``interconnect_gbs``)
 exposed_comm_ms      all-reduce time per iteration that no backward compute hid
 sync_gb_per_epoch    the DataParallel study's N/(B k) x trainable parameters, in bytes
-peak_memory_gb       GPU: max_memory_allocated; CPU ranks: the process's max RSS
+peak_memory_gb       the timed window's peak (largest over ranks). GPU: max_memory_allocated,
+                     kept across any reset of CUDA's peak counter during the run
+                     (trainers/memory.py); CPU ranks: the process's max RSS
+warmup_peak_memory_gb the warm-up's peak, apart (cuDNN autotuning, allocator growth)
 
 The figures are the jobs' own (rank_timing.extra, docs/breakdown.md); what a job did
 not record stays absent (a 1-rank point moves no gradient; a platform that states no
@@ -27,11 +30,12 @@ _COLUMNS = {
     "trainable_params": pl.Int64, "allreduce_bytes_per_iter": pl.Float64, "allreduce_busbw_gbs": pl.Float64,
     "interconnect_bandwidth_gbs": pl.Float64, "allreduce_busbw_fraction": pl.Float64, "exposed_comm_s": pl.Float64,
     "sync_bytes_per_epoch": pl.Float64, "peak_memory_bytes": pl.Float64, "peak_memory_source": pl.Utf8,
+    "warmup_peak_memory_bytes": pl.Float64,
     "timed_iterations": pl.Int64,
 }
 COLUMNS = KEYS + ["repeats", "precision", "achieved_tflops", "peak_tflops", "mfu", "trainable_params",
                   "allreduce_mb_per_iter", "busbw_gbs", "interconnect_gbs", "busbw_fraction", "exposed_comm_ms",
-                  "sync_gb_per_epoch", "peak_memory_gb", "note"]
+                  "sync_gb_per_epoch", "peak_memory_gb", "warmup_peak_memory_gb", "note"]
 
 
 def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
@@ -55,6 +59,7 @@ def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
             (pl.col("exposed_comm_s_per_iter").median() * 1e3).alias("exposed_comm_ms"),
             (pl.col("sync_bytes_per_epoch").median() / 1e9).alias("sync_gb_per_epoch"),
             (pl.col("peak_memory_bytes").max() / 1e9).alias("peak_memory_gb"),
+            (pl.col("warmup_peak_memory_bytes").max() / 1e9).alias("warmup_peak_memory_gb"),
             pl.col("peak_memory_source").drop_nulls().first(),
         )
         .with_columns(_note())

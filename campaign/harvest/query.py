@@ -85,6 +85,7 @@ def _hardware_aggregates() -> list:
         extra("allreduce_bytes_per_iter", func.max), extra("allreduce_busbw_gbs"),
         extra("interconnect_bandwidth_gbs", func.max), extra("allreduce_busbw_fraction"),
         extra("exposed_comm_s"), extra("sync_bytes_per_epoch", func.max),
+        extra("warmup_peak_memory_bytes", func.max),
     ]
 
 

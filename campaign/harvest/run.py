@@ -39,7 +39,7 @@ TERMINAL_COLUMNS = {
                    "throughput_speedup", "throughput_efficiency", "note"],
     "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "precision",
                  "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter", "busbw_gbs", "busbw_fraction",
-                 "exposed_comm_ms", "peak_memory_gb", "note"],
+                 "exposed_comm_ms", "peak_memory_gb", "warmup_peak_memory_gb", "note"],
     "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
                   "ideal", "difference", "holds", "note"],
 }
