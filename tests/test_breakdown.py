@@ -123,7 +123,10 @@ def test_mfu_is_against_the_local_platforms_stated_peak(plain, rank):
         "select flops_per_iter, iterations, wall_s, peak_memory_bytes from rank_timing where rank = ?", rank)[0]
     assert flops == synthetic_flops(batch=8, channels=3, size=8, width=64, depth=3, classes=10)
     x = _extra(plain, rank)
-    assert x["precision"] == "fp32" and x["flops_source"] == "flop_counter" and x["peak_tflops"] == peak
+    assert x["precision"] == x["math"] == "fp32" and x["flops_source"] == "flop_counter" and x["peak_tflops"] == peak
+    assert x["math_flags"] == {"device": "cpu", "autocast": None}
+    linear = 8 * 256 * 10 * 6  # the classifier: batch x 256 channels x 10 classes, forward + both grads
+    assert x["flops_by_kind"] == {"matmul": linear, "conv": flops - linear}
     assert x["achieved_tflops"] == pytest.approx(flops * iters / wall / 1e12)
     assert x["mfu"] == pytest.approx(x["achieved_tflops"] / peak)
     assert x["peak_memory_source"] == "max_rss" and memory > 50e6  # a torch process holds more than 50 MB
@@ -223,15 +226,78 @@ def test_flops_counted_in_warmup_iteration_zero_only():
     assert none.flops_per_iter is None
 
 
+A100 = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}
+V100 = {"fp32": 14.0, "fp16": 112.0}
+FP32_GPU = {"device": "cuda", "autocast": None, "matmul_tf32": False, "cudnn_tf32": True}
+
+
 def test_mfu_math_and_missing_peak():
     cfg = {"platform": {"peak_tflops": {"fp32": 2.0, "bf16": 8.0}}, "trainer": {"precision": "bf16"}}
-    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0)
-    assert x["precision"] == "bf16" and x["achieved_tflops"] == 4.0 and x["mfu"] == 0.5
-    x = mfu_extra({"platform": {}, "trainer": {}}, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0)
-    assert x["precision"] == "fp32" and x["mfu"] is None and "no peak_tflops" in x["flops_note"]
+    bf16 = {"device": "cuda", "autocast": "bf16"}
+    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0, math=bf16)
+    assert x["precision"] == "bf16" and x["math"] == "bf16" and x["achieved_tflops"] == 4.0 and x["mfu"] == 0.5
+    x = mfu_extra({"platform": {}, "trainer": {}}, flops_per_iter=1e12, flops_source="trainer", iterations=4,
+                  wall_s=1.0, math={"device": "cpu", "autocast": None})
+    assert x["precision"] == "fp32" and x["mfu"] is None and "no peak_tflops for fp32" in x["flops_note"]
     # one process driving 2 GPUs (nn.DataParallel): its FLOPs are shared by both devices
-    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="flop_counter", iterations=4, wall_s=1.0, devices=2)
+    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="flop_counter", iterations=4, wall_s=1.0, devices=2, math=bf16)
     assert x["achieved_tflops"] == 2.0 and x["mfu"] == 0.25 and x["devices_per_rank"] == 2
+
+
+@pytest.mark.parametrize("math, peaks, kinds, mode, peak", [
+    ({"device": "cuda", "autocast": "bf16"}, A100, {"matmul": 3, "conv": 1}, "bf16", 312.0),
+    ({"device": "cuda", "autocast": "fp16"}, V100, None, "fp16", 112.0),
+    (FP32_GPU, A100, {"matmul": 5, "conv": 0}, "fp32", 19.5),  # torch's defaults: cuBLAS fp32, cuDNN TF32
+    (FP32_GPU, A100, {"matmul": 0, "conv": 5}, "tf32", 156.0),
+    (FP32_GPU, A100, {"matmul": 1, "conv": 1}, "fp32 matmul + tf32 conv", 2 / (1 / 19.5 + 1 / 156.0)),
+    (dict(FP32_GPU, matmul_tf32=True), A100, {"matmul": 1, "conv": 1}, "tf32", 156.0),
+    (dict(FP32_GPU, matmul_tf32=True), V100, {"matmul": 1, "conv": 1}, "fp32", 14.0),  # no TF32 units
+    (dict(FP32_GPU, matmul_tf32=True), A100, None, "tf32", 156.0),  # a trainer's own count: taken as matmuls
+    ({"device": "cpu", "autocast": None}, {"fp32": 1.0}, {"matmul": 1, "conv": 1}, "fp32", 1.0),
+    ({"device": "cpu", "autocast": "bf16"}, {"fp32": 1.0}, None, "bf16", None),  # no bf16 peak stated
+])
+def test_the_peak_is_the_math_in_use(math, peaks, kinds, mode, peak):
+    from trainers.flops import peak_for
+
+    got_mode, got_peak = peak_for(math, peaks, kinds)
+    assert got_mode == mode and got_peak == (pytest.approx(peak) if peak else None)
+
+
+def test_math_mode_reads_the_switches_as_they_are():
+    from trainers.flops import math_mode
+
+    saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    fp32 = type("T", (), {})()  # a trainer without a precision attribute computes in fp32
+    try:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cudnn.allow_tf32 = False
+        assert math_mode(fp32, torch.device("cpu")) == {"device": "cpu", "autocast": None}
+        m = math_mode(fp32, torch.device("cuda", 0))
+        assert m == {"device": "cuda", "autocast": None, "float32_matmul_precision": "highest", "matmul_tf32": False,
+                     "cudnn_tf32": False}
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.allow_tf32 = True
+        m = math_mode(fp32, torch.device("cuda", 0))
+        assert m["matmul_tf32"] is True and m["cudnn_tf32"] is True
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32 = saved[1]
+    bf16 = type("T", (), {"precision": "bf16"})()
+    assert math_mode(bf16, torch.device("cuda", 0))["autocast"] == "bf16"
+
+
+def test_counted_flops_are_split_into_matmuls_and_convolutions():
+    conv, lin = torch.nn.Conv2d(3, 8, 3, bias=False), torch.nn.Linear(8 * 6 * 6, 4, bias=False)
+    rec = Recorder(torch.device("cpu"), warmup=1, count_flops=True)
+    rec.begin()
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    lin(conv(x).flatten(1)).sum().backward()
+    rec.end()
+    rec.finish()
+    conv_macs, lin_macs = 2 * 8 * 6 * 6 * 3 * 9, 2 * 288 * 4
+    # forward, weight grad and input grad (x requires grad): 3 x 2 FLOPs per multiply-add each
+    assert rec.flops_kinds == {"conv": 6 * conv_macs, "matmul": 6 * lin_macs}
+    assert rec.flops_per_iter == 6 * (conv_macs + lin_macs)
 
 
 def test_flops_of_a_single_process_engine_count_every_replica():
@@ -331,7 +397,7 @@ def test_harvest_hardware_table_shows_the_jobs_figures(plain):
     (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
     xs = [_extra(plain, r) for r in (0, 1)]
     (params,) = plain.query("select max(trainable_params) from rank_timing")[0]
-    assert row["gpus"] == "2" and row["precision"] == "fp32" and int(row["trainable_params"]) == params
+    assert row["gpus"] == "2" and row["precision"] == row["math"] == "fp32" and int(row["trainable_params"]) == params
     assert float(row["mfu"]) == pytest.approx(sum(x["mfu"] for x in xs) / 2)  # local states an fp32 peak
     assert float(row["peak_tflops"]) == xs[0]["peak_tflops"] > 0
     assert float(row["allreduce_mb_per_iter"]) == pytest.approx(params * 4 / 1e6)

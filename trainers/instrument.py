@@ -93,6 +93,7 @@ class Recorder:
         self._count_flops = count_flops and warmup > 0
         self._flops: Any = None
         self.flops_per_iter: Optional[float] = None
+        self.flops_kinds: Optional[dict[str, int]] = None  # the counted FLOPs by kind (trainers.flops)
         self.flops_error: Optional[str] = None
         self._cur: list[tuple[str, Any]] = []  # this iteration's marks (the hot path appends here)
         # Compaction (module docstring): off on CPU by default, where stamps are floats already.
@@ -190,6 +191,7 @@ class Recorder:
         try:
             total = counter.stop()
             self.flops_per_iter = float(total) if total else None
+            self.flops_kinds = getattr(counter, "by_kind", None)
             if not total:
                 self.flops_error = "no FLOP-counted operator ran (no matmul/convolution/attention)"
         except Exception as exc:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from trainers import comm, dist, loop, registry
-from trainers.flops import mfu_extra
+from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
 from trainers.memory import PeakMemory
 from trainers.writer import JobWriter
@@ -81,7 +81,8 @@ def _rank_extra(trainer, cfg: dict, ctx: dist.DistContext, rec: Recorder, summar
         iterations_per_epoch=dataset_size / ipe_images if dataset_size and ipe_images else None))
     extra.update(mfu_extra(cfg, flops_per_iter=summary.get("flops_per_iter"), flops_source=flops_source,
                            iterations=summary["iterations"], wall_s=summary["wall_s"], flops_note=rec.flops_error,
-                           devices=len(getattr(trainer, "devices", None) or ())))
+                           devices=len(getattr(trainer, "devices", None) or ()), math=math_mode(trainer, ctx.device),
+                           flops_kinds=rec.flops_kinds if flops_source == "flop_counter" else None))
     for knob in ("inject_data_delay_s", "inject_comm_delay_s"):
         if getattr(trainer, knob, None):
             extra[knob] = float(getattr(trainer, knob))

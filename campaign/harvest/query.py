@@ -81,6 +81,7 @@ def _hardware_aggregates() -> list:
         func.max(rank_timing.c.trainable_params).label("trainable_params"),
         func.max(EXTRA["peak_memory_source"].as_string()).label("peak_memory_source"),
         func.max(EXTRA["precision"].as_string()).label("precision"),
+        func.max(EXTRA["math"].as_string()).label("math"),
         extra("achieved_tflops"), extra("peak_tflops", func.max), extra("mfu"),
         extra("allreduce_bytes_per_iter", func.max), extra("allreduce_busbw_gbs"),
         extra("interconnect_bandwidth_gbs", func.max), extra("allreduce_busbw_fraction"),
