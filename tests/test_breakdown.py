@@ -354,7 +354,7 @@ class _FakeEvent:
 def _record(resolve_every: int, iterations: int = 11, lag: int = 20) -> Recorder:
     clock = _FakeClock(lag)
     rec = Recorder(torch.device("cpu"), warmup=1, resolve_every=resolve_every)
-    rec.stamp = clock.stamp
+    rec.stamp = rec._mark = clock.stamp  # marks and the hook's stamps alike
     for i in range(iterations):
         rec.begin()
         rec.mark("data")

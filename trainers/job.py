@@ -146,7 +146,8 @@ def run_point(spec: dict) -> dict:
         own_flops = getattr(trainer, "flops_per_iter", None)
         # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).
         memory = PeakMemory(ctx.device)
-        rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops, memory=memory)
+        rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops, memory=memory,
+                       expected_iterations=plan["warmup"] + plan["iterations"])
         timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
         memory.start()
         loop.train(trainer, rec, plan["warmup"] + plan["iterations"])

@@ -67,7 +67,7 @@ def profile_window(trainer, device: torch.device, iterations: int, *, trace_path
 
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    rec = Recorder(device, warmup=0)
+    rec = Recorder(device, warmup=0, expected_iterations=iterations)
     saved = comm_timer.recorder if comm_timer is not None else None
     warning: Optional[str] = None
     prof = None
