@@ -135,3 +135,11 @@ def test_synthetic_batches_are_premade_on_the_device():
 def test_logs_at_follows_mmengines_every_n_iters():
     assert [i for i in range(10) if speed.logs_at(i, 3)] == [2, 5, 8]
     assert not any(speed.logs_at(i, 0) for i in range(5))
+
+
+def test_synthetic_data_starts_no_worker_processes():
+    from trainers.mmseg.data import dataloader_config
+
+    spec = job_cfg(num_workers=4)["dataset"]
+    cfg = dataloader_config(spec, batch_size=2, seed=0, rank=0)
+    assert cfg["num_workers"] == 0 and cfg["persistent_workers"] is False
