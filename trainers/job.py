@@ -144,8 +144,8 @@ def run_point(spec: dict) -> dict:
         attempt_id = dist.broadcast_object(ctx, attempt_id)
         trainer = registry.get(cfg["trainer"]["name"])(ctx, cfg, plan)
         own_flops = getattr(trainer, "flops_per_iter", None)
+        memory = PeakMemory(ctx.device)  # the window's peak and the warm-up's (trainers/memory.py)
         # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).
-        memory = PeakMemory(ctx.device)
         rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops, memory=memory,
                        expected_iterations=plan["warmup"] + plan["iterations"])
         timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
