@@ -118,6 +118,17 @@ def build_parser() -> argparse.ArgumentParser:
     ig.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
     _store_arg(ig)
     ig.add_argument("--all", action="store_true", help="every campaign in the store")
+    tr = sub.add_parser("trace", help="GPU/CPU utilisation, communication and top kernels of profiler traces",
+                        description="Read PyTorch profiler chrome traces (a job's <job>_<rank>_trace.json.gz or your "
+                                    "own export_chrome_trace files, .json or .json.gz): per rank and device the "
+                                    "window, GPU busy time (union of kernel, memcpy and memset intervals) and "
+                                    "utilisation, CPU operator time, communication, top kernels and operators.",
+                        epilog="examples:\n  campaign trace results/jobs/*/123_0_trace.json.gz\n"
+                               "  campaign trace my_run.json --top 10\n  campaign trace a.json.gz b.json.gz --json",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    tr.add_argument("files", nargs="+", metavar="FILE", help="chrome trace files (.json or .json.gz)")
+    tr.add_argument("--json", action="store_true", help="machine-readable output (every figure)")
+    tr.add_argument("--top", type=int, default=5, help="kernels and operators listed per file (default 5)")
     return top
 
 
@@ -137,6 +148,13 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
+    if args.command == "trace":  # reads files, no store
+        from campaign.trace_report import show_traces
+
+        try:
+            return show_traces(args.files, as_json=args.json, top=args.top)
+        except CampaignError as exc:
+            fail(exc)
     from campaign.store import default_store_url
 
     store_url = args.store or default_store_url()

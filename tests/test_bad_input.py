@@ -9,8 +9,8 @@ import pytest
 from conftest import TINY
 
 BAD_LAUNCHES = [
-    (["platform=h100"], "error: unknown platform 'h100'; available: a100, a100_nvlink_40, a100_nvlink_80, local, local_gpu, v100"),
-    (["-m", "platform=local,h100"], "unknown platform 'h100'; available: a100, a100_nvlink_40"),
+    (["platform=h200"], "error: unknown platform 'h200'; available: a100, a100_nvlink_40, a100_nvlink_80, h100, local, local_gpu, v100"),
+    (["-m", "platform=local,h200"], "unknown platform 'h200'; available: a100, a100_nvlink_40"),
     (["-m", "gpus=1", "nosuchkey=1,2"], "Could not override 'nosuchkey'"),
     (["-m", "trainer=nosuch"], "error: unknown trainer 'nosuch'; available:"),
     (["experiment=nope"], "error: unknown experiment 'nope'; available:"),
@@ -102,7 +102,7 @@ def test_schema_version_mismatch_is_refused(ws):
 
 
 def test_help_of_every_command_has_an_example(ws):
-    for argv in ([], ["status"], ["harvest"], ["cancel"]):
+    for argv in ([], ["status"], ["harvest"], ["cancel"], ["trace"]):
         res = ws.campaign(*argv, "--help")
         assert res.returncode == 0
         assert "examples:" in res.stdout

@@ -137,3 +137,18 @@ def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
     assert m, out
     assert int(m.group(5)) >= 1  # 2 DDP ranks: the default model's gradients go in at least one bucket
     assert float(m.group(3)) > 0
+
+
+@pytest.mark.slow
+def test_trainer_vs_plain_prints_the_ratio_and_the_data_wait():
+    pytest.importorskip("mmseg", reason="the SwinV2 trainer needs the training stack (pip install -e '.[train]')")
+    out = _run("trainer_vs_plain.py", "--pairs", "2", "--steps", "1", "--warmup", "1")
+    m = re.search(r"trainer/plain step time: (\d+\.\d{3}) \(median of 2 pairs; 95% CI [\d.]+-[\d.]+; plain ([\d.]+) "
+                  r"ms/step, trainer ([\d.]+) ms/step; cpu, SwinV2-micro \+ UPerNet, 2x128x128, fp32; goal on a GPU "
+                  r"<= 1\.05: (met|NOT met)\)", out)
+    assert m, out
+    assert float(m.group(2)) > 0 and float(m.group(3)) > 0
+    m = re.search(r"trainer phases: data ([\d.]+)%, forward ([\d.]+)%, backward ([\d.]+)%, step ([\d.]+)% of its step; "
+                  r"data wait goal < 1%: (met|NOT met)", out)
+    assert m, out
+    assert sum(float(m.group(i)) for i in range(1, 5)) == pytest.approx(100, abs=1)  # the phases tile the step

@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,8 @@ from conftest import Workspace
 
 torch = pytest.importorskip("torch")
 
-from trainers.comm import bus_factor, comm_overlap  # noqa: E402
+from campaign_trace.intervals import uncovered  # noqa: E402
+from trainers.comm import bus_factor  # noqa: E402
 from trainers.flops import mfu_extra  # noqa: E402
 from trainers.instrument import Recorder, union_length  # noqa: E402
 
@@ -121,7 +123,10 @@ def test_mfu_is_against_the_local_platforms_stated_peak(plain, rank):
         "select flops_per_iter, iterations, wall_s, peak_memory_bytes from rank_timing where rank = ?", rank)[0]
     assert flops == synthetic_flops(batch=8, channels=3, size=8, width=64, depth=3, classes=10)
     x = _extra(plain, rank)
-    assert x["precision"] == "fp32" and x["flops_source"] == "flop_counter" and x["peak_tflops"] == peak
+    assert x["precision"] == x["math"] == "fp32" and x["flops_source"] == "flop_counter" and x["peak_tflops"] == peak
+    assert x["math_flags"] == {"device": "cpu", "autocast": None}
+    linear = 8 * 256 * 10 * 6  # the classifier: batch x 256 channels x 10 classes, forward + both grads
+    assert x["flops_by_kind"] == {"matmul": linear, "conv": flops - linear}
     assert x["achieved_tflops"] == pytest.approx(flops * iters / wall / 1e12)
     assert x["mfu"] == pytest.approx(x["achieved_tflops"] / peak)
     assert x["peak_memory_source"] == "max_rss" and memory > 50e6  # a torch process holds more than 50 MB
@@ -133,6 +138,24 @@ def test_profile_window_has_comm_and_exposed_comm(plain):
     assert [r[0] for r in rows] == [0, 1]
     for _, comm_s, exposed, total in rows:
         assert 0 < comm_s and 0 <= exposed <= comm_s * 1.0001
+
+
+@pytest.mark.slow
+def test_profile_rows_are_the_trace_readers_figures_of_the_traces_beside_the_logs(plain):
+    from campaign_trace import read_trace
+
+    (folder, job), = plain.query("select job_folder, job_id from point")
+    rows = plain.query("select rank, total_s, cpu_s, cpu_util, comm_s, exposed_comm_s, top_ops from profile order by rank")
+    for rank, total, cpu, cpu_util, comm_s, exposed, top in rows:
+        path = Path(folder) / f"{job}_{rank}_trace.json.gz"
+        assert json.loads(top)["trace_file"] == str(path) and (Path(folder) / f"{job}_{rank}_log.err").exists()
+        fig = read_trace(path)
+        assert (fig.rank, fig.window_source) == (rank, "annotation campaign:profile_window")
+        assert (total, cpu, cpu_util) == (fig.span_s, fig.cpu_op_s, fig.cpu_utilisation)
+        assert (comm_s, exposed) == fig.comm
+    out = plain.campaign("harvest", "--table", "utilisation", "--to", "csv")
+    (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
+    assert row["trace_files"] == " ".join(str(Path(folder) / f"{job}_{r}_trace.json.gz") for r in (0, 1))
 
 
 @pytest.mark.slow
@@ -158,7 +181,7 @@ def test_injected_delays_are_found_where_they_were_put(delayed, rank):
 def test_union_and_exposed_intervals():
     assert union_length([(0, 2), (1, 3), (5, 6)]) == 4
     assert union_length([]) == 0
-    busy, exposed = comm_overlap([(0, 4), (3, 6)], [(1, 2), (5, 10)])
+    busy, exposed = uncovered([(0, 4), (3, 6)], [(1, 2), (5, 10)])
     assert busy == 6 and exposed == 4  # 0-1, 2-5 uncovered
 
 
@@ -203,15 +226,78 @@ def test_flops_counted_in_warmup_iteration_zero_only():
     assert none.flops_per_iter is None
 
 
+A100 = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}
+V100 = {"fp32": 14.0, "fp16": 112.0}
+FP32_GPU = {"device": "cuda", "autocast": None, "matmul_tf32": False, "cudnn_tf32": True}
+
+
 def test_mfu_math_and_missing_peak():
     cfg = {"platform": {"peak_tflops": {"fp32": 2.0, "bf16": 8.0}}, "trainer": {"precision": "bf16"}}
-    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0)
-    assert x["precision"] == "bf16" and x["achieved_tflops"] == 4.0 and x["mfu"] == 0.5
-    x = mfu_extra({"platform": {}, "trainer": {}}, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0)
-    assert x["precision"] == "fp32" and x["mfu"] is None and "no peak_tflops" in x["flops_note"]
+    bf16 = {"device": "cuda", "autocast": "bf16"}
+    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="trainer", iterations=4, wall_s=1.0, math=bf16)
+    assert x["precision"] == "bf16" and x["math"] == "bf16" and x["achieved_tflops"] == 4.0 and x["mfu"] == 0.5
+    x = mfu_extra({"platform": {}, "trainer": {}}, flops_per_iter=1e12, flops_source="trainer", iterations=4,
+                  wall_s=1.0, math={"device": "cpu", "autocast": None})
+    assert x["precision"] == "fp32" and x["mfu"] is None and "no peak_tflops for fp32" in x["flops_note"]
     # one process driving 2 GPUs (nn.DataParallel): its FLOPs are shared by both devices
-    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="flop_counter", iterations=4, wall_s=1.0, devices=2)
+    x = mfu_extra(cfg, flops_per_iter=1e12, flops_source="flop_counter", iterations=4, wall_s=1.0, devices=2, math=bf16)
     assert x["achieved_tflops"] == 2.0 and x["mfu"] == 0.25 and x["devices_per_rank"] == 2
+
+
+@pytest.mark.parametrize("math, peaks, kinds, mode, peak", [
+    ({"device": "cuda", "autocast": "bf16"}, A100, {"matmul": 3, "conv": 1}, "bf16", 312.0),
+    ({"device": "cuda", "autocast": "fp16"}, V100, None, "fp16", 112.0),
+    (FP32_GPU, A100, {"matmul": 5, "conv": 0}, "fp32", 19.5),  # torch's defaults: cuBLAS fp32, cuDNN TF32
+    (FP32_GPU, A100, {"matmul": 0, "conv": 5}, "tf32", 156.0),
+    (FP32_GPU, A100, {"matmul": 1, "conv": 1}, "fp32 matmul + tf32 conv", 2 / (1 / 19.5 + 1 / 156.0)),
+    (dict(FP32_GPU, matmul_tf32=True), A100, {"matmul": 1, "conv": 1}, "tf32", 156.0),
+    (dict(FP32_GPU, matmul_tf32=True), V100, {"matmul": 1, "conv": 1}, "fp32", 14.0),  # no TF32 units
+    (dict(FP32_GPU, matmul_tf32=True), A100, None, "tf32", 156.0),  # a trainer's own count: taken as matmuls
+    ({"device": "cpu", "autocast": None}, {"fp32": 1.0}, {"matmul": 1, "conv": 1}, "fp32", 1.0),
+    ({"device": "cpu", "autocast": "bf16"}, {"fp32": 1.0}, None, "bf16", None),  # no bf16 peak stated
+])
+def test_the_peak_is_the_math_in_use(math, peaks, kinds, mode, peak):
+    from trainers.flops import peak_for
+
+    got_mode, got_peak = peak_for(math, peaks, kinds)
+    assert got_mode == mode and got_peak == (pytest.approx(peak) if peak else None)
+
+
+def test_math_mode_reads_the_switches_as_they_are():
+    from trainers.flops import math_mode
+
+    saved = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    fp32 = type("T", (), {})()  # a trainer without a precision attribute computes in fp32
+    try:
+        torch.set_float32_matmul_precision("highest")
+        torch.backends.cudnn.allow_tf32 = False
+        assert math_mode(fp32, torch.device("cpu")) == {"device": "cpu", "autocast": None}
+        m = math_mode(fp32, torch.device("cuda", 0))
+        assert m == {"device": "cuda", "autocast": None, "float32_matmul_precision": "highest", "matmul_tf32": False,
+                     "cudnn_tf32": False}
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.allow_tf32 = True
+        m = math_mode(fp32, torch.device("cuda", 0))
+        assert m["matmul_tf32"] is True and m["cudnn_tf32"] is True
+    finally:
+        torch.set_float32_matmul_precision(saved[0])
+        torch.backends.cudnn.allow_tf32 = saved[1]
+    bf16 = type("T", (), {"precision": "bf16"})()
+    assert math_mode(bf16, torch.device("cuda", 0))["autocast"] == "bf16"
+
+
+def test_counted_flops_are_split_into_matmuls_and_convolutions():
+    conv, lin = torch.nn.Conv2d(3, 8, 3, bias=False), torch.nn.Linear(8 * 6 * 6, 4, bias=False)
+    rec = Recorder(torch.device("cpu"), warmup=1, count_flops=True)
+    rec.begin()
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    lin(conv(x).flatten(1)).sum().backward()
+    rec.end()
+    rec.finish()
+    conv_macs, lin_macs = 2 * 8 * 6 * 6 * 3 * 9, 2 * 288 * 4
+    # forward, weight grad and input grad (x requires grad): 3 x 2 FLOPs per multiply-add each
+    assert rec.flops_kinds == {"conv": 6 * conv_macs, "matmul": 6 * lin_macs}
+    assert rec.flops_per_iter == 6 * (conv_macs + lin_macs)
 
 
 def test_flops_of_a_single_process_engine_count_every_replica():
@@ -238,54 +324,6 @@ def test_flops_of_a_single_process_engine_count_every_replica():
         assert torch.allclose(out, net(x))
     finally:
         hand.close()
-
-
-class _Event:
-    """A stand-in for a kineto trace event (what trainers.comm.profile_comm reads)."""
-
-    def __init__(self, name, start_us, end_us, *, device="CUDA", kind="kernel", thread=1):
-        self._v = (name, device, kind, thread, start_us * 1000, end_us * 1000)
-
-    def name(self): return self._v[0]  # noqa: E704
-    def device_type(self): return f"DeviceType.{self._v[1]}"  # noqa: E704
-    def activity_type(self): return self._v[2]  # noqa: E704
-    def start_thread_id(self): return self._v[3]  # noqa: E704
-    def start_ns(self): return self._v[4]  # noqa: E704
-    def end_ns(self): return self._v[5]  # noqa: E704
-
-
-def _trace(*events):
-    from types import SimpleNamespace
-
-    return SimpleNamespace(profiler=SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(events))))
-
-
-def test_profile_comm_on_gpu_matches_old_and_new_nccl_kernel_names():
-    from trainers.comm import profile_comm
-
-    prof = _trace(
-        _Event("ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)", 0, 100),  # old name
-        _Event("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", 300, 400),  # new
-        _Event("void at::native::conv_kernel<float>()", 50, 350),  # compute on another stream
-        _Event("Memcpy DtoH (Device -> Pinned)", 0, 1000, kind="gpu_memcpy"),  # not compute
-        _Event("nccl:all_reduce", 0, 1000, device="CPU", kind="cpu_op"),  # host launch: neither
-    )
-    comm_s, exposed = profile_comm(prof, cuda=True)
-    assert comm_s == pytest.approx(200e-6) and exposed == pytest.approx(100e-6)  # 0-50 and 350-400
-
-
-def test_profile_comm_on_cpu_is_gloo_time_when_the_rank_computes_nothing():
-    from trainers.comm import profile_comm
-
-    prof = _trace(
-        _Event("gloo:all_reduce", 100, 300, device="CPU", kind="cpu_op", thread=7),
-        _Event("aten::mm", 0, 150, device="CPU", kind="cpu_op", thread=1),
-        _Event("c10d::allreduce_", 90, 100, device="CPU", kind="cpu_op", thread=1),  # launch: neither
-        _Event("DistributedDataParallel.forward", 0, 400, device="CPU", kind="user_annotation", thread=1),
-    )
-    comm_s, exposed = profile_comm(prof, cuda=False)
-    assert comm_s == pytest.approx(200e-6) and exposed == pytest.approx(150e-6)
-    assert profile_comm(object(), cuda=False) == (None, None)  # no readable trace: NULL, not zero
 
 
 class _FakeClock:
@@ -316,7 +354,7 @@ class _FakeEvent:
 def _record(resolve_every: int, iterations: int = 11, lag: int = 20) -> Recorder:
     clock = _FakeClock(lag)
     rec = Recorder(torch.device("cpu"), warmup=1, resolve_every=resolve_every)
-    rec.stamp = clock.stamp
+    rec.stamp = rec._mark = clock.stamp  # marks and the hook's stamps alike
     for i in range(iterations):
         rec.begin()
         rec.mark("data")
@@ -359,7 +397,7 @@ def test_harvest_hardware_table_shows_the_jobs_figures(plain):
     (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
     xs = [_extra(plain, r) for r in (0, 1)]
     (params,) = plain.query("select max(trainable_params) from rank_timing")[0]
-    assert row["gpus"] == "2" and row["precision"] == "fp32" and int(row["trainable_params"]) == params
+    assert row["gpus"] == "2" and row["precision"] == row["math"] == "fp32" and int(row["trainable_params"]) == params
     assert float(row["mfu"]) == pytest.approx(sum(x["mfu"] for x in xs) / 2)  # local states an fp32 peak
     assert float(row["peak_tflops"]) == xs[0]["peak_tflops"] > 0
     assert float(row["allreduce_mb_per_iter"]) == pytest.approx(params * 4 / 1e6)
@@ -368,3 +406,5 @@ def test_harvest_hardware_table_shows_the_jobs_figures(plain):
     assert float(row["exposed_comm_ms"]) == pytest.approx(sum(x["exposed_comm_s"] for x in xs) / 2 / 8 * 1e3)
     assert float(row["sync_gb_per_epoch"]) == pytest.approx(params * 4 * 625 / 1e9)
     assert float(row["peak_memory_gb"]) > 0 and "max RSS" in row["note"]
+    warm = max(x["warmup_peak_memory_bytes"] for x in xs)
+    assert float(row["warmup_peak_memory_gb"]) == pytest.approx(warm / 1e9) and 0 < warm <= float(row["peak_memory_gb"]) * 1e9

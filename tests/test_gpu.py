@@ -1,9 +1,15 @@
 """The CUDA paths, on a real GPU (marker ``gpu``; skipped where torch sees none, as on the
-development machine): CUDA-event phases and their compaction, the all-reduce hook on NCCL,
-and campaigns on ``platform=local_gpu`` (the trainers on CUDA, MFU against the model's
-datasheet, profiler GPU time, both single-process engines).
+development machine): CUDA-event phases and their compaction, no host-device
+synchronisation inside the timed window, the peak memory through a reset of CUDA's
+counter, the profiler window's trace, the all-reduce hook on NCCL, and campaigns on
+``platform=local_gpu`` (the trainers on CUDA, MFU against the math in use, GPU
+utilisation from the trace, both single-process engines).
+
+Written to the chrome-trace format and public torch APIs only, so that they pass on
+the torch a GPU machine brings (2.11 was the first) as on the pinned one.
 
     .venv/bin/python -m pytest -m gpu          # on a machine with a GPU
+    bash scripts/gpu-check.sh                  # these, and the numbers on one screen
 """
 
 from __future__ import annotations
@@ -61,6 +67,77 @@ def test_cuda_event_phases_tile_the_iteration_and_compaction_keeps_them():
         assert summary["iterations"] == 11 and summary["wall_s"] > 0
 
 
+def test_no_synchronisation_inside_the_timed_window():
+    """torch's sync debug mode raises on any call that makes the host wait for the GPU
+    (``.item()``, a device-to-host copy...): the Recorder's iterations, compactions
+    included, make none."""
+    device = torch.device("cuda", 0)
+    a = torch.randn(256, 256, device=device)
+    rec = Recorder(device, warmup=1, resolve_every=4, expected_iterations=41)
+    for i in range(41):
+        rec.begin()
+        if i == 1:  # the window is open (its edge synchronised): from here on, nothing may wait
+            torch.cuda.set_sync_debug_mode("error")
+        b = a @ a
+        rec.mark("forward")
+        rec.end(b.sum(), images=2)
+    torch.cuda.set_sync_debug_mode("default")
+    rec.finish()
+    assert rec._compacted > 0 and rec._clock.created <= 41 * 8  # events reused from the pool
+    assert len(rec.rows()) == 41
+
+
+def test_peak_memory_survives_a_reset_of_cudas_counter():
+    from trainers.memory import PeakMemory
+
+    device = torch.device("cuda", 0)
+    mib = 1 << 20
+    memory = PeakMemory(device)
+    rec = Recorder(device, warmup=1, memory=memory)
+    memory.start()
+    for i in range(5):
+        rec.begin()
+        size = 1024 if i == 0 else (512 if i == 2 else 16)  # warm-up 1 GiB, then 512 MiB once
+        x = torch.empty(size * mib, dtype=torch.uint8, device=device)
+        del x
+        if i == 3:
+            torch.cuda.reset_peak_memory_stats()  # as MMEngine's logger does
+        rec.end(None, 1)
+    rec.finish()
+    assert memory.window_bytes >= 512 * mib > torch.cuda.max_memory_allocated(device)
+    assert memory.warmup_bytes >= 1024 * mib and memory.resets == 1
+    assert torch.cuda.reset_peak_memory_stats is torch.cuda.memory.reset_peak_memory_stats  # unwrapped again
+
+
+def test_profile_window_on_the_gpu_reads_its_own_trace(tmp_path):
+    from campaign_trace import read_trace
+    from trainers.loop import profile_window
+
+    device = torch.device("cuda", 0)
+
+    class T:
+        images_per_step = 4
+
+        def __init__(self):
+            self.model = torch.nn.Linear(1024, 1024).to(device)
+
+        def step(self, rec):
+            loss = self.model(torch.randn(256, 1024, device=device)).square().mean()
+            rec.mark("forward")
+            loss.backward()
+            rec.mark("backward")
+            return loss
+
+    path = tmp_path / "0_trace.json.gz"
+    row, warning = profile_window(T(), device, 4, trace_path=path)
+    assert warning is None
+    fig = read_trace(path)
+    (dev,) = fig.devices
+    assert fig.window_source == "annotation campaign:profile_window"
+    assert 0 < row["gpu_util"] == dev.utilisation <= 1 and dev.kernels > 4 and row["device_s"] == dev.busy_s
+    assert row["top_ops"]["kernels"] and row["top_ops"]["trace_file"] == str(path)
+
+
 def test_allreduce_hook_on_nccl_times_every_bucket():
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -112,12 +189,21 @@ def test_synthetic_campaign_on_this_machines_gpus(tmp_path):
         assert prov["emulated_gpus"] is False and prov["device_type"] == "cuda"
         assert prov["backend"] == ("nccl" if gpus > 1 else "none")
         assert extra["flops_source"] == "flop_counter" and extra["achieved_tflops"] > 0
+        flags = extra["math_flags"]
+        assert flags["device"] == "cuda" and flags["autocast"] is None  # the synthetic trainer computes in fp32
+        kinds = {k for k, n in extra["flops_by_kind"].items() if n}
+        assert kinds == {"conv", "matmul"}  # a conv net with a linear classifier
         if extra["peak_tflops"]:  # a model with a datasheet entry
             assert 0 < extra["mfu"] < 1
+            assert extra["math"] in ("fp32", "tf32", "fp32 matmul + tf32 conv", "tf32 matmul + fp32 conv")
+        assert extra["warmup_peak_memory_bytes"] > 0 and extra["peak_memory_source"] == "cuda_max_memory_allocated"
         if gpus > 1:
             assert extra["allreduce_bytes_per_iter"] > 0 and extra["comm_source"] == "allreduce_timer"
-    util = ws.query("select min(gpu_util) from profile")[0][0]
-    assert util is not None and 0 < util <= 1.05  # GPU time / wall time of the profiled window
+    profile = ws.query("select gpu_util, top_ops from profile")
+    for util, top in profile:
+        assert 0 < util <= 1  # the union of device intervals over the profiled window
+        assert json.loads(top)["trace_file"].endswith("_trace.json.gz") and "warning" not in json.loads(top)
+    assert ws.query("select reason from point where reason is not null") == []  # no profiler warning
     out = ws.campaign("harvest", "--table", "breakdown", "--to", "csv")
     assert out.returncode == 0 and "backward" in out.stdout
 

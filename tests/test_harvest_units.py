@@ -303,10 +303,11 @@ def test_points_of_different_images_are_never_one_series():
 def test_hardware_table_medians_units_and_what_is_missing():
     from campaign.harvest.hardware import COLUMNS, hardware_table
 
-    base = {"precision": "bf16", "peak_tflops": 312.0, "peak_memory_source": "cuda_max_memory_allocated",
+    base = {"precision": "bf16", "math": "bf16", "peak_tflops": 312.0, "peak_memory_source": "cuda_max_memory_allocated",
             "trainable_params": 1_000_000}
     p = pl.concat([
-        _points({1: [10.0]}, achieved_tflops=100.0, mfu=100 / 312, peak_memory_bytes=2e9, **base),
+        _points({1: [10.0]}, achieved_tflops=100.0, mfu=100 / 312, peak_memory_bytes=2e9,
+                warmup_peak_memory_bytes=5e9, **base),
         _points({2: [6.0, 7.0, 8.0]}, achieved_tflops=90.0, mfu=90 / 312, peak_memory_bytes=3e9,
                 allreduce_bytes_per_iter=4e6, allreduce_busbw_gbs=150.0, interconnect_bandwidth_gbs=600.0,
                 allreduce_busbw_fraction=0.25, exposed_comm_s=0.8, sync_bytes_per_epoch=4e9, **base),
@@ -319,9 +320,10 @@ def test_hardware_table_medians_units_and_what_is_missing():
     assert two["allreduce_mb_per_iter"] == 4.0 and two["busbw_gbs"] == 150.0 and two["busbw_fraction"] == 0.25
     assert two["exposed_comm_ms"] == pytest.approx(0.8 / 80 * 1e3)  # per timed iteration (160/2)
     assert two["sync_gb_per_epoch"] == 4.0 and two["peak_memory_gb"] == 3.0 and two["note"] == ""
+    assert one["warmup_peak_memory_gb"] == 5.0 and two["warmup_peak_memory_gb"] is None and one["math"] == "bf16"
     assert one["allreduce_mb_per_iter"] is None and one["note"] == ""  # one GPU: nothing to all-reduce, nothing amiss
     assert four["mfu"] is None
-    assert four["note"] == ("no MFU: the platform states no peak for this precision; "
+    assert four["note"] == ("no MFU: the platform states no peak for this math; "
                             "all-reduce not timed by the hook (engine's own communication)")
 
 

@@ -65,11 +65,11 @@ def test_datasheet_of_known_models(smi, name, bandwidth, link, fp32, bf16):
 
 
 def test_the_cluster_platforms_state_the_same_peaks():
-    """conf/platform/a100*.yaml and v100.yaml quote the same datasheets as the table."""
+    """conf/platform/a100*.yaml, h100.yaml and v100.yaml quote the same datasheets as the table."""
     import yaml
 
     conf = Path(__file__).resolve().parents[1] / "conf" / "platform"
-    for plat in ("v100", "a100", "a100_nvlink_40", "a100_nvlink_80"):
+    for plat in ("v100", "a100", "a100_nvlink_40", "a100_nvlink_80", "h100"):
         doc = yaml.safe_load((conf / f"{plat}.yaml").read_text())
         sheet = gpus.LocalGPUs(1, doc["gpu_model"], doc["gpu_memory_gb"])
         assert sheet.fact("peak_tflops") == doc["peak_tflops"], plat

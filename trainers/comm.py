@@ -1,5 +1,6 @@
 """Communication: the DDP gradient all-reduce timed bucket by bucket, the bytes it
-moves, the bus bandwidth it achieves, and comm vs compute in a profiler trace.
+moves and the bus bandwidth it achieves. (Communication in the profiler window comes
+from its trace: campaign_trace.)
 
 ``AllReduceTimer`` is a DDP communication hook doing what DDP's default does (divide
 the bucket by the world size, all-reduce it) and reporting to the Recorder one span
@@ -19,7 +20,6 @@ whole story.
 
 from __future__ import annotations
 
-import re
 import statistics
 import time
 from typing import Any, Optional
@@ -27,16 +27,6 @@ from typing import Any, Optional
 import torch
 
 from trainers.instrument import Recorder
-
-# Device kernels of NCCL collectives: old names (ncclKernel_AllReduce_...) and new
-# ones (ncclDevKernel_..., ncclDevFunc_...).
-NCCL_KERNEL = re.compile(r"^nccl(Kernel|Dev)", re.I)
-# gloo collectives as the profiler names the work on gloo's worker threads.
-GLOO_OP = re.compile(r"^gloo:", re.I)
-# Host-side launches of collectives (c10d ops, record_function labels): neither
-# compute nor the communication itself.
-COMM_LAUNCH = re.compile(r"c10d::|^nccl:|^gloo:|allreduce|all_reduce|allgather|reduce_scatter|broadcast", re.I)
-NOT_COMPUTE_KINDS = ("gpu_memcpy", "gpu_memset", "gpu_user_annotation")  # device activity that is not a kernel
 
 
 class AllReduceTimer:
@@ -165,75 +155,3 @@ def sync_volume_extra(*, trainable_params: Optional[int], bytes_per_element: int
         out["sync_params_per_epoch"] = ipe * trainable_params
         out["sync_bytes_per_epoch"] = ipe * trainable_params * bytes_per_element
     return out
-
-
-# ---------------------------------------------------------------- profiler traces
-def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    out: list[list[float]] = []
-    for s, e in sorted(intervals):
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
-def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
-    """Length of the intersection of two merged interval lists."""
-    i = j = 0
-    total = 0.0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if hi > lo:
-            total += hi - lo
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
-
-
-def comm_overlap(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> tuple[float, float]:
-    """(communication time, the part of it no compute interval covers): union lengths."""
-    c, k = _merge(comm), _merge(compute)
-    busy = sum(e - s for s, e in c)
-    return busy, max(busy - _overlap(c, k), 0.0)
-
-
-def profile_comm(prof: Any, cuda: bool) -> tuple[Optional[float], Optional[float]]:
-    """(comm_s, exposed_comm_s) of a finished ``torch.profiler.profile``, or (None, None)
-    if its trace cannot be read.
-
-    CUDA: NCCL kernels vs every other kernel (memcpy/memset are not compute). CPU:
-    gloo's collectives on its worker threads vs the CPU operators on the rank's own
-    threads (collective launches excluded): gloo time during which the rank computed
-    nothing. An approximation on CPU: the rank's intra-op threads are seen only
-    through the operator that spawned them.
-    """
-    try:
-        events = prof.profiler.kineto_results.events()
-    except AttributeError:
-        return None, None
-    comm, compute = [], []
-    rows = [(e.name(), "CPU" not in str(e.device_type()), e.start_thread_id(), e.start_ns() / 1e9,
-             e.end_ns() / 1e9, str(e.activity_type())) for e in events]
-    if cuda:
-        for name, device, _, s, e, kind in rows:
-            if not device or e <= s:
-                continue
-            if NCCL_KERNEL.search(name):
-                comm.append((s, e))
-            elif kind not in NOT_COMPUTE_KINDS:
-                compute.append((s, e))
-    else:
-        gloo_threads = {t for name, device, t, *_ in rows if not device and GLOO_OP.search(name)}
-        for name, device, thread, s, e, kind in rows:
-            if device or e <= s:
-                continue
-            if GLOO_OP.search(name):
-                comm.append((s, e))
-            elif kind == "cpu_op" and thread not in gloo_threads and not COMM_LAUNCH.search(name):
-                compute.append((s, e))
-    if not comm:
-        return 0.0, 0.0
-    return comm_overlap(comm, compute)

@@ -4,13 +4,17 @@ A trainer's loop calls ``begin()`` at the start of each iteration, ``mark(phase)
 when a phase ends (``data``, ``forward``, ``backward``, ``step``, ``comm``), and
 ``end(loss, images)`` at its end; ``finish()`` closes the timed window.
 
-On CPU every mark is a ``perf_counter`` reading. On CUDA marks are CUDA events
-(no per-iteration synchronize). Every ``resolve_every`` iterations (CUDA: 256) the
-iterations older than that whose events have completed are *compacted*: their
-stamps become seconds since their own ``begin`` and their losses one stacked
-tensor, so a 160K-iteration run holds a few hundred iterations' events, not a
-million; the rest are resolved in ``rows()`` after ``finish()``. The timed window runs from the start of the first iteration after
-warm-up to the end of the last, device-synchronised at both ends.
+On CPU every mark is a ``perf_counter`` reading. On CUDA marks are CUDA events from
+a pool (trainers/events.py): nothing in an iteration waits for the device (no
+synchronize, no ``.item()``, no event query). Every ``resolve_every`` iterations (CUDA:
+1024) the iterations older than that whose events have completed are *compacted*
+(``query()`` first: a batch that never waits): their stamps become seconds since their
+own ``begin``, their events go back to the pool and their losses are stacked into one
+tensor, so a 160K-iteration run holds about two thousand iterations' events, not a
+million, and a run of up to 2048 iterations compacts nothing inside its window; the
+rest are resolved in ``rows()`` after ``finish()``. The timed window runs from the start
+of the first iteration after warm-up to the end of the last, device-synchronised at
+both ends (the only synchronisations, besides counting FLOPs in warm-up iteration 0).
 
 Communication comes in two ways: ``add_comm(seconds)`` (a trainer that timed it
 itself) and ``comm_span(nbytes)`` (trainers.comm's DDP hook: one span per gradient
@@ -22,16 +26,16 @@ outside the timed window) are counted (trainers.flops).
 
 from __future__ import annotations
 
-import resource
 import statistics
-import sys
 import time
 from typing import Any, Optional
 
 import torch
 
+from trainers.events import EVENTS_PER_ITERATION, EventClock
+
 PHASES = ("data", "forward", "backward", "step", "comm")
-RESOLVE_EVERY = 256  # CUDA: iterations between compactions of completed iterations' events
+RESOLVE_EVERY = 1024  # CUDA: iterations between compactions of completed iterations' events
 # Sequential phases: they tile an iteration (begin .. end), so they sum to iter_s.
 SEQUENTIAL = ("data", "forward", "backward", "step")
 
@@ -70,25 +74,15 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def peak_memory(device: torch.device) -> tuple[Optional[float], str]:
-    """Peak memory of this rank in bytes and what it is.
-
-    CUDA: ``max_memory_allocated`` (tensors of this process, since the last reset).
-    CPU: the process's maximum resident set size (``getrusage``: everything the
-    process ever held, Python and torch runtime included, since it started).
-    """
-    if device.type == "cuda":
-        return float(torch.cuda.max_memory_allocated(device)), "cuda_max_memory_allocated"
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return float(rss if sys.platform == "darwin" else rss * 1024), "max_rss"
-
-
 class Recorder:
     """Timing of one rank's iterations (see module docstring)."""
 
     def __init__(self, device: torch.device, warmup: int, *, count_flops: bool = False,
-                 resolve_every: Optional[int] = None):
+                 resolve_every: Optional[int] = None, memory: Any = None, expected_iterations: int = 0):
         self.device = device
+        # trainers.memory.PeakMemory: told when the window opens and closes, and sampled
+        # at every compaction
+        self.memory = memory
         self.warmup = warmup
         self.cuda = device.type == "cuda"
         self._it = -1
@@ -105,23 +99,24 @@ class Recorder:
         self._count_flops = count_flops and warmup > 0
         self._flops: Any = None
         self.flops_per_iter: Optional[float] = None
+        self.flops_kinds: Optional[dict[str, int]] = None  # the counted FLOPs by kind (trainers.flops)
         self.flops_error: Optional[str] = None
         self._cur: list[tuple[str, Any]] = []  # this iteration's marks (the hot path appends here)
         # Compaction (module docstring): off on CPU by default, where stamps are floats already.
         self.resolve_every = RESOLVE_EVERY if resolve_every is None and self.cuda else int(resolve_every or 0)
         self._compacted = 0  # iterations before this one are compacted
-        if not self.cuda:  # the hot path: a plain function, no method dispatch
-            self.stamp = self._stamp = time.perf_counter  # type: ignore[method-assign]
+        self._clock: Optional[EventClock] = None
+        if self.cuda:  # events for the iterations it will hold at most (trainers/events.py)
+            held = min(int(expected_iterations), 2 * self.resolve_every if self.resolve_every else expected_iterations)
+            self._clock = EventClock(device, prefill=held * EVENTS_PER_ITERATION)
+            self._mark, self.stamp = self._clock.mark, self._clock.stamp  # type: ignore[method-assign]
+        else:  # the hot path: a plain function, no method dispatch
+            self._mark = self.stamp = time.perf_counter  # type: ignore[method-assign]
 
     def stamp(self) -> Any:
-        """A time stamp on this rank's clock: a recorded CUDA event, or ``perf_counter``."""
-        if self.cuda:
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            return ev
-        return time.perf_counter()
-
-    _stamp = stamp
+        """A time stamp on this rank's clock: a recorded CUDA event (on the current
+        stream), or ``perf_counter``; set per instance in ``__init__``."""
+        raise NotImplementedError
 
     # ---------------------------------------------------------------- loop API
     def begin(self) -> None:
@@ -133,10 +128,14 @@ class Recorder:
         if self._it == self.warmup:
             if self.cuda:
                 torch.cuda.synchronize(self.device)
+            if self.memory is not None:
+                self.memory.window_start()
             self.t_window0 = time.perf_counter()
         if self.resolve_every and self._it % self.resolve_every == 0 and self._it >= 2 * self.resolve_every:
             self._compact(self._it - self.resolve_every)
-        self._cur = [("begin", self.stamp())]
+        if self._clock is not None:
+            self._clock.begin_iteration()
+        self._cur = [("begin", self._mark())]
         self._marks.append(self._cur)
         self._loss.append(None)
         self._images.append(0)
@@ -145,7 +144,7 @@ class Recorder:
         self._resolved = None
 
     def mark(self, phase: str) -> None:
-        self._cur.append((phase, self.stamp()))
+        self._cur.append((phase, self._mark()))
 
     def add_comm(self, seconds: float) -> None:
         """Communication time measured elsewhere (e.g. a DDP comm hook) for this iteration."""
@@ -162,7 +161,7 @@ class Recorder:
         return span
 
     def end(self, loss: Optional[torch.Tensor | float] = None, images: int = 0) -> None:
-        self._cur.append(("end", self.stamp()))
+        self._cur.append(("end", self._mark()))
         if isinstance(loss, torch.Tensor):
             loss = loss.detach()
         self._loss[self._it] = loss
@@ -176,6 +175,8 @@ class Recorder:
         if self.cuda:
             torch.cuda.synchronize(self.device)
         self.t_window1 = time.perf_counter()
+        if self.memory is not None:
+            self.memory.finish()
         if self.t_window0 is None:  # no timed iteration (all warm-up)
             self.t_window0 = self.t_window1
 
@@ -198,6 +199,7 @@ class Recorder:
         try:
             total = counter.stop()
             self.flops_per_iter = float(total) if total else None
+            self.flops_kinds = getattr(counter, "by_kind", None)
             if not total:
                 self.flops_error = "no FLOP-counted operator ran (no matmul/convolution/attention)"
         except Exception as exc:
@@ -218,6 +220,8 @@ class Recorder:
         (stopping at the first that has not): stamps -> seconds since the iteration's
         begin, the spans without a completion dropped (as ``_resolve`` would), losses
         stacked into one tensor (an asynchronous kernel, no synchronize)."""
+        if self.memory is not None:
+            self.memory.sample()
         i0 = i = self._compacted
         while i < upto:
             marks = self._marks[i]
@@ -227,6 +231,8 @@ class Recorder:
             b = marks[0][1]
             self._marks[i] = [(label, 0.0 if st is b else self._elapsed(b, st)) for label, st in marks]
             self._spans[i] = [[self._elapsed(b, sp[0]), self._elapsed(b, sp[1]), sp[2]] for sp in spans]
+            if self._clock is not None:  # their times are read: reuse them
+                self._clock.release([st for _, st in marks] + [sp[0] for sp in spans] + [sp[1] for sp in spans])
             i += 1
         self._compacted = i
         held = [k for k in range(i0, i) if isinstance(self._loss[k], torch.Tensor) and self._loss[k].numel() == 1]

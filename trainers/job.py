@@ -5,14 +5,17 @@ from __future__ import annotations
 import os
 import platform as _platform
 import sys
+import tempfile
 import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from trainers import comm, dist, loop, registry
-from trainers.flops import mfu_extra
-from trainers.instrument import Recorder, peak_memory
+from trainers.flops import math_mode, mfu_extra
+from trainers.instrument import Recorder
+from trainers.memory import PeakMemory
 from trainers.orphan import watch_controller
 from trainers.writer import JobWriter
 
@@ -64,12 +67,12 @@ def _grad_element_size(trainer) -> int:
 
 
 def _rank_extra(trainer, cfg: dict, ctx: dist.DistContext, rec: Recorder, summary: dict, *,
-                comm_source: str | None, flops_source: str | None, memory_source: str) -> dict[str, Any]:
+                comm_source: str | None, flops_source: str | None, memory: PeakMemory) -> dict[str, Any]:
     """rank_timing.extra (docs/breakdown.md): comm bytes and bandwidth, MFU, memory kind,
     injected delays; then the trainer's own ``summary_extra()``, which wins on a clash."""
     ipe_images = int(getattr(trainer, "images_per_step", 0) or 0) * max(ctx.world_size, 1)
     dataset_size = comm.dataset_size_of(trainer)
-    extra: dict[str, Any] = {"comm_source": comm_source, "peak_memory_source": memory_source}
+    extra: dict[str, Any] = {"comm_source": comm_source, **memory.extra()}
     extra.update(comm.sync_volume_extra(
         trainable_params=summary.get("trainable_params"), bytes_per_element=_grad_element_size(trainer),
         dataset_size=dataset_size, images_per_iter=ipe_images, world_size=ctx.world_size))
@@ -79,7 +82,8 @@ def _rank_extra(trainer, cfg: dict, ctx: dist.DistContext, rec: Recorder, summar
         iterations_per_epoch=dataset_size / ipe_images if dataset_size and ipe_images else None))
     extra.update(mfu_extra(cfg, flops_per_iter=summary.get("flops_per_iter"), flops_source=flops_source,
                            iterations=summary["iterations"], wall_s=summary["wall_s"], flops_note=rec.flops_error,
-                           devices=len(getattr(trainer, "devices", None) or ())))
+                           devices=len(getattr(trainer, "devices", None) or ()), math=math_mode(trainer, ctx.device),
+                           flops_kinds=rec.flops_kinds if flops_source == "flop_counter" else None))
     for knob in ("inject_data_delay_s", "inject_comm_delay_s"):
         if getattr(trainer, knob, None):
             extra[knob] = float(getattr(trainer, knob))
@@ -93,6 +97,33 @@ def _breakdown(rec: Recorder, rows: list[dict], trainer) -> list[dict]:
     own = list(getattr(trainer, "breakdown_rows", lambda: [])() or [])
     names = {r["phase"] for r in own}
     return [r for r in rec.breakdown_rows(rows) if r["phase"] not in names] + own
+
+
+def trace_path(rank: int) -> Path:
+    """Where this rank's profiler trace goes: beside the job's logs, as
+    ``<job id>_<rank>_trace.json.gz`` in submitit's job folder (outside a submitit job:
+    the temp folder)."""
+    try:
+        import submitit
+
+        env = submitit.JobEnvironment()
+        return Path(env.paths.folder) / f"{env.job_id}_{rank}_trace.json.gz"
+    except Exception:  # not a submitit job (a direct call, a test)
+        return Path(tempfile.gettempdir()) / f"campaign-{os.getpid()}_{rank}_trace.json.gz"
+
+
+def profile_warning(ctx: dist.DistContext, mine: str | None) -> str | None:
+    """Every rank's profiler warning, gathered (a collective: every rank calls it): the
+    point's one-line reason, naming the ranks, or None when none had any."""
+    every = [mine]
+    if ctx.distributed:
+        every = [None] * ctx.world_size
+        torch.distributed.all_gather_object(every, mine)
+    bad = [(rank, w) for rank, w in enumerate(every) if w]
+    if not bad:
+        return None
+    ranks = ",".join(str(r) for r, _ in bad)
+    return f"warning: rank{'s' if len(bad) > 1 else ''} {ranks}: {bad[0][1]} (timing rows kept, no profile figures)"
 
 
 def run_point(spec: dict) -> dict:
@@ -115,34 +146,40 @@ def run_point(spec: dict) -> dict:
         attempt_id = dist.broadcast_object(ctx, attempt_id)
         trainer = registry.get(cfg["trainer"]["name"])(ctx, cfg, plan)
         own_flops = getattr(trainer, "flops_per_iter", None)
+        memory = PeakMemory(ctx.device)  # the window's peak and the warm-up's (trainers/memory.py)
         # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).
-        rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops)
+        rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops, memory=memory,
+                       expected_iterations=plan["warmup"] + plan["iterations"])
         timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
-        if ctx.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(ctx.device)
+        memory.start()
         loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
         rows = rec.rows()
         summary = rec.summary(rows)
-        memory, memory_source = peak_memory(ctx.device)
         flops = own_flops or rec.flops_per_iter
         summary.update(
             host=ctx.host,
             device=str(ctx.device),
             trainable_params=int(getattr(trainer, "trainable_params", 0)) or None,
             flops_per_iter=float(flops) if flops else None,
-            peak_memory_bytes=memory,
+            peak_memory_bytes=memory.window_bytes,
         )
-        profile_row = (loop.profile_window(trainer, ctx.device, plan["profile_iterations"], comm_timer=timer)
-                       if plan.get("profile_iterations") else None)
         summary["extra"] = _rank_extra(trainer, cfg, ctx, rec, summary, comm_source=comm_source,
                                        flops_source="trainer" if own_flops else "flop_counter",
-                                       memory_source=memory_source)
-        writer.write_rank(attempt_id, ctx.rank, summary, rows, profile_row=profile_row,
-                          breakdown_rows=_breakdown(rec, rows, trainer))
+                                       memory=memory)
+        # The timing rows are stored before the profiler window starts: nothing the
+        # profiler does can lose them.
+        writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer))
+        warning = None
+        if plan.get("profile_iterations"):
+            profile_row, mine = loop.profile_window(trainer, ctx.device, plan["profile_iterations"],
+                                                    trace_path=trace_path(ctx.rank), comm_timer=timer)
+            writer.write_profile(attempt_id, ctx.rank, profile_row)
+            warning = profile_warning(ctx, mine)
         if ctx.distributed:
             torch.distributed.barrier()
         if ctx.rank == 0:
-            writer.finish_attempt(attempt_id, spec["point_id"], "completed")
+            # A completed point's reason is its warning (campaign status and harvest show it).
+            writer.finish_attempt(attempt_id, spec["point_id"], "completed", reason=warning)
         if hasattr(trainer, "close"):
             trainer.close()
         return {"rank": ctx.rank, "wall_s": summary["wall_s"], "iterations": summary["iterations"]}

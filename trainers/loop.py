@@ -1,14 +1,31 @@
-"""The generic iteration loop and the profiled window that follows it."""
+"""The generic iteration loop and the profiled window that follows it.
+
+The profiler window runs *after* the timed window and its rows are written: a
+profiler that fails (it has: torch's private objects move between versions) costs
+the run its profile figures, never its timing rows. Its figures come from the trace
+the window exports, read by ``campaign_trace`` (the same reader as ``campaign
+trace``), not from torch's profiler objects.
+"""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
-from trainers.comm import profile_comm
+from campaign_trace import WINDOW_MARK, profile_row, read_trace
 from trainers.instrument import Recorder
+
+# Test knob: make the profiler fail at one of its stages (start, stop, export, read).
+INJECT_ENV = "CAMPAIGN_INJECT_PROFILER_ERROR"
+STAGES = ("start", "stop", "export", "read")
+
+
+class InjectedProfilerError(RuntimeError):
+    """The failure the test knob asks for."""
 
 
 def train(trainer, rec: Recorder, total_iterations: int) -> None:
@@ -23,56 +40,83 @@ def train(trainer, rec: Recorder, total_iterations: int) -> None:
     rec.finish()
 
 
-def profile_window(trainer, device: torch.device, iterations: int, comm_timer: Optional[Any] = None) -> dict:
+def _stage(name: str) -> None:
+    if os.environ.get(INJECT_ENV) == name:
+        raise InjectedProfilerError(f"injected profiler failure at {name} ({INJECT_ENV}={name})")
+
+
+def _why(stage: str, exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return f"profiler {stage} failed: {type(exc).__name__}" + (f": {text}" if text else "")
+
+
+def profile_window(trainer, device: torch.device, iterations: int, *, trace_path: Optional[Path],
+                   comm_timer: Optional[Any] = None) -> tuple[dict, Optional[str]]:
     """Profile ``iterations`` more iterations (after the timed window, never inside it).
 
-    Utilisation as the reference study defines it: device (GPU) time / total time
-    and CPU time / total time, from the PyTorch profiler's self times. Communication
-    from the trace (trainers.comm.profile_comm): ``comm_s`` = time NCCL kernels (CPU:
-    gloo collectives) ran, ``exposed_comm_s`` = the part of it no compute overlapped.
+    Returns the rank's ``profile`` row and a warning (None if all went well). The
+    iterations always run, profiler or not, so that every rank makes the same
+    collectives whatever fails on one of them. The window is the
+    ``campaign:profile_window`` annotation, device-synchronised at both ends; its trace
+    goes to ``trace_path`` (gzipped chrome trace) and its figures come from reading it
+    back. On a profiler failure the row keeps the iterations and the wall time, and
+    ``top_ops`` says why (``warning``); the other figures are absent (NULL).
     ``comm_timer`` (an AllReduceTimer) reports to this window's own Recorder meanwhile.
     """
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    rec = Recorder(device, warmup=0)
+    rec = Recorder(device, warmup=0, expected_iterations=iterations)
     saved = comm_timer.recorder if comm_timer is not None else None
+    warning: Optional[str] = None
+    prof = None
+    try:
+        _stage("start")
+        prof = profile(activities=activities)
+        prof.start()
+    except Exception as exc:  # no profiler: the iterations still run, unprofiled
+        warning, prof = _why("start", exc), None
     if comm_timer is not None:
         comm_timer.recorder = rec
     try:
-        with profile(activities=activities) as prof:
-            if cuda:
-                torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
+        if cuda:
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        with record_function(WINDOW_MARK):
             for _ in range(iterations):
                 rec.begin()
                 loss = trainer.step(rec)
                 rec.end(loss, getattr(trainer, "images_per_step", 0))
             if cuda:
                 torch.cuda.synchronize(device)
-            total = time.perf_counter() - t0
+        total = time.perf_counter() - t0
     finally:
         if comm_timer is not None:
             comm_timer.recorder = saved
-    events = prof.key_averages()
-    cpu_us = sum(e.self_cpu_time_total for e in events)
-    dev_us = sum(getattr(e, "self_device_time_total", 0) for e in events) if cuda else 0
-    comm_s, exposed_s = profile_comm(prof, cuda)
-    rank_key = (lambda e: getattr(e, "self_device_time_total", 0)) if cuda else (lambda e: e.self_cpu_time_total)
-    top = sorted(events, key=rank_key, reverse=True)[:10]
-    return {
-        "iterations": iterations,
-        "total_s": total,
-        "cpu_s": cpu_us / 1e6,
-        "device_s": dev_us / 1e6 if cuda else None,
-        "cpu_util": (cpu_us / 1e6) / total if total > 0 else None,
-        "gpu_util": (dev_us / 1e6) / total if cuda and total > 0 else None,
-        "comm_s": comm_s,
-        "exposed_comm_s": exposed_s,
-        "top_ops": [
-            {"name": e.key, "calls": e.count, "self_cpu_s": e.self_cpu_time_total / 1e6,
-             "self_device_s": getattr(e, "self_device_time_total", 0) / 1e6 if cuda else None}
-            for e in top
-        ],
-    }
+    row: dict[str, Any] = {"iterations": iterations, "total_s": total, "cpu_s": None, "device_s": None,
+                           "cpu_util": None, "gpu_util": None, "comm_s": None, "exposed_comm_s": None}
+    written = None
+    stage = "stop"
+    try:
+        if prof is not None:
+            _stage("stop")
+            prof.stop()
+            if trace_path is not None:
+                stage = "export"
+                _stage("export")
+                Path(trace_path).parent.mkdir(parents=True, exist_ok=True)
+                prof.export_chrome_trace(str(trace_path))
+                written = str(trace_path)
+                stage = "read"
+                _stage("read")
+                fig = read_trace(trace_path)
+                row = dict(profile_row(fig, iterations=iterations),
+                           top_ops={"kernels": fig.top_kernels, "operators": fig.top_operators})
+    except Exception as exc:
+        warning = _why(stage, exc)
+    top = dict(row.get("top_ops") or {}, trace_file=written, wall_s=total)
+    if warning:
+        top["warning"] = warning
+    row["top_ops"] = top
+    return row, warning

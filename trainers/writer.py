@@ -114,6 +114,10 @@ class JobWriter:
                 "breakdown": [dict(b) for b in breakdown_rows]}
         self._do(key, rank, "rank", {"rank": rank, "tables": tail})
 
+    def write_profile(self, key: AttemptKey, rank: int, profile_row: Mapping[str, Any]) -> None:
+        """Write one rank's ``profile`` row (after its timing rows: the profiler window runs last)."""
+        self._do(AttemptKey(*key), rank, "rank", {"rank": rank, "tables": {"profile": [dict(profile_row)]}})
+
     def finish_attempt(self, key: AttemptKey, point_id: int, state: str, reason: Optional[str] = None, *,
                        rank: int = 0) -> None:
         """Close the attempt and move the point to its final state (``rank``: who says so,

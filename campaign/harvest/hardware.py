@@ -2,14 +2,19 @@
 
 mfu                  model FLOPs utilisation: achieved model TFLOP/s of a rank (FLOPs of one
                      iteration, counted once, x timed iterations / timed window) over the
-                     platform's peak for the precision in use; averaged over ranks
+                     platform's peak for the math the job ran (``math``: bf16/fp16 autocast,
+                     tf32 or fp32 as cuBLAS's and cuDNN's TF32 switches were; trainers/flops.py);
+                     averaged over ranks. ``precision`` is the trainer's configured one
 allreduce_mb_per_iter gradient bytes one rank all-reduces per iteration (the DDP hook's)
 busbw_gbs            the all-reduce's bus bandwidth 2(n-1)/n x bytes / time in flight
                      (nccl-tests' convention), and its fraction of the platform's stated
                      GPU-GPU bandwidth (``interconnect_gbs``)
 exposed_comm_ms      all-reduce time per iteration that no backward compute hid
 sync_gb_per_epoch    the DataParallel study's N/(B k) x trainable parameters, in bytes
-peak_memory_gb       GPU: max_memory_allocated; CPU ranks: the process's max RSS
+peak_memory_gb       the timed window's peak (largest over ranks). GPU: max_memory_allocated,
+                     kept across any reset of CUDA's peak counter during the run
+                     (trainers/memory.py); CPU ranks: the process's max RSS
+warmup_peak_memory_gb the warm-up's peak, apart (cuDNN autotuning, allocator growth)
 
 The figures are the jobs' own (rank_timing.extra, docs/breakdown.md); what a job did
 not record stays absent (a 1-rank point moves no gradient; a platform that states no
@@ -23,15 +28,16 @@ import polars as pl
 from campaign.harvest.views import KEYS, with_optional
 
 _COLUMNS = {
-    "precision": pl.Utf8, "achieved_tflops": pl.Float64, "peak_tflops": pl.Float64, "mfu": pl.Float64,
+    "precision": pl.Utf8, "math": pl.Utf8, "achieved_tflops": pl.Float64, "peak_tflops": pl.Float64, "mfu": pl.Float64,
     "trainable_params": pl.Int64, "allreduce_bytes_per_iter": pl.Float64, "allreduce_busbw_gbs": pl.Float64,
     "interconnect_bandwidth_gbs": pl.Float64, "allreduce_busbw_fraction": pl.Float64, "exposed_comm_s": pl.Float64,
     "sync_bytes_per_epoch": pl.Float64, "peak_memory_bytes": pl.Float64, "peak_memory_source": pl.Utf8,
+    "warmup_peak_memory_bytes": pl.Float64,
     "timed_iterations": pl.Int64,
 }
-COLUMNS = KEYS + ["repeats", "precision", "achieved_tflops", "peak_tflops", "mfu", "trainable_params",
+COLUMNS = KEYS + ["repeats", "precision", "math", "achieved_tflops", "peak_tflops", "mfu", "trainable_params",
                   "allreduce_mb_per_iter", "busbw_gbs", "interconnect_gbs", "busbw_fraction", "exposed_comm_ms",
-                  "sync_gb_per_epoch", "peak_memory_gb", "note"]
+                  "sync_gb_per_epoch", "peak_memory_gb", "warmup_peak_memory_gb", "note"]
 
 
 def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
@@ -44,6 +50,7 @@ def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.len().alias("repeats"),
             pl.col("precision").drop_nulls().first(),
+            pl.col("math").drop_nulls().first(),
             pl.col("achieved_tflops").median(),
             pl.col("peak_tflops").median(),
             pl.col("mfu").median(),
@@ -55,6 +62,7 @@ def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
             (pl.col("exposed_comm_s_per_iter").median() * 1e3).alias("exposed_comm_ms"),
             (pl.col("sync_bytes_per_epoch").median() / 1e9).alias("sync_gb_per_epoch"),
             (pl.col("peak_memory_bytes").max() / 1e9).alias("peak_memory_gb"),
+            (pl.col("warmup_peak_memory_bytes").max() / 1e9).alias("warmup_peak_memory_gb"),
             pl.col("peak_memory_source").drop_nulls().first(),
         )
         .with_columns(_note())
@@ -66,7 +74,7 @@ def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
 def _note() -> pl.Expr:
     parts = [
         pl.when(pl.col("mfu").is_null() & pl.col("achieved_tflops").is_not_null())
-        .then(pl.lit("no MFU: the platform states no peak for this precision")),
+        .then(pl.lit("no MFU: the platform states no peak for this math")),
         pl.when(pl.col("achieved_tflops").is_null()).then(pl.lit("no FLOPs counted (no warm-up iteration?)")),
         pl.when(pl.col("allreduce_mb_per_iter").is_null() & (pl.col("gpus") > 1))
         .then(pl.lit("all-reduce not timed by the hook (engine's own communication)")),

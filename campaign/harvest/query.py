@@ -87,10 +87,12 @@ def _hardware_aggregates() -> list:
         func.max(rank_timing.c.trainable_params).label("trainable_params"),
         func.max(EXTRA["peak_memory_source"].as_string()).label("peak_memory_source"),
         func.max(EXTRA["precision"].as_string()).label("precision"),
+        func.max(EXTRA["math"].as_string()).label("math"),
         extra("achieved_tflops"), extra("peak_tflops", func.max), extra("mfu"),
         extra("allreduce_bytes_per_iter", func.max), extra("allreduce_busbw_gbs"),
         extra("interconnect_bandwidth_gbs", func.max), extra("allreduce_busbw_fraction"),
         extra("exposed_comm_s"), extra("sync_bytes_per_epoch", func.max),
+        extra("warmup_peak_memory_bytes", func.max),
     ]
 
 
@@ -133,6 +135,9 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(profile.c.comm_s).label("profile_comm_s"),
             func.avg(profile.c.exposed_comm_s).label("profile_exposed_comm_s"),
             func.max(profile.c.iterations).label("profile_iterations"),
+            # the profiler window's warning and trace files (trainers/loop.py: profile.top_ops)
+            func.max(profile.c.top_ops["warning"].as_string()).label("profile_warning"),
+            func.aggregate_strings(profile.c.top_ops["trace_file"].as_string(), "\n").label("trace_files"),
         )
         .where(profile.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(profile.c.attempt_id)
@@ -150,6 +155,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             *[ranks.c[h.name] for h in hardware],
             prof.c.gpu_util, prof.c.cpu_util, prof.c.profile_total_s, prof.c.profile_cpu_s, prof.c.profile_device_s,
             prof.c.profile_comm_s, prof.c.profile_exposed_comm_s, prof.c.profile_iterations,
+            prof.c.profile_warning, prof.c.trace_files,
         )
         .select_from(
             latest.join(point, point.c.id == latest.c.point_id)

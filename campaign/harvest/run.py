@@ -38,9 +38,9 @@ TERMINAL_COLUMNS = {
     "throughput": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "global_batch", "iter_s",
                    "iter_iqr_s", "ideal_iter_s", "images_per_s", "images_per_s_per_gpu", "ideal_images_per_s_per_gpu",
                    "throughput_speedup", "throughput_efficiency", "note"],
-    "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "precision",
+    "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "precision", "math",
                  "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter", "busbw_gbs", "busbw_fraction",
-                 "exposed_comm_ms", "peak_memory_gb", "note"],
+                 "exposed_comm_ms", "peak_memory_gb", "warmup_peak_memory_gb", "note"],
     "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
                   "ideal", "difference", "holds", "note"],
 }

@@ -1,10 +1,14 @@
 """Where the time goes: utilisation and phase breakdown per series and GPU count.
 
-utilisation  GPU util = device time / total time and CPU util = CPU time / total time
-             of the profiler window (``experiment.profile_iterations``, the reference
-             study's measure; CPU util can pass 1 with several threads), and the
-             timed window's shares: compute, communication, data-loader wait (each
-             rank's phase seconds over its window, averaged over ranks).
+utilisation  GPU util = device busy time (the union of its kernel, memcpy and memset
+             intervals) / the profiler window's wall time, and CPU util = CPU operator
+             time / that window (``experiment.profile_iterations``, the reference
+             study's measure, read from each rank's trace by campaign_trace; GPU util
+             is at most 1, CPU util can pass 1 with several threads), and the timed
+             window's shares: compute, communication, data-loader wait (each rank's
+             phase seconds over its window, averaged over ranks). ``trace_files``: the
+             ranks' profiler traces (open them with ``campaign trace``, Perfetto or
+             TensorBoard); a profiler that failed is named in ``note``.
 breakdown    one row per (source, phase): seconds per run, per iteration and share of
              the window, from the timed window's summary (rank_timing: data wait,
              compute, communication), the profiler window (profile) and the per-phase
@@ -33,6 +37,7 @@ _UTIL_COLUMNS = {
     "profile_device_s": pl.Float64, "profile_comm_s": pl.Float64, "profile_exposed_comm_s": pl.Float64,
     "profile_iterations": pl.Int64, "data_wait_s": pl.Float64, "compute_s": pl.Float64, "comm_s": pl.Float64,
     "timed_iterations": pl.Int64, "sampled_time_s": pl.Float64, "attempt_id": pl.Int64,
+    "profile_warning": pl.Utf8, "trace_files": pl.Utf8,
 }
 
 
@@ -47,6 +52,8 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
     p = with_optional(with_optional(points), _UTIL_COLUMNS).with_columns(
         _ratio("profile_comm_s", "profile_total_s").alias("profile_comm_share"),
         _ratio("profile_exposed_comm_s", "profile_total_s").alias("exposed_comm_share"),
+        # the SQL aggregate lists a point's files in no particular order: rank order here
+        pl.col("trace_files").str.split("\n").list.sort().list.join(" ").alias("trace_files"),
     )
     out = (
         p.group_by(KEYS)
@@ -55,19 +62,24 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
             pl.col("profile_iterations").max().alias("profiled_iterations"),
             *[pl.col(c).median() for c in ("gpu_util", "cpu_util", "compute_share", "comm_share", "data_wait_share",
                                            "profile_comm_share", "exposed_comm_share")],
+            pl.col("profile_warning").drop_nulls().first(),
+            pl.col("trace_files").drop_nulls().sort().str.join(" "),
         )
         .with_columns(
             pl.when(pl.col("profiled_iterations").is_null())
             .then(pl.lit("no profiler window (experiment.profile_iterations=0)"))
+            .when(pl.col("profile_warning").is_not_null())
+            .then(pl.lit("no profile figures: ") + pl.col("profile_warning"))
             .when(pl.col("gpu_util").is_null())
             .then(pl.lit("no device time (CPU ranks)"))
             .otherwise(pl.lit(""))
-            .alias("note")
+            .alias("note"),
+            pl.when(pl.col("trace_files") != "").then(pl.col("trace_files")).alias("trace_files"),
         )
         .sort(KEYS)
     )
     return out.select(KEYS + ["repeats", "profiled_iterations", "gpu_util", "cpu_util", "compute_share", "comm_share",
-                              "data_wait_share", "profile_comm_share", "exposed_comm_share", "note"])
+                              "data_wait_share", "profile_comm_share", "exposed_comm_share", "note", "trace_files"])
 
 
 # (source, phase, seconds column, share denominator, per-iteration denominator)

@@ -29,8 +29,9 @@ anything from ``mmseg.models`` and builds through the helpers below.
    that says ``weights_only=False``, as before torch 2.6: those files are the runs' own.
    Third-party weights never take this path: ``trainer.params.pretrained`` is read by
    ``backbone.load_pretrained`` with ``weights_only=True``.
-6. ``AmpOptimWrapper`` asserts a GPU: ``optim_wrapper_type`` uses it on CUDA only; a CPU
-   rank (the local platform emulating GPUs) trains in fp32 and says so.
+6. ``AmpOptimWrapper`` asserts a GPU: ``optim_wrapper_type`` uses it (fp16) or the
+   scaler-free ``AutocastOptimWrapper`` (bf16, trainers/mmseg/speed.py) on CUDA only; a
+   CPU rank (the local platform emulating GPUs) trains in fp32 and says so.
 7. ``BaseModule.init_weights`` logs one INFO paragraph per parameter (hundreds for
    SwinV2-B) into the job's output: ``quiet_logs`` lifts MMEngine's logger to WARNING.
 8. The Runner's ``setup_env`` may set ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` and OpenCV
@@ -115,6 +116,9 @@ def apply() -> None:
     # losses) go through MMEngine's root registries and resolve 'mmseg::' names only then.
     register_all_modules(init_default_scope=True)
     import trainers.mmseg.backbone  # noqa: F401  registers SwinV2Timm in mmseg's MODELS
+    from trainers.mmseg import speed
+
+    speed.register()  # AutocastOptimWrapper
     _APPLIED = True
 
 
@@ -136,7 +140,7 @@ def optim_wrapper_type(device: torch.device, precision: str) -> dict:
         return dict(type="OptimWrapper")
     if precision == "fp16":
         return dict(type="AmpOptimWrapper", dtype="float16", loss_scale="dynamic")
-    return dict(type="AmpOptimWrapper", dtype="bfloat16")
+    return dict(type="AutocastOptimWrapper", dtype="bfloat16")  # bf16 needs no loss scaling (speed.py)
 
 
 def wrap_ddp(model: torch.nn.Module, device: torch.device, distributed: bool) -> torch.nn.Module:

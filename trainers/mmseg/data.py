@@ -113,8 +113,11 @@ def build_dataset(spec: dict, *, seed: int, rank: int):
 
 
 def dataloader_config(spec: dict, *, batch_size: int, seed: int, rank: int) -> dict:
-    """The Runner's ``train_dataloader``: this rank's shard through an InfiniteSampler."""
-    workers = int(spec.get("num_workers") or 0)
+    """The Runner's ``train_dataloader``: this rank's shard through an InfiniteSampler.
+    Synthetic data gets no worker processes: the trainer takes a few batches from it
+    once and reuses them on the device (trainers/mmseg/speed.py)."""
+    synthetic = (spec.get("name") or "synthetic") == "synthetic"
+    workers = 0 if synthetic else int(spec.get("num_workers") or 0)
     return dict(
         batch_size=int(batch_size),
         num_workers=workers,

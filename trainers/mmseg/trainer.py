@@ -6,12 +6,18 @@ iteration of ``IterBasedTrainLoop.run_iter`` with its parts called one by one, s
 each phase ends on a real boundary:
 
 - ``data``: next batch from the loader, then the model's SegDataPreProcessor (to the
-  device, BGR->RGB, normalise, pad to the crop);
+  device, BGR->RGB, normalise, pad to the crop); synthetic data: the next of a few
+  batches pre-made on the device (speed.py);
 - ``forward``: EncoderDecoder loss forward (through DDP) and ``parse_losses``;
 - ``backward``: ``optim_wrapper.backward`` (loss scaling under AMP; DDP's all-reduce
   overlaps it, so communication is inside this phase);
 - ``step``: ``optim_wrapper.step``/``zero_grad`` when an update is due, then the
-  ``after_train_iter`` hooks (param schedulers, runtime info, logger).
+  ``after_train_iter`` hooks (param schedulers, runtime info, logger; the step's log
+  values only on the iterations the logger logs).
+
+What MMEngine would add beyond a plain loop (a scaler for bf16, a parameter group per
+parameter, a host copy of every logged value each iteration, the data pipeline for
+synthetic data) is left out: speed.py says how and why.
 
 Validation, checkpoint and visualisation hooks are off. The process group is ours
 (trainers/dist.py); MMEngine runs with ``launcher='none'`` (see compat.py).
@@ -28,7 +34,7 @@ import torch
 
 from trainers.dist import DistContext
 from trainers.instrument import Recorder
-from trainers.mmseg import compat
+from trainers.mmseg import compat, speed
 
 _RUNNERS = itertools.count()  # unique MMEngine experiment names within one process
 
@@ -88,6 +94,7 @@ class SwinV2UperNetTrainer:
             # Runner.train() up to train_loop.run(), minus weight init (done above).
             runner._train_loop = runner.build_train_loop(runner._train_loop)
             runner.optim_wrapper = runner.build_optim_wrapper(runner.optim_wrapper)
+            speed.merge_param_groups(runner.optim_wrapper.optimizer)  # before the schedulers read the groups
             runner.scale_lr(runner.optim_wrapper, runner.auto_scale_lr)
             runner.param_schedulers = runner.build_param_scheduler(runner.param_schedulers)
             runner.call_hook("before_run")
@@ -99,16 +106,26 @@ class SwinV2UperNetTrainer:
         self.optim_wrapper = runner.optim_wrapper
         self.model.train()  # run() does it every iteration because validation may switch it off; none here
         self.images_per_step = int(plan["batch_per_gpu"])
+        self.log_interval = int(params_of(tcfg)["log_interval"])
+        # What the step computes in (trainers/flops.py): the wrapper's autocast dtype on a GPU.
+        precision = str(tcfg.get("precision") or "fp32")
+        self.precision = precision if ctx.device.type == "cuda" else "fp32"
+        self._batches = (speed.device_batches(self.loop.dataloader_iterator, self.module.data_preprocessor)
+                         if (spec.get("name") or "synthetic") == "synthetic" else None)
         self._closed = False
 
     def step(self, rec: Recorder) -> torch.Tensor:
         """One IterBasedTrainLoop iteration, phase by phase (module docstring)."""
         runner, loop, ow = self.runner, self.loop, self.optim_wrapper
-        batch = next(loop.dataloader_iterator)
+        if self._batches is not None:  # synthetic: pre-made on the device
+            batch, data = self._batches[loop.iter % len(self._batches)]
+        else:
+            batch, data = next(loop.dataloader_iterator), None
         runner.call_hook("before_train_iter", batch_idx=loop.iter, data_batch=batch)
         # model.train_step(batch, ow), inlined (BaseModel / MMDistributedDataParallel):
         with ow.optim_context(self.model):
-            data = self.module.data_preprocessor(batch, True)
+            if data is None:
+                data = self.module.data_preprocessor(batch, True)
             rec.mark("data")
             losses = self.model._run_forward(data, mode="loss")
         loss, log_vars = self.module.parse_losses(losses)
@@ -119,7 +136,8 @@ class SwinV2UperNetTrainer:
         if ow.should_update():
             ow.step()
             ow.zero_grad()
-        runner.call_hook("after_train_iter", batch_idx=loop.iter, data_batch=batch, outputs=log_vars)
+        runner.call_hook("after_train_iter", batch_idx=loop.iter, data_batch=batch,
+                         outputs=log_vars if speed.logs_at(loop.iter, self.log_interval) else None)
         loop._iter += 1  # run_iter's own bookkeeping (read by the hooks)
         rec.mark("step")
         return loss
