@@ -20,6 +20,7 @@ import pytest
 
 from campaign.backends import sacct as sa
 from campaign.backends.base import Observed
+from campaign.backends.resources import Resources
 from campaign.errors import SubmitError
 from campaign.proc import Completed
 
@@ -186,7 +187,7 @@ def test_submit_one_array_per_group_split_at_max_array_size(tmp_path, monkeypatc
     backend._max_array = 2
     base = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 1, "cpus_per_task": 1, "timeout_min": 5,
             "constraint": None, "account": None, "qos": None, "mem_gb": None, "extra_sbatch": []}
-    items = [(SimpleNamespace(resources=dict(base, partition=part)), {"point_id": pid, "campaign_id": "c1"})
+    items = [(SimpleNamespace(resources=Resources(**dict(base, partition=part))), {"point_id": pid, "campaign_id": "c1"})
              for pid, part in [(1, "v100"), (2, "nosuch"), (3, "v100"), (4, "v100"), (5, "nosuch")]]
     out = backend.submit(items, tmp_path / "jobs", None)
     assert [s.point_id for s in out] == [1, 2, 3, 4, 5]
@@ -478,7 +479,7 @@ def test_hostile_names_and_paths_reach_slurm_intact(cluster, tmp_path):
     res = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 1, "cpus_per_task": 1, "timeout_min": 5,
            "partition": "v100", "constraint": None, "account": None, "qos": None, "mem_gb": None,
            "extra_sbatch": ["--comment=a'; echo foo #x", "--hold"]}
-    params = dict(sb.sbatch_parameters(res, "x"), job_name="a'; echo foo")  # unsanitised, on purpose
+    params = dict(sb.sbatch_parameters(Resources(**res), "x"), job_name="a'; echo foo")  # unsanitised, on purpose
     script = folder / "s.sh"
     script.write_text(sb.render_sbatch(params, folder, None, 1))
     out = subprocess.run(["sbatch", str(script)], capture_output=True, text=True, check=True).stdout
