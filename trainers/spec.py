@@ -81,7 +81,8 @@ class TrainerDef:
 
 def nearest(word: str, choices: typing.Iterable[str]) -> Optional[str]:
     """The choice closest to a misspelt ``word``, or None when none is close."""
-    found = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=0.6)
+    # 0.8: a typo (gpu -> gpus, partiton -> partition), not a different name (h100 -> v100)
+    found = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=0.8)
     return found[0] if found else None
 
 

@@ -75,6 +75,7 @@ def _hydra_app(argv: list[str], prog: str) -> int:
     register()
     check_plugin_visible()
     import hydra
+    import yaml
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -99,7 +100,7 @@ def _hydra_app(argv: list[str], prog: str) -> int:
         app()
         if raised:
             raise raised[0]
-    except (HydraException, OmegaConfBaseException) as exc:
+    except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
         _error(as_config_error(exc))
         return EXIT_USAGE
     finally:
