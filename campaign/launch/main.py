@@ -59,10 +59,9 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
     except KeyboardInterrupt:
         _error("interrupted; nothing more was submitted")
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        from campaign.cli import quiet_broken_pipe
-
-        quiet_broken_pipe()
+    except BrokenPipeError:  # `campaign launch ... | head` closed our stdout: end quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
 
 
