@@ -15,8 +15,9 @@ from typing import Any
 SECRET = "***"
 STORE_URL_ENV = "CAMPAIGN_STORE_URL"  # the real store URL, for jobs (never on a command line)
 
-# scheme://user:password@host  ->  scheme://user:***@host   (the password may hold ':' but not '@' '/' or space)
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*://[^:/@\s]*:)(?P<secret>[^@/\s]+)(?P<tail>@)")
+# scheme://user:password@host  ->  scheme://user:***@host   (the password may hold ':' but not '@' '/' or
+# space); also as Hydra writes a sweep point's override, its ':' escaped: scheme\://user\:password@host
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*\\?://[^:/@\s\\]*\\?:)(?P<secret>[^@/\s]+)(?P<tail>@)")
 # ?password=pw / &pwd=pw / &sslpassword=... in a URL's query
 _QUERY = re.compile(r"(?P<head>[?&;](?:[A-Za-z_]*pass(?:word)?|pwd|secret|token)=)(?P<secret>[^&;\s'\"]+)", re.I)
 

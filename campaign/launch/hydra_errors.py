@@ -80,6 +80,9 @@ def as_config_error(exc: BaseException) -> ConfigError:
     m = re.match(r"Could not override '([^']+)'", text)
     if m:
         key = m.group(1)
+        if key.startswith("trainer.params."):  # a free dict: the trainer's declaration knows its keys
+            return ConfigError(f"{key} is not in this trainer's conf file; if the trainer declares it "
+                               f"(trainers/specs/ or its own module), set it with +{key}=..., which the launch checks")
         return ConfigError(f"{_unknown_key(key)} (to add a key the schema lacks, +{key}=... is refused too)")
     for e in _chain(exc):
         if isinstance(e, (ConfigKeyError, ConfigAttributeError)) and getattr(e, "full_key", None):

@@ -18,7 +18,7 @@ from campaign.launch.plan import PointPlan
 from campaign.redact import redact
 
 # Values one campaign has once: the store it registers in, the folder its jobs write to.
-ONE_PER_CAMPAIGN = (("store", "url"), ("results_dir",), ("name",), ("dry_run",))
+ONE_PER_CAMPAIGN = (("results_dir",), ("store", "url"), ("name",), ("dry_run",))
 CONNECT_TIMEOUT_S = 10  # a database server that does not answer by then is refused
 
 

@@ -78,14 +78,14 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
         points, store_url=result.store_url, results_dir=result.results_dir, name=first.get("name"),
         overrides=list(sweep_overrides), command=command_line(sweep_overrides, multirun=multirun), python=python,
     )
-    print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun)
-    if wait:
-        try:
+    try:
+        print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun)
+        if wait:
             wait_for(result.submitted)
-        except KeyboardInterrupt:
-            cid, store = result.campaign_id, store_option(result)
-            raise Interrupted(f"interrupted; campaign {cid} was stored and submitted: campaign status {cid}{store} "
-                              f"shows what its points did, campaign cancel {cid}{store} stops those still running") from None
+    except KeyboardInterrupt:
+        cid, store = result.campaign_id, store_option(result)
+        raise Interrupted(f"interrupted; campaign {cid} was stored and submitted: campaign status {cid}{store} "
+                          f"shows what its points did, campaign cancel {cid}{store} stops those still running") from None
     _returns(result, hydra_cfg, waited=wait)
     return result
 

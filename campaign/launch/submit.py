@@ -129,9 +129,19 @@ def register_and_submit(
 def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str,
                       folder: Path, python: Optional[str]) -> list[Submitted]:
     """Submit registered points and record the outcome: job ids for the submitted ones,
-    ``rejected`` with the reason for the others."""
-    with private_files():
-        submitted = _submit(points, ids, campaign_id, store_url, folder, python)
+    ``rejected`` with the reason for the others. Ctrl-C on the way records what was
+    submitted, rejects the rest, and raises ``Interrupted`` saying how to submit them."""
+    from campaign.errors import Interrupted
+
+    done: dict[int, Submitted] = {}
+    interrupted = False
+    try:
+        with private_files():
+            _submit(points, ids, campaign_id, store_url, folder, python, done)
+    except KeyboardInterrupt:
+        interrupted = True
+    submitted = [done.get(pid) or Submitted(pid, None, error="interrupted (Ctrl-C) before it was submitted")
+                 for pid in ids]
     store.mark_submitted(
         [
             {"point_id": s.point_id, "job_id": s.job_id, "job_folder": s.job_folder, "log_path": s.log_path}
@@ -142,13 +152,18 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
     for s in submitted:
         if s.job_id is None:
             store.set_state(s.point_id, "rejected", redact(s.error))
+    if interrupted:
+        left = sum(1 for s in submitted if s.job_id is None)
+        raise Interrupted(f"interrupted while submitting campaign {campaign_id}: {len(ids) - left} of {len(ids)} "
+                          f"point(s) submitted; campaign launch --retry {campaign_id} submits the others")
     return submitted
 
 
 def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str, folder: Path,
-            python: Optional[str]) -> list[Submitted]:
-    """Hand every point to its backend; whatever a backend raises refuses its points
-    (each gets the reason), so no point stays ``registered`` with no job."""
+            python: Optional[str], done: dict[int, Submitted]) -> None:
+    """Hand every point to its backend, filling ``done`` (point id -> Submitted) as it goes;
+    whatever a backend raises refuses its points (each gets the reason), so no point stays
+    ``registered`` with no job."""
     image = _image_provenance(points)
     by_executor: dict[str, list[tuple[PointPlan, dict]]] = {}
     for p, pid in zip(points, ids):
@@ -156,7 +171,6 @@ def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, s
         if image and spec["container"] is not None:
             spec["container"].update(image)  # recorded in each attempt's provenance
         by_executor.setdefault(p.executor, []).append((p, spec))
-    submitted: dict[int, Submitted] = {}
     with store_url_in_environment(store_url):
         for executor, items in by_executor.items():
             try:
@@ -166,8 +180,7 @@ def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, s
                 reason = one_line(f"{type(exc).__name__}: {exc}")
                 got = [Submitted(spec["point_id"], None, error=reason) for _, spec in items]
             for s in got:
-                submitted[s.point_id] = s
-    return [submitted[pid] for pid in ids]
+                done[s.point_id] = s
 
 
 def command_line(overrides: Sequence[str], *, multirun: bool) -> str:
