@@ -107,3 +107,20 @@ def test_no_wait_under_a_sweeper_that_reads_results_is_refused(hydra_sweep_runne
     with pytest.raises(ConfigError, match="hydra.launcher.wait=false returns before the points end"):
         with _sweep(hydra_sweep_runner, tmp_path, ["hydra/launcher=campaign", "hydra.launcher.wait=false", "+a=0,1"]):
             pass
+
+
+def test_any_app_finds_the_launcher_with_the_editable_install(tmp_path):
+    """A plain app in a folder of its own (not this checkout) picks hydra/launcher=campaign:
+    the editable install shows hydra_plugins to Hydra's plugin scan (pyproject lists it)."""
+    import subprocess
+    import sys
+
+    app = tmp_path / "app.py"
+    app.write_text("import hydra\nfrom hydra.core.hydra_config import HydraConfig\n\n"
+                   "@hydra.main(version_base=None, config_path=None)\n"
+                   "def main(cfg):\n    print('launcher', HydraConfig.get().launcher._target_)\n\n"
+                   "if __name__ == '__main__':\n    main()\n")
+    res = subprocess.run([sys.executable, str(app), "hydra/launcher=campaign", "hydra/sweeper=campaign"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "launcher hydra_plugins.campaign_launcher.campaign_launcher.CampaignLauncher" in res.stdout
