@@ -255,3 +255,26 @@ def test_redaction_helper():
     assert redact(redact("mysql://u:pw@h/db")) == "mysql://u:***@h/db"
     assert not has_secret("sqlite:///x.db") and has_secret("postgresql://u:pw@h/db")
     assert redact_obj({"a": ["x://u:p@h"], "b": 1}) == {"a": ["x://u:***@h"], "b": 1}
+
+
+def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
+    """Each conf/platform/*.yaml composes against PlatformSpec (types, enums, no unknown key)
+    and passes the launch's platform checks."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    from campaign.config import register
+    from campaign.launch.keys import check_known_keys
+    from campaign.launch.plan import check_platform
+
+    register()
+    root = Path(__file__).resolve().parents[1] / "conf" / "platform"
+    names = sorted(p.stem for p in root.glob("*.yaml"))
+    assert "local" in names and "v100" in names
+    with initialize_config_module(version_base="1.3", config_module="campaign_conf"):
+        for name in names:
+            cfg = compose("config", overrides=[f"platform={name}"])
+            plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+            check_known_keys(plain)
+            check_platform(plain["platform"])
+            assert plain["platform"]["name"] == name

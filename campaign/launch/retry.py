@@ -20,7 +20,7 @@ def retry(ref: Optional[str], store_url: str) -> LaunchResult:
     from campaign.launch.plan import plan_point
     from campaign.launch.preflight import preflight
     from campaign.launch.report import print_submitted
-    from campaign.launch.run import _returns, store_option
+    from campaign.launch.run import job_returns, store_option
     from campaign.launch.submit import absolute_store_url, job_python, private_files, submit_registered
     from campaign.store import open_store
 
@@ -51,7 +51,7 @@ def retry(ref: Optional[str], store_url: str) -> LaunchResult:
         submitted = submit_registered(store, points, ids, cid, store_url, folder, job_python(points))
     result = LaunchResult(cid, points, store_url, results, True, submitted)
     print_submitted(cid, points, submitted, store_option(result))
-    _returns(result, None, waited=False)
+    job_returns(result, None, waited=False)
     return result
 
 

@@ -86,7 +86,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
         cid, store = result.campaign_id, store_option(result)
         raise Interrupted(f"interrupted; campaign {cid} was stored and submitted: campaign status {cid}{store} "
                           f"shows what its points did, campaign cancel {cid}{store} stops those still running") from None
-    _returns(result, hydra_cfg, waited=wait)
+    job_returns(result, hydra_cfg, waited=wait)
     return result
 
 
@@ -131,7 +131,9 @@ def _reasons(result: LaunchResult) -> dict[int, Optional[str]]:
         return {}
 
 
-def _returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
+def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
+    """Fill ``result.returns`` (one per point, the table in the module docstring) and
+    ``result.failures``; with ``waited`` each job has ended and its outcome is read."""
     from campaign.backends.local import failure_reason
 
     reasons = _reasons(result) if waited else {}
