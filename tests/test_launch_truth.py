@@ -278,3 +278,24 @@ def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
             check_known_keys(plain)
             check_platform(plain["platform"])
             assert plain["platform"]["name"] == name
+
+
+@pytest.mark.usefixtures("hydra_restore_singletons")
+def test_a_waiting_campaign_sweep_returns_each_points_real_jobreturn(hydra_sweep_runner, tmp_path, monkeypatch):
+    """Campaign's own app under the launcher with wait=true: each JobReturn has the point's
+    config, its overrides, its job folder and rank 0's return value; status COMPLETED."""
+    from campaign.config import register
+
+    register()
+    monkeypatch.setenv("CAMPAIGN_RESULTS", str(tmp_path / "results"))
+    monkeypatch.chdir(tmp_path)
+    sweep = hydra_sweep_runner(calling_file=None, calling_module="campaign.launch.main", task_function=None,
+                               config_path="pkg://campaign_conf", config_name="config",
+                               overrides=["gpus=1,2", "hydra.launcher.wait=true", *TINY], temp_dir=tmp_path / "sweep")
+    with sweep:
+        returns = sweep.returns[0]
+        assert [r.status.name for r in returns] == ["COMPLETED", "COMPLETED"]
+        assert [r.overrides[0] for r in returns] == ["gpus=1", "gpus=2"]
+        assert [r.cfg.gpus for r in returns] == [1, 2] and returns[0].cfg.trainer.params.width == 4
+        assert [r.return_value["iterations"] for r in returns] == [8, 4]  # 8/N weak scaling, rank 0's summary
+        assert all(Path(r.working_dir).parent == tmp_path / "results" / "jobs" for r in returns)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import enum
+import functools
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
@@ -113,7 +114,9 @@ def resolve_params(spec: TrainerDef, given: Optional[Mapping[str, Any]]) -> dict
 # ------------------------------------------------------------------ type checks
 
 
+@functools.lru_cache(maxsize=None)
 def _hints(cls: type) -> dict[str, Any]:
+    """A params dataclass's resolved field types (once per class: every point reads them)."""
     return typing.get_type_hints(cls)
 
 

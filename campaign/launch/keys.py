@@ -8,6 +8,7 @@ one too. Both are refused here with the nearest valid name, before anything is s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from typing import Any, Mapping
 
@@ -24,18 +25,26 @@ def _schema_of(kind: Any) -> type | None:
     return kind if dataclasses.is_dataclass(kind) else None
 
 
+@functools.lru_cache(maxsize=None)
+def _fields(schema: type) -> tuple[tuple[str, ...], dict[str, type | None]]:
+    """A schema's field names and, per field, the dataclass behind it (once per schema:
+    a 1,000-point sweep checks every point)."""
+    hints = typing.get_type_hints(schema)
+    names = tuple(f.name for f in dataclasses.fields(schema))
+    return names, {name: _schema_of(hints[name]) for name in names}
+
+
 def check_known_keys(config: Mapping[str, Any], schema: type = CampaignConfig, where: str = "") -> None:
     """Refuse a key ``schema`` does not declare, naming the nearest valid one; recurses into
     the fields that are dataclasses themselves (free-form dicts such as ``trainer.params``
     are checked by their owners)."""
-    hints = typing.get_type_hints(schema)
-    valid = [f.name for f in dataclasses.fields(schema)]
+    valid, subs = _fields(schema)
     for key, value in config.items():
         path = f"{where}{key}"
-        if key not in hints:
+        if key not in subs:
             scope = f"in {where.rstrip('.')}" if where else "at the top level"
             raise ConfigError(f"unknown config key '{path}'{did_you_mean(str(key), valid)}; "
                               f"valid keys {scope}: {', '.join(valid)}")
-        sub = _schema_of(hints[key])
+        sub = subs[key]
         if sub is not None and isinstance(value, Mapping):
             check_known_keys(value, sub, f"{path}.")

@@ -107,12 +107,28 @@ def wait_for(submitted: Sequence[Submitted]) -> None:
             time.sleep(POLL_S)
 
 
+class PointReturn(JobReturn):
+    """A campaign point's ``JobReturn``; its ``cfg`` (the point's config as a DictConfig) is
+    made when first read: a 1,000-point sweep that returns at once would spend seconds
+    building configs nobody reads."""
+
+    @property  # type: ignore[override]
+    def cfg(self) -> Any:
+        if getattr(self, "_cfg", None) is None and getattr(self, "_config", None) is not None:
+            self._cfg = OmegaConf.create(self._config)
+        return getattr(self, "_cfg", None)
+
+    @cfg.setter
+    def cfg(self, value: Any) -> None:
+        self._cfg = value
+
+
 def _job_return(p: PointPlan, hydra_cfg: Any, status: JobStatus, value: Any = None,
                 working_dir: Optional[str] = None) -> JobReturn:
-    ret = JobReturn(overrides=list(p.overrides), cfg=OmegaConf.create(p.config), hydra_cfg=hydra_cfg,
-                    working_dir=working_dir,
-                    task_name=str(OmegaConf.select(hydra_cfg, "hydra.job.name", default="campaign")) if hydra_cfg else "campaign",
-                    status=status)
+    task = str(OmegaConf.select(hydra_cfg, "hydra.job.name", default="campaign")) if hydra_cfg else "campaign"
+    ret = PointReturn(overrides=list(p.overrides), hydra_cfg=hydra_cfg, working_dir=working_dir, task_name=task,
+                      status=status)
+    ret._config = p.config
     if status is not JobStatus.UNKNOWN:
         ret.return_value = value
     return ret
