@@ -76,3 +76,20 @@ def test_a_waiting_launch_returns_the_slurm_jobs_outcome(slurm_ws):
     assert bad.returncode == 3, bad.stdout + bad.stderr
     assert "1 of 1 point(s) failed (#0 platform=v100 gpus=2 trainer=sleep" in bad.stderr
     assert "rank 1: RuntimeError: injected failure" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_another_hydra_app_runs_its_points_on_slurm_through_the_campaign_launcher(slurm_ws, tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text("import os\nimport hydra\n\n@hydra.main(version_base=None, config_path=None)\n"
+                   "def main(cfg):\n    with open(os.path.join(os.environ['OUT_DIR'], f'x{cfg.x}'), 'w') as f:\n"
+                   "        f.write(os.environ.get('SLURM_JOB_PARTITION', 'none'))\n\n"
+                   "if __name__ == '__main__':\n    main()\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    slurm_ws.env["OUT_DIR"] = str(out)
+    res = slurm_ws.run(sys.executable, str(app), "-m", "hydra/launcher=campaign", "hydra.launcher.executor=slurm",
+                       "hydra.launcher.partition=v100", "hydra.launcher.timeout_min=5", "+x=1,2",
+                       f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["x1", "x2"]
+    assert {p.read_text() for p in out.iterdir()} == {"v100"}
