@@ -55,4 +55,6 @@ def print_submitted(campaign_id: str, points: Sequence[PointPlan], submitted: Se
     if multirun:
         print(f"\nfollow it:  campaign status {campaign_id}{store} --wait")
         print(f"results:    campaign harvest {campaign_id}{store}")
+        if "***" in store:
+            print("            (the store's password is shown as ***: give the whole URL, or set $CAMPAIGN_STORE)")
     print(flush=True)
