@@ -15,10 +15,12 @@ import argparse
 import sys
 from typing import NoReturn, Optional, Sequence
 
-from campaign.errors import EXIT_USAGE, CampaignError
+from campaign.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
+
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 EPILOG_MAIN = """examples:
-  python -m campaign.launch -m platform=local gpus=1,2      # launch a campaign (Hydra sweep)
+  campaign launch -m platform=local gpus=1,2                # launch a campaign (Hydra sweep)
   campaign status --wait                                    # follow the latest campaign
   campaign harvest --to csv --out results/scaling.csv       # speedup and efficiency
 """
@@ -63,6 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
                   epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
     top.add_argument("--version", action="version", version=f"campaign {__version__}")
     sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    # `campaign launch ...` is handed to the Hydra app before argparse (its arguments are
+    # Hydra's); this entry is for the command list and `campaign launch --help`.
+    sub.add_parser("launch", help="launch a campaign: Hydra overrides, -m for a sweep (python -m campaign.launch)",
+                   add_help=False)
+    cp = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
+                        description="Print the completion script of campaign for a shell.",
+                        epilog='examples:\n  eval "$(campaign completion bash)"     # in ~/.bashrc\n'
+                               '  eval "$(campaign completion zsh)"      # in ~/.zshrc, after compinit',
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    cp.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
 
     st = sub.add_parser("status", help="what ran, what pends, what failed and why",
                         description="One row per point of a campaign (the latest by default).",
@@ -143,6 +156,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["launch"]:
+        from campaign.launch.main import main as launch
+
+        return launch(argv[1:], prog="campaign launch")
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
@@ -155,6 +173,11 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
             return show_traces(args.files, as_json=args.json, top=args.top)
         except CampaignError as exc:
             fail(exc)
+    if args.command == "completion":
+        from campaign.completion import completion_script
+
+        print(completion_script(args.shell, parser), end="")
+        return EXIT_OK
     from campaign.store import default_store_url
 
     store_url = args.store or default_store_url()

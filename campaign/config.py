@@ -8,25 +8,50 @@ its dataclass (an unknown key or a wrong type is refused at compose time).
 
 from __future__ import annotations
 
+import enum
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, OmegaConf
 
+from trainers.spec import Device, Optimizer, Precision
+
 GROUPS = ("platform", "experiment", "trainer", "dataset", "store", "container")
+
+
+class Executor(str, enum.Enum):
+    """``platform.executor``: who runs a point's job."""
+
+    slurm = "slurm"  # sbatch through submitit
+    local = "local"  # processes on this machine
+
+
+class DistBackend(str, enum.Enum):
+    """``platform.dist_backend``: torch.distributed's backend."""
+
+    nccl = "nccl"  # GPUs
+    gloo = "gloo"  # CPUs
+
+
+class Scaling(str, enum.Enum):
+    """``experiment.scaling``: how batch and iterations follow the GPU count."""
+
+    weak = "weak"  # fixed images per GPU, base_iterations/N iterations
+    strong = "strong"  # fixed global batch split over the GPUs
+    fixed = "fixed"  # the same iterations for every N
 
 
 @dataclass
 class PlatformSpec:
     name: str = MISSING  # the option name, e.g. "a100_nvlink_80"
     description: str = ""  # one line shown by `campaign status` and harvest
-    executor: str = "slurm"  # "slurm" (sbatch through submitit) or "local" (processes on this machine)
+    executor: Executor = Executor.slurm  # slurm (sbatch through submitit) or local (processes on this machine)
     partition: Optional[str] = None  # SLURM partition the jobs go to
     gpus_per_node: int = 1  # GPUs (ranks) one node holds; more needs nodes>1
     max_nodes: int = 1  # nodes a job may span on this platform
-    device: str = "cuda"  # "cuda" or "cpu": what a rank computes on
-    dist_backend: str = "nccl"  # torch.distributed backend: "nccl" on GPUs, "gloo" on CPUs
+    device: Device = Device.cuda  # cuda or cpu: what a rank computes on
+    dist_backend: DistBackend = DistBackend.nccl  # torch.distributed backend: nccl on GPUs, gloo on CPUs
     gpu_model: str = ""  # vendor model name, e.g. "NVIDIA A100-SXM4-80GB"
     gpu_memory_gb: float = 0.0  # memory per GPU
     memory_bandwidth_gbs: float = 0.0  # GPU memory bandwidth (datasheet)
@@ -40,7 +65,7 @@ class PlatformSpec:
     mem_per_gpu_gb: Optional[float] = None  # host memory per rank requested from SLURM
     account: Optional[str] = None  # sbatch --account
     qos: Optional[str] = None  # sbatch --qos
-    time_limit_min: int = 60  # wall-clock limit of a job
+    time_limit_min: int = 60  # wall-clock limit of a job (minutes, > 0)
     dist_timeout_min: float = 10.0  # torch.distributed timeout: a collective (or rendezvous) waiting longer fails the job
     exclusive: bool = False  # one job at a time on a node, so points never share cores (local: a file lock)
     extra_sbatch: List[str] = field(default_factory=list)  # raw extra "#SBATCH" arguments, e.g. "--exclusive"
@@ -50,7 +75,7 @@ class PlatformSpec:
 @dataclass
 class ExperimentSpec:
     name: str = MISSING  # the option name, e.g. "weak_scaling"
-    scaling: str = "weak"  # "weak": fixed images per GPU, base_iterations/N; "strong": fixed global batch; "fixed": same iterations for every N
+    scaling: Scaling = Scaling.weak  # weak: fixed images per GPU, base_iterations/N; strong: fixed global batch; fixed: same iterations for every N
     images_per_gpu: Optional[int] = 8  # per-rank batch ("weak"/"fixed")
     global_batch: Optional[int] = None  # whole-job batch split over the ranks ("strong")
     base_iterations: int = 160000  # iterations on 1 GPU; weak scaling runs base_iterations/N
@@ -66,13 +91,14 @@ class ExperimentSpec:
 
 @dataclass
 class TrainerSpec:
-    name: str = MISSING  # trainer registered in trainers.registry, e.g. "synthetic"
-    optimizer: str = "sgd"  # "sgd" or "adamw"
+    name: str = MISSING  # the trainer's name, as its declaration says (trainers/spec.py), e.g. "synthetic"
+    module: Optional[str] = None  # torch-free module declaring it (TRAINER = TrainerDef(...)); None: trainers.specs.<name>
+    optimizer: Optimizer = Optimizer.sgd  # sgd or adamw
     lr: float = 0.01  # learning rate
     momentum: float = 0.9  # SGD momentum
     weight_decay: float = 0.0  # optimizer weight decay
-    precision: str = "fp32"  # "fp32", "fp16" or "bf16" (autocast on GPU)
-    params: Dict[str, Any] = field(default_factory=dict)  # trainer-specific knobs (model size, ...)
+    precision: Precision = Precision.fp32  # fp32, fp16 or bf16 (autocast on GPU)
+    params: Dict[str, Any] = field(default_factory=dict)  # trainer-specific knobs, typed by the trainer's declaration
 
 
 @dataclass
@@ -137,6 +163,15 @@ def cpu_peak_tflops() -> float:
 _REGISTERED = False
 
 
+def is_campaign_config(cfg: Any) -> bool:
+    """Whether a composed config is a campaign's (every group of ``CampaignConfig``), not
+    another Hydra app's: the launcher plugin runs the two differently."""
+    try:
+        return all(key in cfg for key in GROUPS) and "gpus" in cfg
+    except TypeError:
+        return False
+
+
 def register() -> None:
     """Register the schemas and the ``${cpus:}`` resolver (idempotent)."""
     global _REGISTERED
@@ -146,16 +181,8 @@ def register() -> None:
 
     cs = ConfigStore.instance()
     cs.store(name="campaign_schema", node=CampaignConfig)
-    # Hydra finds plugins by scanning the hydra_plugins namespace package, which an
-    # editable install's import hook hides from pkgutil; register ours explicitly
-    # (importing the module also stores its hydra/launcher=campaign config).
-    from hydra.core.plugins import Plugins
-
-    from hydra_plugins.campaign_launcher.campaign_launcher import CampaignLauncher
-    from hydra_plugins.campaign_launcher.campaign_sweeper import CampaignSweeper
-
-    Plugins.instance().register(CampaignLauncher)
-    Plugins.instance().register(CampaignSweeper)
+    # The launcher and sweeper plugins are found by Hydra's own scan of hydra_plugins
+    # (pyproject.toml lists the namespace so an editable install shows it too).
     if not OmegaConf.has_resolver("cpus"):
         OmegaConf.register_new_resolver("cpus", cpu_count)
     if not OmegaConf.has_resolver("cpu_peak_tflops"):

@@ -3,6 +3,13 @@
 # (constraints.txt, the one place versions are pinned). EXTRAS defaults to "train";
 # the tests use "train,test". Re-running is a no-op until constraints.txt or
 # pyproject.toml change.
+#
+# The install is editable (-e): setuptools' editable finder maps campaign's packages to
+# this checkout. Hydra finds the launcher plugin (hydra/launcher=campaign) by scanning
+# the hydra_plugins namespace with pkgutil, which sees only plain folders: pyproject.toml
+# therefore lists "hydra_plugins" itself as a package, and the finder then puts
+# ./hydra_plugins on the namespace's path, for every Hydra app in this environment. An
+# environment installed before that (or with another tool) is checked below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS=${1:-train}
@@ -20,4 +27,15 @@ if [[ $(cat "$stamp" 2>/dev/null) != "$want" ]]; then
     | { grep -v "^WARNING: Location" || true; }
   echo "$want" >"$stamp"
   echo "[setup] done in $(( $(date +%s) - start )) s"
+fi
+# Hydra must see the plugin from any app, not only campaign's (an environment installed
+# before pyproject.toml listed hydra_plugins does not): reinstall once if it does not.
+if ! .venv/bin/python -c "from campaign.launch.main import check_plugin_visible; check_plugin_visible()" 2>/dev/null; then
+  if [[ -n ${CAMPAIGN_SETUP_AGAIN:-} ]]; then
+    echo "[setup] Hydra still cannot see hydra_plugins/campaign_launcher after a reinstall" >&2
+    exit 1
+  fi
+  echo "[setup] reinstalling campaign so that Hydra's plugin scan sees hydra_plugins/campaign_launcher"
+  rm -f "$stamp"
+  CAMPAIGN_SETUP_AGAIN=1 exec bash "$0" "$@"
 fi

@@ -11,7 +11,7 @@ from conftest import TINY
 BAD_LAUNCHES = [
     (["platform=h200"], "error: unknown platform 'h200'; available: a100, a100_nvlink_40, a100_nvlink_80, h100, local, local_gpu, v100"),
     (["-m", "platform=local,h200"], "unknown platform 'h200'; available: a100, a100_nvlink_40"),
-    (["-m", "gpus=1", "nosuchkey=1,2"], "Could not override 'nosuchkey'"),
+    (["-m", "gpus=1", "nosuchkey=1,2"], "unknown config key 'nosuchkey'; valid keys: platform, experiment"),
     (["-m", "trainer=nosuch"], "error: unknown trainer 'nosuch'; available:"),
     (["experiment=nope"], "error: unknown experiment 'nope'; available:"),
     (["gpus=0"], "error: gpus must be a positive integer, got 0"),
@@ -19,7 +19,7 @@ BAD_LAUNCHES = [
     (["-m", "gpus=64,128"], "error: point gpus=64 "),
     (["-m", "platform=v100", "gpus=8", "dry_run=true"], "v100 has 4 GPUs per node; 8 needs nodes=2"),
     (["gpus=abc"], "error: gpus=abc: Value 'abc' of type 'str' could not be converted to Integer"),
-    (["nosuchkey=1"], "error: Could not override 'nosuchkey'"),
+    (["nosuchkey=1"], "error: unknown config key 'nosuchkey'"),
     (["-m", "experiment=strong_scaling", "experiment.global_batch=10", "platform.gpus_per_node=4", "gpus=1,3"], "does not split over 3 GPUs"),
     (["repeats=0"], "error: repeats must be >= 1"),
     (["platform.dist_timeout_min=0"], "platform.dist_timeout_min must be > 0 (minutes), got 0"),

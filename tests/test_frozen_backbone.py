@@ -196,9 +196,10 @@ def _config(engine=None, gpus=1, nodes=1, device="cpu", trainer="frozen_backbone
     (_config("vanilla", gpus=8, nodes=2, device="cuda"),
      "engine=vanilla drives all GPUs from one process on one node; nodes=2 needs engine=ddp"),
     (_config("horovod"), "unknown trainer.params.engine 'horovod' for trainer=frozen_backbone; "
-                         "available: dataparallel, ddp, vanilla"),
+                         "valid: ddp, dataparallel, vanilla"),
     (_config("ddp", mode="inference"), "mode=inference compares dataparallel and vanilla; engine=ddp runs mode=train only"),
-    (_config("vanilla", mode="eval"), "unknown trainer.params.mode 'eval'; available: train, inference"),
+    (_config("vanilla", mode="eval"), "unknown trainer.params.mode 'eval' for trainer=frozen_backbone; "
+                                      "valid: train, inference"),
 ])
 def test_engine_refusals(config, message):
     with pytest.raises(ConfigError) as err:

@@ -43,7 +43,8 @@ def test_campaign_end_to_end_on_postgresql(ws, pg_url):
     res = ws.launch("-m", "gpus=1,2", f"store.url={pg_url}", *TINY)
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
-    assert f"--store {pg_url}" in res.stdout  # the follow-up commands name the store
+    # the follow-up commands name the store, its password hidden (tests/test_launch_truth.py)
+    assert f"--store '{pg_url.replace(':campaign@', ':***@')}'" in res.stdout and ":campaign@" not in res.stdout
     wait = ws.campaign("status", cid, "--store", pg_url, "--wait", "--interval", "0.5")
     assert wait.returncode == 0, wait.stdout + wait.stderr
     out = ws.campaign("harvest", cid, "--store", pg_url, "--to", "csv")

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from campaign.backends import sbatch as sb
+from campaign.backends.resources import Resources
 from campaign.errors import ConfigError
 
 GOLDEN = Path(__file__).parent / "golden" / "sbatch"
@@ -26,14 +27,14 @@ CID = "20261121-105700-3f2a"
 CONTAINER_PY = "apptainer exec --nv --bind '/data/my data' '/images/my image.sif' python"
 
 
-def resources(**over):
+def resources(**over) -> Resources:
     r = {
         "nodes": 1, "tasks_per_node": 2, "gpus_per_node": 2, "cpus_per_task": 8, "timeout_min": 90,
         "partition": "a100_nvlink", "constraint": "a100_80g", "account": "proj42", "qos": "normal",
         "mem_gb": 128.0, "extra_sbatch": ["--exclusive", "--reservation=maint window"],
     }
     r.update(over)
-    return r
+    return Resources(**r)
 
 
 def check_golden(name: str, text: str) -> None:
@@ -50,7 +51,7 @@ def masked(text: str, tmp: Path) -> str:
     return text.replace(str(tmp), "<TMP>").replace(shlex.quote(sys.executable), "<PYTHON>")
 
 
-def render(res: dict, folder: Path, python=None, n: int = 3, name=None) -> str:
+def render(res: Resources, folder: Path, python=None, n: int = 3, name=None) -> str:
     return sb.render_sbatch(sb.sbatch_parameters(res, name or sb.job_name(CID, res)), folder, python, n)
 
 

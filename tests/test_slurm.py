@@ -20,6 +20,7 @@ import pytest
 
 from campaign.backends import sacct as sa
 from campaign.backends.base import Observed
+from campaign.backends.resources import Resources
 from campaign.errors import SubmitError
 from campaign.proc import Completed
 
@@ -186,7 +187,7 @@ def test_submit_one_array_per_group_split_at_max_array_size(tmp_path, monkeypatc
     backend._max_array = 2
     base = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 1, "cpus_per_task": 1, "timeout_min": 5,
             "constraint": None, "account": None, "qos": None, "mem_gb": None, "extra_sbatch": []}
-    items = [(SimpleNamespace(resources=dict(base, partition=part)), {"point_id": pid, "campaign_id": "c1"})
+    items = [(SimpleNamespace(resources=Resources(**dict(base, partition=part))), {"point_id": pid, "campaign_id": "c1"})
              for pid, part in [(1, "v100"), (2, "nosuch"), (3, "v100"), (4, "v100"), (5, "nosuch")]]
     out = backend.submit(items, tmp_path / "jobs", None)
     assert [s.point_id for s in out] == [1, 2, 3, 4, 5]
@@ -288,7 +289,7 @@ class Site:
         self.store = ["--store", self.ws.store_url]
         self.launched: list[str] = []
 
-    def launch(self, *overrides: str, env: dict | None = None):
+    def launch(self, *overrides: str, env: dict | None = None, expect: int = 0):
         from conftest import campaign_id_from
 
         saved = dict(self.ws.env)
@@ -297,7 +298,7 @@ class Site:
             res = self.ws.launch("-m", *overrides)
         finally:
             self.ws.env = saved
-        assert res.returncode == 0, res.stdout + res.stderr
+        assert res.returncode == expect, res.stdout + res.stderr
         self.launched.append(campaign_id_from(res.stdout))
         return self.launched[-1], res
 
@@ -327,8 +328,9 @@ def site(cluster, tmp_path_factory):
     s.sweep = s.launch("platform=v100,a100", "gpus=1,2", "experiment=smoke", *ONE_CPU, *TINY_TRAINER,
                        env={"SBATCH_PARTITION": "nosuch", "SBATCH_TIMELIMIT": "0", "SLURM_JOB_ID": "1"})
     s.nvlink = s.launch("platform=a100_nvlink_40,a100_nvlink_80", "gpus=2", "experiment=smoke", *ONE_CPU, *TINY_TRAINER)
-    s.rejected = s.launch("platform=v100", "platform.partition=v100,nosuch", "repeats=2", "experiment=smoke",
-                          *ONE_CPU, *TINY_TRAINER)
+    # (an unknown partition is refused at launch, before anything is stored: tests/test_slurm_launch.py)
+    s.rejected = s.launch("platform=v100", "platform.constraint=a100_40g,nosuchfeature", "repeats=2", "experiment=smoke",
+                          *ONE_CPU, *TINY_TRAINER, expect=3)
     # Rank 1 of 2 fails at iteration 2; rank 0 alone would sleep on for far longer than
     # the time limit (the sleep trainer's ranks never communicate).
     s.failing = s.launch("platform=v100", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
@@ -434,8 +436,11 @@ def test_nvlink_platforms_submit_with_their_constraint(site):
 def test_rejected_group_reports_slurms_message_while_the_other_runs(site):
     cid, res = site.rejected
     assert f"campaign {cid}: 2 of 4 point(s) submitted" in res.stdout
-    msg = "invalid partition specified: nosuch; Batch job submission failed: Invalid partition name specified"
+    msg = "Batch job submission failed: Invalid feature specification"
     assert res.stdout.count(f"rejected: {msg}") == 2
+    # exit status 3: stored, two points not submitted, named with SLURM's message and the retry
+    assert res.stderr.startswith(f"error: campaign {cid}: 2 of 4 point(s) were not submitted (#2 platform=v100 gpus=1")
+    assert f"not submitted: {msg}" in res.stderr and f"campaign launch --retry {cid}" in res.stderr
     wait = site.wait(cid)
     assert wait.returncode == 1  # not every point completed
     points = site.points(cid)
@@ -478,7 +483,7 @@ def test_hostile_names_and_paths_reach_slurm_intact(cluster, tmp_path):
     res = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 1, "cpus_per_task": 1, "timeout_min": 5,
            "partition": "v100", "constraint": None, "account": None, "qos": None, "mem_gb": None,
            "extra_sbatch": ["--comment=a'; echo foo #x", "--hold"]}
-    params = dict(sb.sbatch_parameters(res, "x"), job_name="a'; echo foo")  # unsanitised, on purpose
+    params = dict(sb.sbatch_parameters(Resources(**res), "x"), job_name="a'; echo foo")  # unsanitised, on purpose
     script = folder / "s.sh"
     script.write_text(sb.render_sbatch(params, folder, None, 1))
     out = subprocess.run(["sbatch", str(script)], capture_output=True, text=True, check=True).stdout

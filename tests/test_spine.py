@@ -112,12 +112,14 @@ def test_missing_baseline_is_said_not_invented(ws):
 
 
 def test_failed_point_shows_its_reason_and_log(ws):
-    res = ws.launch("-m", "gpus=1", "trainer.optimizer=nosuch", *TINY)
+    # (a bad optimizer name no longer gets this far: the launch refuses it, tests/test_launch_truth.py)
+    res = ws.launch("-m", "gpus=1", "trainer=sleep", "+trainer.params.fail_rank=0",
+                    "experiment.base_iterations=4", "experiment.warmup_iterations=0")
     assert res.returncode == 0, res.stderr
     wait = ws.campaign("status", "--wait", "--interval", "0.5")
     assert wait.returncode == 1
     assert "failed" in wait.stdout
-    assert "unknown optimizer 'nosuch'" in wait.stdout
+    assert "injected failure (trainer.params.fail_rank=0)" in wait.stdout
     assert "(log: " in wait.stdout and "_log.err" in wait.stdout
     doc = json.loads(ws.campaign("status", "--json").stdout)
     assert doc["points"][0]["state"] == "failed"

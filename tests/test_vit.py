@@ -231,7 +231,7 @@ def test_weak_scaling_by_dataset_share_on_cifar100(tmp_path):
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["trainer.params.engine=horovod"], "unknown trainer.params.engine 'horovod' for trainer=vit; available: ddp, deepspeed"),
+    (["trainer.params.engine=horovod"], "unknown trainer.params.engine 'horovod' for trainer=vit; valid: ddp, deepspeed"),
 ] + ([] if HAS_DEEPSPEED else [(["trainer.params.engine=deepspeed"], "engine=deepspeed needs DeepSpeed")]))
 def test_vit_refused_at_launch_with_one_line(tmp_path, overrides, message):
     res = launch(tmp_path, *TINY_ARGS, *overrides)

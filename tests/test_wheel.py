@@ -9,6 +9,7 @@ wheel in a fresh environment shows what a ``pip install git+...`` on a cluster d
 from __future__ import annotations
 
 import ast
+import os
 import site
 import subprocess
 import sys
@@ -17,6 +18,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A plain app (not a campaign) that runs its points through the campaign launcher: each
+# point a submitit job on this machine, waited for (Hydra's basic sweeper reads results).
+LAUNCHER_APP = """
+import os
+import hydra
+
+@hydra.main(version_base=None, config_path=None)
+def main(cfg):
+    with open(os.path.join(os.environ["OUT_DIR"], f"point-{cfg.x}.txt"), "w") as f:
+        f.write(f"ran {cfg.x}")
+    return cfg.x
+
+if __name__ == "__main__":
+    main()
+"""
 
 PLAIN_APP = """
 import hydra
@@ -56,7 +73,10 @@ def wheel_env(tmp_path_factory) -> Path:
     py = venv / "bin" / "python"
     purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    (Path(purelib) / "deps.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # every site-packages this interpreter reads (a worktree's venv reaches its dependencies
+    # through a .pth of its own, which a plain path entry does not process)
+    deps = [p for p in sys.path if p.rstrip("/").endswith("site-packages") and Path(p).is_dir()]
+    (Path(purelib) / "deps.pth").write_text("\n".join(dict.fromkeys(deps or site.getsitepackages())) + "\n")
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
                     str(wheel)], check=True, capture_output=True, timeout=300)
     # The wheel, not this checkout, must be what the fresh environment imports.
@@ -64,6 +84,7 @@ def wheel_env(tmp_path_factory) -> Path:
                            check=True, capture_output=True, text=True, cwd=tmp).stdout
     assert str(ROOT) not in where and "site-packages" in where, where
     (tmp / "app.py").write_text(PLAIN_APP)
+    (tmp / "launcher_app.py").write_text(LAUNCHER_APP)
     return tmp
 
 
@@ -79,3 +100,20 @@ def test_plain_hydra_app_runs_with_the_wheel_installed(wheel_env, args, expect):
     assert "Traceback" not in res.stderr, res.stderr
     for line in expect:
         assert line in res.stdout, res.stdout
+
+
+@pytest.mark.slow
+def test_an_app_that_picks_the_campaign_launcher_runs_from_the_wheel(wheel_env, tmp_path):
+    py = wheel_env / "venv" / "bin" / "python"
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "OUT_DIR": str(out)}
+    env.pop("PYTHONPATH", None)
+    res = subprocess.run([str(py), "launcher_app.py", "-m", "hydra/launcher=campaign", "+x=1,2",
+                          f"hydra.sweep.dir={tmp_path / 'sweep'}"], cwd=wheel_env, capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr, res.stderr
+    assert sorted(p.read_text() for p in out.iterdir()) == ["ran 1", "ran 2"]
+    # the jobs ran campaign from the wheel too: their job folder is the sweep's .campaign/
+    assert list((tmp_path / "sweep" / ".campaign").glob("*_0_log.out"))

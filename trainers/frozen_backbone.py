@@ -30,8 +30,9 @@ from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_p
 from trainers.optim import build_optimizer
 from trainers.parallel import HandDataParallel, StageClock, breakdown_row, dp_forward
 from trainers.registry import engine_of
+from trainers.specs.frozen_backbone import TRAINER
 
-ENGINES = ("ddp", "dataparallel", "vanilla")
+ENGINES = TRAINER.engines  # declared once, in trainers/specs/frozen_backbone.py
 
 
 def job_devices(ctx: DistContext, gpus: int) -> list[torch.device]:

@@ -144,7 +144,7 @@ def run_point(spec: dict) -> dict:
                 spec["point_id"], job_id=job_id, world_size=ctx.world_size, provenance=_provenance(ctx, spec)
             )
         attempt_id = dist.broadcast_object(ctx, attempt_id)
-        trainer = registry.get(cfg["trainer"]["name"])(ctx, cfg, plan)
+        trainer = registry.get(cfg["trainer"])(ctx, cfg, plan)
         own_flops = getattr(trainer, "flops_per_iter", None)
         memory = PeakMemory(ctx.device)  # the window's peak and the warm-up's (trainers/memory.py)
         # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).

@@ -41,8 +41,9 @@ import torch
 
 from trainers.dist import DistContext
 from trainers.instrument import Recorder
+from trainers.specs.sleep import TRAINER
 
-DEFAULTS = {"a_s": 0.012, "b_s": 0.001, "c_s": 0.002}
+DEFAULTS = TRAINER.defaults()  # declared once, in trainers/specs/sleep.py
 
 
 def law(n: int, a_s: float, b_s: float, c_s: float) -> float:

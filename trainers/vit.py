@@ -33,9 +33,10 @@ from trainers.instrument import Recorder
 from trainers.optim import build_optimizer
 from trainers.parallel import breakdown_row
 from trainers.registry import engine_of
+from trainers.specs.vit import TRAINER
 
 MODELS = ("vit_base_patch16_224", "vit_tiny")
-ENGINES = ("ddp", "deepspeed")
+ENGINES = TRAINER.engines  # declared once, in trainers/specs/vit.py
 DS_TIMERS = ("fwd", "bwd", "bwd_inner", "bwd_allreduce", "step")  # DeepSpeed's global timer names
 # The tiny ViT of the tests: 32x32 images, 8x8 patches, 2 blocks of width 32.
 TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)

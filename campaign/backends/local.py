@@ -141,26 +141,29 @@ class LocalBackend(Backend):
     name = "local"
 
     def submit(self, items: Sequence[tuple[Any, dict]], folder: Path, python: Optional[str]) -> list[Submitted]:
+        """One submitit local job per point; a point that cannot start (the folder is not
+        writable, ...) comes back refused with the reason, the others still go."""
         import submitit
 
-        from campaign.launch.entry import JobEntry
+        from campaign.backends.entry import JobEntry
 
         out = []
         for plan, spec in items:
-            ex = submitit.LocalExecutor(folder=folder, python=python)
-            ex.update_parameters(
-                tasks_per_node=plan.resources["tasks_per_node"],
-                timeout_min=plan.resources["timeout_min"],
-                gpus_per_node=plan.resources["gpus_per_node"],  # CUDA_VISIBLE_DEVICES=0..n-1 (none: CPU ranks)
-                stderr_to_stdout=False,
-                setup=exclusive_setup(Path(folder).parent) if plan.resources.get("exclusive") else (),
-            )
+            res = plan.resources
             spec = dict(spec, job_folder=str(folder))
             try:
+                ex = submitit.LocalExecutor(folder=folder, python=python)
+                ex.update_parameters(
+                    tasks_per_node=res.tasks_per_node,
+                    timeout_min=res.timeout_min,
+                    gpus_per_node=res.gpus_per_node,  # CUDA_VISIBLE_DEVICES=0..n-1 (none: CPU ranks)
+                    stderr_to_stdout=False,
+                    setup=exclusive_setup(Path(folder).parent) if res.exclusive else (),
+                )
                 with detached_stdio(Path(folder) / "controllers.log"):
                     job = ex.submit(JobEntry(spec))
-            except Exception as exc:  # e.g. the folder is not writable
-                out.append(Submitted(spec["point_id"], None, error=one_line(exc)))
+            except Exception as exc:  # e.g. the folder is not writable, or is a file
+                out.append(Submitted(spec["point_id"], None, error=one_line(f"{type(exc).__name__}: {exc}")))
                 continue
             out.append(
                 Submitted(

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, TypeVar
 
+from campaign.backends.resources import Resources
 from campaign.errors import ConfigError
 
 # The resolved resources that must be equal for points to share one job array.
@@ -65,9 +66,9 @@ def check_folder(folder: Path | str) -> None:
         )
 
 
-def group_key(resources: Mapping[str, Any]) -> tuple:
+def group_key(resources: Resources) -> tuple:
     """What points must share to go into one job array."""
-    return tuple((k, tuple(resources.get(k) or ()) if k == "extra_sbatch" else resources.get(k)) for k in RESOURCE_KEYS)
+    return tuple((k, getattr(resources, k)) for k in RESOURCE_KEYS)
 
 
 def group_items(items: Sequence[tuple[Any, dict]]) -> list[list[tuple[Any, dict]]]:
@@ -91,15 +92,15 @@ def safe_name(text: str) -> str:
     return name[:MAX_JOB_NAME] or "campaign"
 
 
-def group_label(resources: Mapping[str, Any]) -> str:
+def group_label(resources: Resources) -> str:
     """Short readable name of a resource group, e.g. ``a100_nvlink-1x2-a100_80g``."""
-    parts = [resources.get("partition") or "default", f"{resources['nodes']}x{resources['tasks_per_node']}"]
-    if resources.get("constraint"):
-        parts.append(str(resources["constraint"]))
+    parts = [resources.partition or "default", f"{resources.nodes}x{resources.tasks_per_node}"]
+    if resources.constraint:
+        parts.append(str(resources.constraint))
     return "-".join(str(p) for p in parts)
 
 
-def job_name(campaign_id: str, resources: Mapping[str, Any], part: int = 0) -> str:
+def job_name(campaign_id: str, resources: Resources, part: int = 0) -> str:
     """``<campaign id>-<group>[-partN]``, sanitised."""
     suffix = f"-part{part + 1}" if part else ""
     return safe_name(f"{campaign_id}-{group_label(resources)}{suffix}")
@@ -126,31 +127,37 @@ def parse_extra_sbatch(extra: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def sbatch_parameters(resources: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """submitit ``SlurmExecutor`` parameters of one group (its own names: time, mem, ...)."""
-    from submitit.slurm.slurm import _convert_mem
+def sbatch_mem(mem_gb: float) -> str:
+    """sbatch's ``--mem`` for ``mem_gb`` gigabytes: whole GB as ``16GB``, else megabytes
+    (``1.5`` -> ``1536MB``; SLURM takes integers only)."""
+    if mem_gb <= 0:
+        raise ConfigError(f"memory per node must be > 0 GB, got {mem_gb}")
+    return f"{int(mem_gb)}GB" if float(mem_gb).is_integer() else f"{int(mem_gb * 1024)}MB"
 
+
+def sbatch_parameters(resources: Resources, name: str) -> dict[str, Any]:
+    """submitit ``SlurmExecutor`` parameters of one group (its own names: time, mem, ...)."""
     for key in ("partition", "constraint", "account", "qos"):
-        check_value(f"platform.{key}", resources.get(key))
+        check_value(f"platform.{key}", getattr(resources, key))
     check_value("job name", name)
     params: dict[str, Any] = {
         "job_name": name,
-        "partition": resources.get("partition") or None,
-        "time": int(resources["timeout_min"]),
-        "nodes": int(resources["nodes"]),
-        "ntasks_per_node": int(resources["tasks_per_node"]),  # one srun task per rank
-        "cpus_per_task": int(resources["cpus_per_task"]),
-        "gpus_per_node": int(resources["gpus_per_node"]) or None,
-        "constraint": resources.get("constraint") or None,
-        "account": resources.get("account") or None,
-        "qos": resources.get("qos") or None,
-        "mem": _convert_mem(float(resources["mem_gb"])) if resources.get("mem_gb") else None,
+        "partition": resources.partition or None,
+        "time": int(resources.timeout_min),
+        "nodes": int(resources.nodes),
+        "ntasks_per_node": int(resources.tasks_per_node),  # one srun task per rank
+        "cpus_per_task": int(resources.cpus_per_task),
+        "gpus_per_node": int(resources.gpus_per_node) or None,
+        "constraint": resources.constraint or None,
+        "account": resources.account or None,
+        "qos": resources.qos or None,
+        "mem": sbatch_mem(float(resources.mem_gb)) if resources.mem_gb else None,
     }
-    if int(resources["nodes"]) * int(resources["tasks_per_node"]) > 1:
+    if resources.tasks > 1:
         # A rank that exits with an error ends the job step at once: its peers would
         # otherwise sit in a collective until the process group's timeout (NCCL: 10 min).
         params["srun_args"] = ["--kill-on-bad-exit=1"]
-    extra = parse_extra_sbatch(resources.get("extra_sbatch") or ())
+    extra = parse_extra_sbatch(resources.extra_sbatch)
     if extra:
         params["additional_parameters"] = extra
     return {k: v for k, v in params.items() if v is not None}
@@ -164,7 +171,10 @@ def submit_command(folder: Path | str, python: Optional[str]) -> str:
 
 def render_sbatch(params: Mapping[str, Any], folder: Path | str, python: Optional[str], map_count: int) -> str:
     """The sbatch script of one job array of ``map_count`` points, exactly as submitit
-    writes it (``SlurmExecutor._make_submission_file_text``)."""
+    writes it (``SlurmExecutor._make_submission_file_text``).
+
+    submitit has no public function for the script; this calls its private renderer
+    (pinned: pyproject's submitit bound, tests/test_private_api.py)."""
     from submitit.slurm.slurm import _make_sbatch_string
 
     check_folder(folder)

@@ -22,8 +22,9 @@ from submitit.slurm.slurm import SlurmExecutor, SlurmJob
 from campaign.backends import sacct as sa
 from campaign.backends import sbatch as sb
 from campaign.backends.base import Backend, Observed, Submitted
+from campaign.backends.entry import JobEntry
+from campaign.backends.resources import Resources
 from campaign.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
-from campaign.launch.entry import JobEntry
 from campaign.proc import CommandError, Completed, run
 
 SBATCH_TIMEOUT_S = 60.0
@@ -160,7 +161,7 @@ class SlurmBackend(Backend):
                     by_point[s.point_id] = s
         return [by_point[spec["point_id"]] for _, spec in items]
 
-    def _submit_chunk(self, chunk: Sequence[tuple[Any, dict]], resources: dict, name: str,
+    def _submit_chunk(self, chunk: Sequence[tuple[Any, dict]], resources: Resources, name: str,
                       folder: Path, python: Optional[str]) -> list[Submitted]:
         ids = [spec["point_id"] for _, spec in chunk]
         try:
@@ -171,7 +172,7 @@ class SlurmBackend(Backend):
         except CampaignError as exc:
             return [Submitted(pid, None, error=str(exc)) for pid in ids]
         except (OSError, ValueError, RuntimeError) as exc:  # folder not writable, submitit's own checks
-            return [Submitted(pid, None, error=one_line(exc)) for pid in ids]
+            return [Submitted(pid, None, error=one_line(f"{type(exc).__name__}: {exc}")) for pid in ids]
         return [Submitted(pid, str(job.job_id), job_folder=str(folder), log_path=str(job.paths.stderr), job=job)
                 for pid, job in zip(ids, jobs)]
 

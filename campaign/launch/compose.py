@@ -7,6 +7,10 @@ with Hydra's own semantics on a copy of that composition; each point then costs 
 copy of the *resolved* plain config and a few assignments. A point whose overrides
 touch a value that interpolations depend on (results_dir, ...), or that the cache
 cannot serve (package renames, +/~ overrides), is composed and resolved in full.
+
+Public Hydra and OmegaConf APIs only: the config loader's ``load_sweep_config`` and
+``list_groups``, Hydra's override parser, ``OmegaConf.update`` (what Hydra applies a
+plain override with) and item assignment for a leaf's conversion.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import copy
 import re
 from typing import Any, Sequence
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 _INTERP = re.compile(r"\$\{([^}:]+)\}")
 
@@ -26,7 +30,7 @@ class _Base:
 
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
-        self.plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        self.plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
         raw = OmegaConf.to_container(cfg, resolve=False)
         self.interpolated: set[str] = set()
         self._scan(raw)
@@ -56,6 +60,7 @@ class PointComposer:
         self._parsed: dict[str, Any] = {}
         self._bases: dict[tuple[str, ...], _Base] = {}
         self._is_group: dict[str, bool] = {}
+        self._group_names: dict[str, set[str]] = {}
         self.full_composes = 0
 
     def _parse(self, line: str):
@@ -64,32 +69,53 @@ class PointComposer:
         return self._parsed[line]
 
     def _group(self, ov: Any) -> bool:
+        """Whether the override picks a config group option (composed by Hydra) rather than
+        setting a value."""
         key = ov.key_or_group
         if key not in self._is_group:
-            repo = getattr(self.loader, "repository", None)
+            parent, _, name = key.rpartition("/")
             self._is_group[key] = (
                 ov.package is not None
                 or key.startswith("hydra")
-                or repo is None
-                or bool(repo.group_exists(key))
+                or name in self._groups(parent)
             )
         return self._is_group[key]
+
+    def _groups(self, parent: str) -> set[str]:
+        if parent not in self._group_names:
+            self._group_names[parent] = set(self.loader.list_groups(parent))
+        return self._group_names[parent]
+
+    def _load(self, overrides: Sequence[str]) -> DictConfig:
+        cfg = self.loader.load_sweep_config(self.master, list(overrides))
+        with open_dict(cfg):
+            cfg.pop("hydra", None)  # Hydra's own node: most of the tree, none of the point
+        self.full_composes += 1
+        return cfg
 
     def _base(self, groups: tuple[str, ...]) -> _Base:
         base = self._bases.get(groups)
         if base is None:
-            cfg = self.loader.load_sweep_config(self.master, list(groups))
-            with open_dict(cfg):
-                cfg.pop("hydra", None)  # Hydra's own node: most of the tree, none of the point
-            base = self._bases[groups] = _Base(cfg)
-            self.full_composes += 1
+            base = self._bases[groups] = _Base(self._load(groups))
         return base
 
     @staticmethod
     def _apply(cfg: DictConfig, overrides: Sequence[Any]) -> None:
-        from hydra._internal.config_loader_impl import ConfigLoaderImpl
+        """Plain ``key=value`` overrides, as Hydra applies them (``OmegaConf.update`` with
+        merge), with Hydra's messages for a key the config lacks or a value it refuses."""
+        from hydra.errors import ConfigCompositionException
+        from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-        ConfigLoaderImpl._apply_overrides_to_config(list(overrides), cfg)
+        for ov in overrides:
+            try:
+                try:
+                    OmegaConf.update(cfg, ov.key_or_group, ov.value(), merge=True)
+                except (ConfigAttributeError, ConfigKeyError) as ex:
+                    raise ConfigCompositionException(
+                        f"Could not override '{ov.key_or_group}'.\nTo append to your config use +{ov.input_line}"
+                    ) from ex
+            except OmegaConfBaseException as ex:
+                raise ConfigCompositionException(f"Error merging override {ov.input_line}") from ex
 
     def _value(self, base: _Base, ov: Any) -> Any:
         """The override's value as the schema converts it (checked once per distinct override)."""
@@ -102,7 +128,7 @@ class PointComposer:
             cfg = copy.deepcopy(base.cfg)
             try:
                 self._apply(cfg, [ov])
-                base.values[line] = OmegaConf.to_container(cfg, resolve=True)
+                base.values[line] = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
             except Exception as exc:  # raised again for every point that uses it
                 base.values[line] = exc
         got = base.values[line]
@@ -117,10 +143,12 @@ class PointComposer:
 
     @staticmethod
     def _leaf(base: _Base, ov: Any) -> tuple[Any] | None:
-        """Validate and convert a scalar override against the existing leaf node it sets,
-        as OmegaConf does on assignment (no copy of the whole config); None when the
-        override does not set an existing scalar leaf (the general path handles it)."""
-        from omegaconf import ValueNode
+        """Validate and convert a scalar override against the existing leaf it sets, by
+        assigning it there (OmegaConf converts and checks on assignment, as for Hydra's
+        override) and putting the old value back: no copy of the whole config. None when
+        the override does not set an existing plain leaf (the general path handles it)."""
+        import enum
+
         from omegaconf.errors import ValidationError
 
         value = ov.value()
@@ -128,20 +156,24 @@ class PointComposer:
             return None
         parent_key, _, last = ov.key_or_group.rpartition(".")
         parent = OmegaConf.select(base.cfg, parent_key) if parent_key else base.cfg
-        if not isinstance(parent, DictConfig):
+        if not isinstance(parent, DictConfig) or last not in parent:
             return None
-        node = parent._get_node(last, validate_access=False)
-        if not isinstance(node, ValueNode):
+        if OmegaConf.is_missing(parent, last) or OmegaConf.is_interpolation(parent, last):
             return None
-        leaf = copy.copy(node)  # the node's own type and flags; the config is not touched
+        old = parent[last]
+        if isinstance(old, (DictConfig, ListConfig)):
+            return None
         try:
-            leaf._set_value(value)
+            parent[last] = value
+            converted = parent[last]
         except ValidationError as exc:
             from campaign.errors import ConfigError
 
             msg = str(exc).splitlines()[0].replace("$VALUE_TYPE", type(value).__name__).replace("$VALUE", str(value))
             raise ConfigError(f"{ov.input_line}: {msg}") from None
-        return (leaf._value(),)
+        finally:
+            parent[last] = old
+        return (converted.name if isinstance(converted, enum.Enum) else converted,)
 
     def compose(self, overrides: Sequence[str]) -> dict[str, Any]:
         """The point's resolved config as a plain dict (without Hydra's node)."""
@@ -151,10 +183,13 @@ class PointComposer:
         base = self._base(groups)
         simple = all(not (o.is_add() or o.is_force_add() or o.is_delete()) and not base.depends_on(o.key_or_group)
                      for o in values)
-        if not simple:  # the general path: Hydra's semantics on a copy, then a full resolve
-            cfg = copy.deepcopy(base.cfg)
-            self._apply(cfg, values)
-            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+        if not simple:  # the general path: Hydra's semantics, then a full resolve
+            if all(not (o.is_add() or o.is_force_add() or o.is_delete()) for o in values):
+                cfg = copy.deepcopy(base.cfg)
+                self._apply(cfg, values)
+            else:  # +key / ++key / ~key: Hydra composes the point in full
+                cfg = self._load([o.input_line for o in parsed])
+            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
         plain = copy.deepcopy(base.plain)
         for o in values:
             *path, last = o.key_or_group.split(".")

@@ -1,21 +1,68 @@
-"""The campaign launcher: a Hydra sweep becomes a campaign of jobs.
+"""The body of the ``hydra/launcher=campaign`` plugin.
 
-Unlike Hydra's submitit launcher it gives every point its own resources, refuses
-the whole sweep before anything is submitted if any point is invalid, and returns
-without waiting for the jobs.
+Two kinds of app reach it:
+
+- **a campaign** (campaign's own app, or any app whose config is a ``CampaignConfig``):
+  every point is composed, validated and planned (its own resources from its platform)
+  before anything is stored; then the campaign is registered and its points submitted
+  as trainer jobs (``campaign/launch/run.py``). By default it returns at once;
+- **any other Hydra app**: each point runs the app's task function with Hydra's
+  ``run_job`` semantics, as a submitit job on this machine or on SLURM
+  (``campaign/launch/generic.py``, resources from ``hydra.launcher.*``).
+
+``hydra.launcher.wait`` says whether the launch waits for the points: true returns each
+point's real result (a FAILED ``JobReturn`` with the exception for a point that
+failed), false returns once submitted (an UNKNOWN ``JobReturn`` per submitted point,
+FAILED for one that could not be submitted). Unset, it waits unless the sweeper is
+campaign's, the one sweeper that does not read every result. Errors are raised, never
+turned into exit codes here: that is the CLI's job.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
-from hydra.core.utils import JobReturn, JobStatus
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from campaign.errors import CampaignError, ConfigError, InfeasiblePoint
+from campaign.config import is_campaign_config
+from campaign.errors import ConfigError, InfeasiblePoint
 from campaign.launch.plan import PointPlan, plan_point
-from campaign.launch.report import print_dry_run, print_submitted
+
+
+def uses_campaign_sweeper(config: Any) -> bool:
+    """Whether the sweep is driven by campaign's sweeper (which reads no job's result)."""
+    return str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).endswith(".CampaignSweeper")
+
+
+def resolve_wait(wait: Optional[bool], config: Any) -> bool:
+    """``hydra.launcher.wait``, its default applied; refuses a combination Hydra cannot run."""
+    campaign_sweeper = uses_campaign_sweeper(config)
+    if wait is None:
+        return not campaign_sweeper
+    if not wait and not campaign_sweeper:
+        sweeper = OmegaConf.select(config, "hydra.sweeper._target_", default="?")
+        raise ConfigError(f"hydra.launcher.wait=false returns before the points end, but the sweeper "
+                          f"({sweeper}) reads every point's result; use hydra/sweeper=campaign or wait=true")
+    return bool(wait)
+
+
+def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
+    """``CampaignLauncher.launch``: a campaign, or any other app's jobs (module docstring)."""
+    wait = resolve_wait(getattr(launcher, "wait", None), launcher.config)
+    if is_campaign_config(launcher.config):
+        from campaign.launch.run import launch_campaign
+
+        points, refused = compose_points(launcher, job_overrides, initial_job_idx)
+        for line in refused:
+            print(f"refused: {line}", file=sys.stderr)
+        task = launcher.config.hydra.overrides.task  # the sweep as given, from Hydra (not sys.argv)
+        launcher.last_launch = launch_campaign(points, launcher.config, sweep_overrides=list(task), multirun=True,
+                                               wait=wait)
+        return launcher.last_launch.returns
+    from campaign.launch.generic import launch_app
+
+    return launch_app(launcher, job_overrides, initial_job_idx, wait=wait)
 
 
 def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
@@ -65,76 +112,3 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
         more = f" (and {len(refused) - 1} more point(s) that do not fit)" if len(refused) > 1 else ""
         raise InfeasiblePoint(refused[0] + more)
     return points, refused
-
-
-def preflight(points: Sequence[PointPlan]) -> None:
-    """Launch-time checks that need the file system: datasets, container images."""
-    from campaign.store.store import check_store_url
-
-    for url in sorted({str(p.config["store"]["url"]) for p in points}):
-        check_store_url(url)
-    from campaign.container import check_container
-    from campaign.datasets import check_dataset
-
-    seen: set = set()
-    for p in points:
-        for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):
-            key = (check.__name__, repr(sorted(section.items(), key=str)))
-            if key not in seen:
-                seen.add(key)
-                check(OmegaConf.create(section))
-
-
-def launch_sweep(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list[JobReturn]:
-    """Body of CampaignLauncher.launch; CampaignErrors end the process with exit 2."""
-    from campaign.cli import fail
-
-    base: DictConfig = launcher.config
-    try:
-        points, refused = compose_points(launcher, job_overrides, initial_job_idx)
-        preflight(points)
-        for line in refused:
-            print(f"refused: {line}", file=sys.stderr)
-        if base.get("dry_run"):
-            print_dry_run(points)
-            campaign_id = None
-        else:
-            from campaign.launch.submit import register_and_submit
-
-            campaign_id, submitted = register_and_submit(
-                points,
-                store_url=str(base.store.url),
-                results_dir=str(base.results_dir),
-                name=base.get("name"),
-                overrides=[a for a in sys.argv[1:] if a not in ("-m", "--multirun")],
-                python=_container_python(points),
-            )
-            print_submitted(campaign_id, points, submitted, base)
-    except CampaignError as exc:
-        fail(exc)
-    returns = []
-    for p in points:
-        ret = JobReturn(overrides=p.overrides, status=JobStatus.COMPLETED)
-        ret.return_value = campaign_id
-        returns.append(ret)
-    return returns
-
-
-def _container_python(points: Sequence[PointPlan]):
-    """The job interpreter for a containerised campaign (None: the host's Python)."""
-    runtimes = {p.config["container"]["runtime"] for p in points}
-    if runtimes == {"none"}:
-        return None
-    if len({repr(p.config["container"]) for p in points}) > 1:
-        raise ConfigError("one campaign runs in one container; do not sweep container settings")
-    from campaign.container import container_python, job_binds
-
-    p = points[0]
-    binds = job_binds(
-        data_dirs=sorted({q.config["dataset"]["root"] for q in points if q.config["dataset"].get("root")}),
-        results_dir=p.config["results_dir"],
-        code_dir=None,
-        extra=list(p.config["container"].get("binds") or []),
-    )
-    gpu = any(q.config["platform"]["device"] == "cuda" for q in points)
-    return container_python(OmegaConf.create(p.config["container"]), binds=binds, gpu=gpu)

@@ -7,27 +7,32 @@ the reason and the fix (``v100 has 4 GPUs per node; 8 needs nodes=2``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from campaign.backends.resources import Resources
 from campaign.errors import ConfigError, InfeasiblePoint
-from campaign.launch.engines import check_engine, single_process_engine
+from campaign.launch.engines import single_process_engine
+from campaign.launch.keys import check_known_keys
+from campaign.launch.trainer_check import check_trainer
+from campaign.redact import redact_obj
 
-KNOWN_TRAINERS = ("frozen_backbone", "sleep", "swinv2_upernet", "synthetic", "vit")
 SCALINGS = ("fixed", "strong", "weak")
 
 
 @dataclass
 class PointPlan:
+    """One validated point of a campaign: what the store registers and the backend submits."""
+
     idx: int  # position in the sweep
     overrides: list[str]  # the overrides that made this point
-    config: dict[str, Any]  # fully resolved config
-    repeat: int = 0
-    batch_per_gpu: int = 0
-    iterations: int = 0
-    resources: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any]  # fully resolved config (trainer.params completed from the trainer's declaration)
+    resources: Resources  # what its job asks the scheduler for
+    repeat: int = 0  # which run of a repeated point (repeats=K)
+    batch_per_gpu: int = 0  # images per GPU per iteration
+    iterations: int = 0  # timed iterations of the full run
 
     @property
     def platform(self) -> str:
@@ -51,7 +56,8 @@ class PointPlan:
         return f"platform={self.platform} gpus={self.gpus} trainer={c['trainer']['name']} experiment={c['experiment']['name']}{rep}"
 
     def store_row(self) -> dict[str, Any]:
-        c = self.config
+        """The point as the store registers it (secrets redacted)."""
+        c = redact_obj(self.config)
         return {
             "idx": self.idx,
             "platform": self.platform,
@@ -63,7 +69,7 @@ class PointPlan:
             "repeat": self.repeat,
             "batch_per_gpu": self.batch_per_gpu,
             "iterations": self.iterations,
-            "overrides": list(self.overrides),
+            "overrides": redact_obj(list(self.overrides)),
             "config": c,
             "executor": self.executor,
             "state": "registered",
@@ -137,61 +143,82 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
         raise InfeasiblePoint(f"{name} has {per_node} {what} per node; {gpus} needs nodes={need}")
 
 
-def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0) -> PointPlan:
-    """Resolve, validate and schedule one sweep point."""
-    if isinstance(cfg, DictConfig):
-        if "hydra" in cfg:
-            cfg = cfg.copy()
-            with open_dict(cfg):
-                cfg.pop("hydra", None)  # Hydra's own node: not the point's config
-        try:
-            c = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-        except Exception as exc:  # omegaconf's errors carry the key path
-            raise ConfigError(f"config: {str(exc).splitlines()[0]}") from exc
-    else:
-        c = cfg
-    c.pop("hydra", None)
-    plat = c["platform"]
-    check_resources(plat, c["gpus"], c["nodes"])
-    if c["trainer"]["name"] not in KNOWN_TRAINERS:
-        raise ConfigError(f"unknown trainer '{c['trainer']['name']}'; available: {', '.join(KNOWN_TRAINERS)}")
-    check_engine(c)
+def check_platform(plat: dict[str, Any]) -> None:
+    """Refuse platform values no job can run with (the schema checked their types)."""
+    if not int(plat.get("time_limit_min") or 0) > 0:
+        raise ConfigError(f"platform.time_limit_min must be > 0 (minutes), got {plat.get('time_limit_min')}")
     if not float(plat.get("dist_timeout_min") or 0) > 0:
         raise ConfigError(f"platform.dist_timeout_min must be > 0 (minutes), got {plat.get('dist_timeout_min')}")
+    for key in ("cpus_per_task", "mem_per_gpu_gb"):
+        if plat.get(key) is not None and not plat[key] > 0:
+            raise ConfigError(f"platform.{key} must be > 0 when set, got {plat[key]}")
     if plat["executor"] not in ("local", "slurm"):
         raise ConfigError(f"platform.executor must be local or slurm, got '{plat['executor']}'")
-    if c.get("repeats", 1) < 1:
-        raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
-    batch, iters = schedule(c["experiment"], c["gpus"])
+
+
+def plan_resources(c: dict[str, Any]) -> Resources:
+    """What the point's job asks its scheduler for, from its platform and engine."""
+    plat = c["platform"]
     per_node = c["gpus"] // c["nodes"]
     if cpu_ranks(plat):
         # A local rank stands for one GPU: one core each (platform.cpus_per_task to change),
         # so the 1-rank baseline does not get the whole machine the N-rank points share.
         cpus_per_task = int(plat.get("cpus_per_task") or 1)
     else:
-        cpus_per_task = plat.get("cpus_per_task") or max(1, int(plat.get("cpus_per_node") or per_node) // int(plat["gpus_per_node"]))
+        cpus_per_task = int(plat.get("cpus_per_task")
+                            or max(1, int(plat.get("cpus_per_node") or per_node) // int(plat["gpus_per_node"])))
     tasks_per_node = per_node  # one rank per GPU
     if single_process_engine(c):
         # nn.DataParallel / the hand-built module: one process drives all the node's GPUs
         cpus_per_task *= tasks_per_node
         tasks_per_node = 1
-    resources = {
-        "nodes": c["nodes"],
-        "tasks_per_node": tasks_per_node,
+    return Resources(
+        nodes=int(c["nodes"]),
+        tasks_per_node=tasks_per_node,
         # local: GPUs the job's processes may see (CUDA_VISIBLE_DEVICES); none for CPU ranks
-        "gpus_per_node": 0 if cpu_ranks(plat) else per_node,
-        "cpus_per_task": cpus_per_task,
-        "timeout_min": int(plat.get("time_limit_min") or 60),
-        "partition": plat.get("partition"),
-        "constraint": plat.get("constraint"),
-        "account": plat.get("account"),
-        "qos": plat.get("qos"),
-        "mem_gb": None if not plat.get("mem_per_gpu_gb") else float(plat["mem_per_gpu_gb"]) * per_node,
-        "extra_sbatch": list(plat.get("extra_sbatch") or []),
-        "exclusive": bool(plat.get("exclusive", False)),
-    }
+        gpus_per_node=0 if cpu_ranks(plat) else per_node,
+        cpus_per_task=cpus_per_task,
+        timeout_min=int(plat["time_limit_min"]),
+        partition=plat.get("partition"),
+        constraint=plat.get("constraint"),
+        account=plat.get("account"),
+        qos=plat.get("qos"),
+        mem_gb=None if not plat.get("mem_per_gpu_gb") else float(plat["mem_per_gpu_gb"]) * per_node,
+        extra_sbatch=tuple(plat.get("extra_sbatch") or ()),
+        exclusive=bool(plat.get("exclusive", False)),
+    )
+
+
+def plain_config(cfg: DictConfig | dict) -> dict[str, Any]:
+    """The point's resolved config as plain data (enums as their values), without Hydra's node."""
+    if isinstance(cfg, DictConfig):
+        if "hydra" in cfg:
+            cfg = cfg.copy()
+            with open_dict(cfg):
+                cfg.pop("hydra", None)  # Hydra's own node: not the point's config
+        try:
+            c = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
+        except Exception as exc:  # omegaconf's errors carry the key path
+            raise ConfigError(f"config: {str(exc).splitlines()[0]}") from exc
+    else:
+        c = dict(cfg)
+    c.pop("hydra", None)
+    return c
+
+
+def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0) -> PointPlan:
+    """Resolve, validate and schedule one sweep point."""
+    c = plain_config(cfg)
+    check_known_keys(c)
+    plat = c["platform"]
+    check_resources(plat, c["gpus"], c["nodes"])
+    check_platform(plat)
+    c["trainer"] = check_trainer(c)  # trainer.params completed from the trainer's declaration
+    if c.get("repeats", 1) < 1:
+        raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
+    batch, iters = schedule(c["experiment"], c["gpus"])
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
-                     batch_per_gpu=batch, iterations=iters, resources=resources)
+                     batch_per_gpu=batch, iterations=iters, resources=plan_resources(c))
 
 
 def job_plan(p: PointPlan) -> dict[str, Any]:

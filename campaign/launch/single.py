@@ -1,40 +1,31 @@
-"""A single point in the foreground (``python -m campaign.launch`` without ``-m``)."""
+"""A point in the foreground (``campaign launch`` without ``-m``): planned, stored and
+submitted as a sweep's point is, then waited for; its status is printed at the end."""
 
 from __future__ import annotations
 
-import sys
-import time
-
 from omegaconf import DictConfig
 
-from campaign.errors import CampaignError
+from campaign.launch.run import LaunchResult
 
 
-def run_single(cfg: DictConfig) -> None:
-    from campaign.cli import fail
-    from campaign.launch.launcher import _container_python, preflight
+def run_single(cfg: DictConfig) -> LaunchResult:
+    """The task function of campaign's app: run the point of ``cfg`` (and its repeats).
+
+    Raises ``CampaignError`` when the point is refused (nothing stored, exit 2) and
+    ``LaunchIncomplete`` when it was stored but not submitted or failed (exit 3).
+    """
+    from hydra.core.hydra_config import HydraConfig
+
     from campaign.launch.plan import plan_point
-    from campaign.launch.report import print_dry_run
-    from campaign.launch.submit import register_and_submit
+    from campaign.launch.run import check_outcome, launch_campaign
+    from campaign.launch.submit import absolute_store_url
 
-    try:
-        points = [plan_point(cfg, r, [a for a in sys.argv[1:]], repeat=r) for r in range(max(1, int(cfg.repeats)))]
-        preflight(points)
-        if cfg.dry_run:
-            print_dry_run(points)
-            return
-        campaign_id, submitted = register_and_submit(
-            points, store_url=str(cfg.store.url), results_dir=str(cfg.results_dir), name=cfg.get("name"),
-            overrides=sys.argv[1:], python=_container_python(points),
-        )
-        print(f"campaign {campaign_id}: running {len(points)} point(s) in the foreground")
-        for s in submitted:
-            while s.job is not None and not s.job.done():
-                time.sleep(0.5)
-    except CampaignError as exc:
-        fail(exc)
-    from campaign.status import show_status
+    overrides = list(HydraConfig.get().overrides.task)  # what Hydra composed this point from
+    points = [plan_point(cfg, r, overrides, repeat=r) for r in range(max(1, int(cfg.repeats)))]
+    result = launch_campaign(points, cfg, sweep_overrides=overrides, multirun=False, wait=True)
+    if result.campaign_id and any(s.job_id for s in result.submitted):
+        from campaign.status import show_status
 
-    code = show_status(campaign_id, store_url=str(cfg.store.url))
-    if code:
-        sys.exit(code)
+        show_status(result.campaign_id, store_url=absolute_store_url(result.store_url))  # the table, for the user
+    check_outcome(result)
+    return result

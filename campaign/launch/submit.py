@@ -7,13 +7,15 @@ import os
 import secrets
 import shlex
 import socket
-import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from campaign.backends import Submitted, get_backend
+from campaign.errors import one_line
 from campaign.launch.plan import PointPlan, job_plan
+from campaign.redact import STORE_URL_ENV, redact, redact_obj
 from campaign.store import open_store
 
 
@@ -22,19 +24,48 @@ def new_campaign_id() -> str:
 
 
 def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, folder: Path) -> dict[str, Any]:
-    """Everything a rank needs; pickled into the job by submitit."""
+    """Everything a rank needs; pickled into the job by submitit. Secrets are redacted:
+    the job reads the real store URL from its environment (``CAMPAIGN_STORE_URL``)."""
+    config = redact_obj(p.config)
     return {
         "spool_dir": str(folder / "spool"),
         "campaign_id": campaign_id,
         "point_id": point_id,
-        "store_url": store_url,
+        "store_url": redact(store_url),
         "busy_timeout_s": float(p.config["store"].get("busy_timeout_s", 30.0)),
-        "config": p.config,
+        "config": config,
         "plan": job_plan(p),
-        "threads_per_rank": p.resources["cpus_per_task"],
-        "tasks_per_node": p.resources["tasks_per_node"],
-        "container": None if p.config["container"]["runtime"] == "none" else dict(p.config["container"]),
+        "threads_per_rank": p.resources.cpus_per_task,
+        "tasks_per_node": p.resources.tasks_per_node,
+        "container": None if config["container"]["runtime"] == "none" else dict(config["container"]),
     }
+
+
+@contextmanager
+def store_url_in_environment(url: str) -> Iterator[None]:
+    """Jobs started inside get the real store URL in ``CAMPAIGN_STORE_URL`` (their
+    environment, not their command line or pickle); the variable is restored after."""
+    saved = os.environ.get(STORE_URL_ENV)
+    os.environ[STORE_URL_ENV] = url
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(STORE_URL_ENV, None)
+        else:
+            os.environ[STORE_URL_ENV] = saved
+
+
+@contextmanager
+def private_files() -> Iterator[None]:
+    """Files and folders made inside (store, job folders, logs, pickles, and those of
+    local jobs started here) are the user's alone: umask 077, or the user's if stricter."""
+    old = os.umask(0o077)
+    os.umask(old | 0o077)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def _image_provenance(points: Sequence[PointPlan]) -> Optional[dict[str, Any]]:
@@ -64,49 +95,118 @@ def register_and_submit(
     results_dir: str,
     name: Optional[str],
     overrides: Sequence[str],
+    command: str,
     python: Optional[str] = None,
 ) -> tuple[str, list[Submitted]]:
     """Register the campaign and its points, then submit every point.
 
     Returns the campaign id and one ``Submitted`` per point. A point its scheduler
-    refuses is marked ``rejected`` with the scheduler's message; the rest still go.
+    refuses (or that cannot be handed to it at all) is marked ``rejected`` with the
+    reason; the rest still go. Nothing recorded holds a password (``campaign.redact``).
     """
     store_url = absolute_store_url(store_url)
     campaign_id = new_campaign_id()
     results = Path(results_dir).resolve()
     folder = results / "jobs" / campaign_id
-    with open_store(store_url, create=True) as store:
+    with private_files(), open_store(store_url, create=True) as store:
         ids = store.register(
             {
                 "id": campaign_id,
                 "name": name,
                 "created_at": time.time(),
-                "command": " ".join(shlex.quote(a) for a in [Path(sys.argv[0]).name, *sys.argv[1:]]),
-                "overrides": list(overrides),
+                "command": redact(command),
+                "overrides": redact_obj(list(overrides)),
                 "results_dir": str(results),
                 "host": socket.gethostname(),
                 "user": getpass.getuser(),
             },
             [p.store_row() for p in points],
         )
-        image = _image_provenance(points)
-        by_executor: dict[str, list[tuple[PointPlan, dict]]] = {}
-        for p, pid in zip(points, ids):
-            spec = job_spec(p, pid, campaign_id, store_url, folder)
-            if image and spec["container"] is not None:
-                spec["container"].update(image)  # recorded in each attempt's provenance
-            by_executor.setdefault(p.executor, []).append((p, spec))
-        submitted: list[Submitted] = []
-        for executor, items in by_executor.items():
-            submitted += get_backend(executor).submit(items, folder, python)
-        store.mark_submitted(
-            [
-                {"point_id": s.point_id, "job_id": s.job_id, "job_folder": s.job_folder, "log_path": s.log_path}
-                for s in submitted
-                if s.job_id is not None
-            ]
-        )
-        for s in submitted:
-            if s.job_id is None:
-                store.set_state(s.point_id, "rejected", s.error)
+        submitted = submit_registered(store, points, ids, campaign_id, store_url, folder, python)
     return campaign_id, submitted
+
+
+def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str,
+                      folder: Path, python: Optional[str]) -> list[Submitted]:
+    """Submit registered points and record the outcome: job ids for the submitted ones,
+    ``rejected`` with the reason for the others. Ctrl-C on the way records what was
+    submitted, rejects the rest, and raises ``Interrupted`` saying how to submit them."""
+    from campaign.errors import Interrupted
+
+    done: dict[int, Submitted] = {}
+    interrupted = False
+    try:
+        with private_files():
+            _submit(points, ids, campaign_id, store_url, folder, python, done)
+    except KeyboardInterrupt:
+        interrupted = True
+    submitted = [done.get(pid) or Submitted(pid, None, error="interrupted (Ctrl-C) before it was submitted")
+                 for pid in ids]
+    store.mark_submitted(
+        [
+            {"point_id": s.point_id, "job_id": s.job_id, "job_folder": s.job_folder, "log_path": s.log_path}
+            for s in submitted
+            if s.job_id is not None
+        ]
+    )
+    for s in submitted:
+        if s.job_id is None:
+            store.set_state(s.point_id, "rejected", redact(s.error))
+    if interrupted:
+        left = sum(1 for s in submitted if s.job_id is None)
+        raise Interrupted(f"interrupted while submitting campaign {campaign_id}: {len(ids) - left} of {len(ids)} "
+                          f"point(s) submitted; campaign launch --retry {campaign_id} submits the others")
+    return submitted
+
+
+def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str, folder: Path,
+            python: Optional[str], done: dict[int, Submitted]) -> None:
+    """Hand every point to its backend, filling ``done`` (point id -> Submitted) as it goes;
+    whatever a backend raises refuses its points (each gets the reason), so no point stays
+    ``registered`` with no job."""
+    image = _image_provenance(points)
+    by_executor: dict[str, list[tuple[PointPlan, dict]]] = {}
+    for p, pid in zip(points, ids):
+        spec = job_spec(p, pid, campaign_id, store_url, folder)
+        if image and spec["container"] is not None:
+            spec["container"].update(image)  # recorded in each attempt's provenance
+        by_executor.setdefault(p.executor, []).append((p, spec))
+    with store_url_in_environment(store_url):
+        for executor, items in by_executor.items():
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                got = get_backend(executor).submit(items, folder, python)
+            except Exception as exc:  # the backend itself failed: every one of its points is refused
+                reason = one_line(f"{type(exc).__name__}: {exc}")
+                got = [Submitted(spec["point_id"], None, error=reason) for _, spec in items]
+            for s in got:
+                done[s.point_id] = s
+
+
+def command_line(overrides: Sequence[str], *, multirun: bool) -> str:
+    """The launch command that gives ``overrides`` (rebuilt from Hydra's record of them,
+    not from ``sys.argv``), shell-quoted and redacted."""
+    return redact(shlex.join(["campaign", "launch", *(["-m"] if multirun else []), *overrides]))
+
+
+def job_python(points: Sequence[PointPlan]) -> Optional[str]:
+    """The job interpreter for a containerised campaign (None: the host's Python)."""
+    from omegaconf import OmegaConf
+
+    from campaign.container import container_python, job_binds
+    from campaign.errors import ConfigError
+
+    runtimes = {p.config["container"]["runtime"] for p in points}
+    if runtimes == {"none"}:
+        return None
+    if len({repr(p.config["container"]) for p in points}) > 1:
+        raise ConfigError("one campaign runs in one container; do not sweep container settings")
+    p = points[0]
+    binds = job_binds(
+        data_dirs=sorted({q.config["dataset"]["root"] for q in points if q.config["dataset"].get("root")}),
+        results_dir=p.config["results_dir"],
+        code_dir=None,
+        extra=list(p.config["container"].get("binds") or []),
+    )
+    gpu = any(q.config["platform"]["device"] == "cuda" for q in points)
+    return container_python(OmegaConf.create(p.config["container"]), binds=binds, gpu=gpu)

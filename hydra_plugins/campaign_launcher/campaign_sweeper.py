@@ -1,13 +1,21 @@
-"""Hydra sweeper ``hydra/sweeper=campaign``: Hydra's basic sweep (cartesian product of
-the sweep overrides), without composing every point up front to validate it.
+"""Hydra sweeper ``hydra/sweeper=campaign``: the cartesian product of the sweep overrides,
+as Hydra's basic sweeper makes it, without composing every point up front to validate it
+and without reading the points' results.
 
 Hydra's BasicSweeper composes each point once to check it and the launcher composes it
 again; at 1,000 points that is most of a minute before the first job is submitted. The
 campaign launcher composes each distinct combination of config-group choices once,
 applies the plain value overrides to a copy, and validates every point itself before
-anything is submitted, so the up-front pass is redundant.
+anything is submitted, so the up-front pass is redundant. It also reads each job's
+result (``return_value``), which a campaign that returns once submitted does not have:
+this sweeper instead asks the launcher's outcome and raises ``LaunchIncomplete`` (exit
+status 3) when points were not submitted or failed.
+
+Public Hydra API only (the override parser and ``Override``'s sweep accessors). No
+``from __future__ import annotations`` (see campaign_launcher.py).
 """
 
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, List
@@ -15,7 +23,6 @@ from typing import Any, List
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.plugins.sweeper import Sweeper
-from omegaconf import OmegaConf
 
 
 @dataclass
@@ -24,6 +31,21 @@ class CampaignSweeperConf:
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="campaign", node=CampaignSweeperConf, provider="campaign")
+
+
+def sweep_points(overrides: List[Any]) -> List[List[str]]:
+    """Every point of the sweep (its override lines), in Hydra's basic-sweeper order:
+    the cartesian product of each key's values, the keys in the order given."""
+    per_key = {}
+    for ov in overrides:
+        key = ov.get_key_element()
+        if ov.is_sweep_override():
+            if ov.is_interval_sweep():
+                raise ValueError(f"{ov.input_line}: an interval sweep has no points to enumerate; use choice or range")
+            per_key[key] = [f"{key}={value}" for value in ov.sweep_string_iterator()]
+        else:
+            per_key[key] = [f"{key}={ov.get_value_element_as_str()}"]
+    return [list(point) for point in itertools.product(*per_key.values())]
 
 
 class CampaignSweeper(Sweeper):
@@ -44,13 +66,11 @@ class CampaignSweeper(Sweeper):
         )
 
     def sweep(self, arguments: List[str]) -> Any:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from campaign.launch.sweep import check_returns, save_multirun_yaml
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        (batch,) = BasicSweeper.split_arguments(parser.parse_overrides(list(arguments)), None)
-        sweep_dir = Path(self.config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
-        return [self.launcher.launch(batch, initial_job_idx=0)]
-
-
+        batch = sweep_points(parser.parse_overrides(list(arguments)))
+        save_multirun_yaml(self.config, Path(self.config.hydra.sweep.dir) / "multirun.yaml")
+        returns = self.launcher.launch(batch, initial_job_idx=0)
+        check_returns(self.launcher, returns)
+        return [returns]

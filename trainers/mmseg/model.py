@@ -13,22 +13,10 @@ import torch
 
 from trainers.mmseg import compat
 from trainers.mmseg.backbone import VARIANTS, variant_channels
+from trainers.specs.swinv2_upernet import TRAINER
 
-# trainer.params knobs and their defaults (conf/trainer/swinv2_upernet.yaml sets them too).
-PARAMS: dict[str, Any] = {
-    "variant": "base",  # SwinV2 size: micro (tests), tiny, small, base, large
-    "window_size": 8,  # attention window of every stage
-    "pretrained": None,  # local SwinV2 ImageNet checkpoint, or None for random init
-    "aux_head": True,  # FCN auxiliary head on stage 3 (loss weight 0.4)
-    "drop_path_rate": 0.3,  # stochastic depth
-    "head_channels": None,  # UPerHead channels (default 512; 64 for micro), aux head gets half
-    "betas": (0.9, 0.999),  # AdamW betas
-    "warmup_iters": 1500,  # linear warm-up iterations
-    "warmup_ratio": 1e-6,  # warm-up start factor of the lr
-    "poly_power": 1.0,  # poly decay power after warm-up
-    "min_lr": 0.0,  # poly decay floor
-    "log_interval": 50,  # MMEngine LoggerHook interval (iterations)
-}
+# trainer.params knobs and their defaults: declared once, in trainers/specs/swinv2_upernet.py.
+PARAMS: dict[str, Any] = TRAINER.defaults()
 OPTIMIZERS = ("adamw", "sgd")
 # ImageNet statistics in 0..255 (mmseg's SegDataPreProcessor convention)
 MEAN = [123.675, 116.28, 103.53]

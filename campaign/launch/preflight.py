@@ -1,0 +1,148 @@
+"""Launch-time checks that need the world outside the config: the store, the results
+folder, the scheduler, datasets and container images. They run once per campaign,
+after every point is planned and before anything is stored, so that what would only
+fail later in a job is refused now, with one line and exit status 2."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import OmegaConf
+
+from campaign.errors import ConfigError, StoreError, one_line
+from campaign.launch.plan import PointPlan
+from campaign.redact import redact
+
+# Values one campaign has once: the store it registers in, the folder its jobs write to.
+ONE_PER_CAMPAIGN = (("results_dir",), ("store", "url"), ("name",), ("dry_run",))
+CONNECT_TIMEOUT_S = 10  # a database server that does not answer by then is refused
+
+
+def _value(config: dict, path: tuple[str, ...]) -> Any:
+    for key in path:
+        config = config.get(key) if isinstance(config, dict) else None
+    return config
+
+
+def check_one_per_campaign(points: Sequence[PointPlan]) -> None:
+    """Refuse a sweep over a value the whole campaign shares (``store.url=a,b``)."""
+    for path in ONE_PER_CAMPAIGN:
+        values = sorted({repr(_value(p.config, path)) for p in points})
+        if len(values) > 1:
+            key = ".".join(path)
+            shown = ", ".join(redact(v) for v in values[:3])
+            raise ConfigError(f"{key} is one per campaign, but this sweep gives {len(values)} ({shown}); "
+                              f"launch one campaign per {key}")
+
+
+def check_store(url: str) -> None:
+    """The store URL names a database this launch and its jobs can reach and keep: a
+    parseable URL with its driver installed, not an in-memory SQLite, a folder that can
+    hold a SQLite file, a server that answers."""
+    from sqlalchemy.engine import make_url
+
+    from campaign.store.store import check_store_url
+
+    check_store_url(url)
+    u = make_url(url)
+    shown = redact(url)
+    if u.get_backend_name() == "sqlite":
+        memory = not u.database or u.database == ":memory:" or "mode=memory" in str(url) or (
+            str(u.database).startswith("file::memory:"))
+        if memory:
+            raise StoreError(f"store URL {shown!r} is an in-memory database: the jobs (other processes) "
+                             "cannot write to it and it is gone when the launch ends; use a file, "
+                             "e.g. store.url=sqlite:///results/campaign.db")
+        path = Path(u.database).expanduser()
+        if path.exists() and not path.is_file():
+            raise StoreError(f"store {path} is not a file; name a SQLite file with store.url=sqlite:///PATH")
+        check_writable_folder(path.parent, "the store's folder")
+        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+            raise StoreError(f"store {path} is not writable by this user; fix its permissions or use another store.url")
+        return
+    _check_server(url)
+
+
+def _check_server(url: str) -> None:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import SQLAlchemyError
+
+    u = make_url(url)
+    args = {"connect_timeout": CONNECT_TIMEOUT_S} if u.get_backend_name() in ("postgresql", "mysql") else {}
+    try:
+        engine = create_engine(u, connect_args=args)
+    except Exception as exc:  # a bad argument for the driver
+        raise StoreError(f"store URL {redact(url)!r}: {one_line(exc)}") from None
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except SQLAlchemyError as exc:
+        cause = getattr(exc, "orig", None) or exc
+        raise StoreError(f"cannot reach results store {redact(url)}: {redact(one_line(cause))}") from None
+    finally:
+        engine.dispose()
+
+
+def check_writable_folder(folder: Path | str, what: str) -> Path:
+    """``folder`` exists (made if missing) and this user can create files in it."""
+    folder = Path(folder).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{what} {folder} is not a folder; choose another one")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".campaign-write-check-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"{what} {folder} is not writable: {exc.strerror or one_line(exc)}; "
+                          "choose another one (results_dir=PATH) or fix its permissions") from None
+    return folder
+
+
+def check_slurm(points: Sequence[PointPlan]) -> None:
+    """SLURM's client is on PATH, its controller answers, and every partition exists."""
+    from campaign.backends.sbatch import scrubbed_environ
+    from campaign.proc import CommandError, run
+
+    slurm = [p for p in points if p.executor == "slurm"]
+    if not slurm:
+        return
+    platforms = ", ".join(sorted({p.platform for p in slurm}))
+    if shutil.which("sbatch") is None:
+        raise ConfigError(f"sbatch not found on PATH: platform {platforms} submits to SLURM; "
+                          "load SLURM (e.g. module load slurm) or use platform=local")
+    try:
+        out = run(["sinfo", "-h", "-a", "-o", "%R"], timeout=30.0, env=scrubbed_environ(os.environ)).stdout
+    except CommandError as exc:
+        raise ConfigError(f"SLURM does not answer ({exc}); nothing was submitted or stored, "
+                          "launch again once `sinfo` works") from None
+    partitions = sorted({line.strip() for line in out.splitlines() if line.strip()})
+    for p in slurm:
+        part = p.resources.partition
+        if part and partitions and part not in partitions:
+            raise ConfigError(f"platform {p.platform}: SLURM has no partition '{part}'; "
+                              f"available: {', '.join(partitions)} (set platform.partition)")
+
+
+def preflight(points: Sequence[PointPlan]) -> None:
+    """Every check of this module, for the planned points of one campaign."""
+    from campaign.container import check_container
+    from campaign.datasets import check_dataset
+
+    check_one_per_campaign(points)
+    first = points[0].config
+    check_store(str(first["store"]["url"]))
+    check_writable_folder(first["results_dir"], "results_dir")
+    seen: set = set()
+    for p in points:
+        for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):
+            key = (check.__name__, repr(sorted(section.items(), key=str)))
+            if key not in seen:
+                seen.add(key)
+                check(OmegaConf.create(section))
+    check_slurm(points)

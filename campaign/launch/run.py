@@ -1,0 +1,202 @@
+"""A campaign's planned points -> checked, stored, submitted (and, with ``wait``, waited
+for) -> one Hydra ``JobReturn`` per point that tells the truth about it.
+
+The same path serves a sweep (``-m``, through the launcher plugin) and the foreground
+point (no ``-m``, ``campaign.launch.single``). What a point's ``JobReturn`` says:
+
+=================================  ======================================================
+the point                          ``JobReturn``
+=================================  ======================================================
+submitted, not waited for          status UNKNOWN (its result is not known yet)
+not submitted (scheduler refused)  status FAILED, ``PointFailed`` (``submitted=False``)
+waited for, completed              status COMPLETED, rank 0's return value
+waited for, failed                 status FAILED, ``PointFailed`` with the point's reason
+dry run                            status UNKNOWN
+=================================  ======================================================
+
+``check_outcome`` turns FAILED points into one ``LaunchIncomplete`` (exit status 3)
+naming them and the command that retries them.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import OmegaConf
+
+from campaign.backends import Submitted
+from campaign.errors import Interrupted, LaunchIncomplete, PointFailed
+from campaign.launch.plan import PointPlan
+from campaign.redact import redact
+
+POLL_S = 0.5  # how often a waiting launch asks whether its jobs ended
+SHOWN = 3  # points named in one error line before "and N more"
+
+
+@dataclass
+class LaunchResult:
+    """What one launch did: the campaign it stored (None for a dry run), its points, what
+    their scheduler said, and one ``JobReturn`` per point."""
+
+    campaign_id: Optional[str]
+    points: list[PointPlan]
+    store_url: str
+    results_dir: str
+    multirun: bool
+    submitted: list[Submitted] = field(default_factory=list)
+    returns: list[JobReturn] = field(default_factory=list)
+    failures: list[PointFailed] = field(default_factory=list)
+
+
+def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: Sequence[str], multirun: bool,
+                    wait: bool) -> LaunchResult:
+    """Check what the points need (``preflight``), store and submit them, wait with ``wait``.
+
+    ``base`` is the launch's composed config (Hydra's node, if any, gives the returns'
+    ``hydra_cfg`` and task name). Raises ``CampaignError`` before anything is stored when
+    a point cannot run; returns the ``LaunchResult`` once it is stored and submitted.
+    """
+    from campaign.launch.preflight import preflight
+    from campaign.launch.report import print_dry_run, print_submitted
+    from campaign.launch.submit import command_line, job_python, register_and_submit
+
+    points = list(points)
+    first = points[0].config
+    result = LaunchResult(None, points, str(first["store"]["url"]), str(first["results_dir"]), multirun)
+    preflight(points)
+    hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
+    if first.get("dry_run"):
+        print_dry_run(points)
+        result.returns = [_job_return(p, hydra_cfg, JobStatus.UNKNOWN) for p in points]
+        return result
+    python = job_python(points)
+    result.campaign_id, result.submitted = register_and_submit(
+        points, store_url=result.store_url, results_dir=result.results_dir, name=first.get("name"),
+        overrides=list(sweep_overrides), command=command_line(sweep_overrides, multirun=multirun), python=python,
+    )
+    try:
+        print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun)
+        if wait:
+            wait_for(result.submitted)
+    except KeyboardInterrupt:
+        cid, store = result.campaign_id, store_option(result)
+        raise Interrupted(f"interrupted; campaign {cid} was stored and submitted: campaign status {cid}{store} "
+                          f"shows what its points did, campaign cancel {cid}{store} stops those still running") from None
+    job_returns(result, hydra_cfg, waited=wait)
+    return result
+
+
+def store_option(result: LaunchResult) -> str:
+    """`` --store URL`` for the follow-up commands, or "" for the default store (redacted:
+    a URL with a password is to be given again, or through $CAMPAIGN_STORE)."""
+    default = f"sqlite:///{result.results_dir}/campaign.db"
+    url = result.store_url
+    if url in (default, f"sqlite:///{result.results_dir.rstrip('/')}/campaign.db"):
+        return ""
+    return f" --store {shlex.quote(redact(url))}"
+
+
+def wait_for(submitted: Sequence[Submitted]) -> None:
+    """Block until every submitted job has ended (Ctrl-C raises KeyboardInterrupt)."""
+    for s in submitted:
+        while s.job is not None and not s.job.done():
+            time.sleep(POLL_S)
+
+
+class PointReturn(JobReturn):
+    """A campaign point's ``JobReturn``; its ``cfg`` (the point's config as a DictConfig) is
+    made when first read: a 1,000-point sweep that returns at once would spend seconds
+    building configs nobody reads."""
+
+    @property  # type: ignore[override]
+    def cfg(self) -> Any:
+        if getattr(self, "_cfg", None) is None and getattr(self, "_config", None) is not None:
+            self._cfg = OmegaConf.create(self._config)
+        return getattr(self, "_cfg", None)
+
+    @cfg.setter
+    def cfg(self, value: Any) -> None:
+        self._cfg = value
+
+
+def _job_return(p: PointPlan, hydra_cfg: Any, status: JobStatus, value: Any = None,
+                working_dir: Optional[str] = None) -> JobReturn:
+    task = str(OmegaConf.select(hydra_cfg, "hydra.job.name", default="campaign")) if hydra_cfg else "campaign"
+    ret = PointReturn(overrides=list(p.overrides), hydra_cfg=hydra_cfg, working_dir=working_dir, task_name=task,
+                      status=status)
+    ret._config = p.config
+    if status is not JobStatus.UNKNOWN:
+        ret.return_value = value
+    return ret
+
+
+def _reasons(result: LaunchResult) -> dict[int, Optional[str]]:
+    """The store's reason per point id (what `campaign status` shows), {} if unreadable."""
+    from campaign.errors import CampaignError
+    from campaign.launch.submit import absolute_store_url
+    from campaign.store import open_store
+
+    try:
+        with open_store(absolute_store_url(result.store_url)) as store:
+            return {r["id"]: (r.get("attempt_reason") or r.get("reason")) for r in store.points(result.campaign_id)}
+    except CampaignError:
+        return {}
+
+
+def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
+    """Fill ``result.returns`` (one per point, the table in the module docstring) and
+    ``result.failures``; with ``waited`` each job has ended and its outcome is read."""
+    from campaign.backends.local import failure_reason
+
+    reasons = _reasons(result) if waited else {}
+    for p, s in zip(result.points, result.submitted):
+        where = dict(campaign_id=result.campaign_id, idx=p.idx, overrides=p.overrides)
+        if s.job_id is None:
+            exc = PointFailed(f"#{p.idx} {p.label()}: not submitted: {s.error}", submitted=False, **where)
+            result.failures.append(exc)
+            result.returns.append(_job_return(p, hydra_cfg, JobStatus.FAILED, exc, s.job_folder))
+        elif not waited:
+            result.returns.append(_job_return(p, hydra_cfg, JobStatus.UNKNOWN, working_dir=s.job_folder))
+        else:
+            error = s.job.exception() if s.job is not None else None
+            if error is None:
+                value = s.job.results()[0] if s.job is not None else None
+                result.returns.append(_job_return(p, hydra_cfg, JobStatus.COMPLETED, value, s.job_folder))
+                continue
+            reason = reasons.get(s.point_id) or failure_reason(str(error))
+            exc = PointFailed(f"#{p.idx} {p.label()}: {redact(reason)}", submitted=True, **where)
+            exc.__cause__ = error
+            result.failures.append(exc)
+            result.returns.append(_job_return(p, hydra_cfg, JobStatus.FAILED, exc, s.job_folder))
+
+
+def _named(failures: Sequence[PointFailed]) -> str:
+    shown = "; ".join(str(f) for f in failures[:SHOWN])
+    return shown + (f"; and {len(failures) - SHOWN} more" if len(failures) > SHOWN else "")
+
+
+def check_outcome(result: LaunchResult) -> None:
+    """Raise ``LaunchIncomplete`` (exit 3) when a point was not submitted or failed: one
+    line naming them, where to look, and the command that retries them."""
+    if not result.failures:
+        return
+    total, cid, store = len(result.points), result.campaign_id, store_option(result)
+    unsent = [f for f in result.failures if not f.submitted]
+    failed = [f for f in result.failures if f.submitted]
+    parts = []
+    if unsent:
+        what = f"none of its {total} point(s) was" if len(unsent) == total else f"{len(unsent)} of {total} point(s) were not"
+        parts.append(f"{what} submitted ({_named(unsent)}); once the cause is fixed, "
+                     f"submit them with: campaign launch --retry {cid}{store}")
+    if failed:
+        if len(failed) == 1:
+            again = shlex.join(["campaign", "launch", *(["-m"] if result.multirun else []), *failed[0].overrides])
+        else:
+            again = "campaign launch -m OVERRIDES (each point's are listed by campaign status)"
+        parts.append(f"{len(failed)} of {total} point(s) failed ({_named(failed)}); "
+                     f"details: campaign status {cid}{store}; rerun with: {redact(again)}")
+    raise LaunchIncomplete(f"campaign {cid}: " + "; ".join(parts))

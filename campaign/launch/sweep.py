@@ -1,0 +1,40 @@
+"""What campaign's sweeper does around the launch: keep Hydra's record of the sweep
+(``multirun.yaml``, secrets redacted) and turn the points that were not submitted or
+failed into one ``LaunchIncomplete`` (exit status 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+from omegaconf import OmegaConf
+
+from campaign.errors import LaunchIncomplete
+from campaign.redact import redact_obj
+
+
+def save_multirun_yaml(config: Any, path: Path) -> None:
+    """Hydra's ``multirun.yaml`` (the sweep's config, as its basic sweeper saves it) with
+    every password replaced by ``***``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plain = OmegaConf.to_container(config, resolve=False, enum_to_str=True)
+    OmegaConf.save(OmegaConf.create(redact_obj(plain)), path)
+
+
+def check_returns(launcher: Any, returns: Sequence[Any]) -> None:
+    """Raise ``LaunchIncomplete`` when a point was not submitted or failed (a campaign's
+    message names them and the retry; another app's, their overrides)."""
+    from hydra.core.utils import JobStatus
+
+    from campaign.launch.run import check_outcome
+
+    result = getattr(launcher, "last_launch", None)
+    if result is not None:
+        check_outcome(result)
+        return
+    failed = [r for r in returns if r.status == JobStatus.FAILED]
+    if failed:
+        named = "; ".join(" ".join(r.overrides or []) or "(defaults)" for r in failed[:3])
+        more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
+        raise LaunchIncomplete(f"{len(failed)} of {len(returns)} job(s) failed ({named}{more}); "
+                               "their logs are in the sweep folder's .campaign/")

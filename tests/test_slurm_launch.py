@@ -1,0 +1,95 @@
+"""The launch against the real local SLURM (scripts/local-slurm.sh): what the scheduler
+must offer is checked before anything is stored (exit 2, one line), a waiting launch
+returns the jobs' real outcome, and a campaign none of whose points reached SLURM is not
+left behind as if it ran."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY, campaign_id_from
+
+pytestmark = pytest.mark.slurm
+ONE_CPU = ["platform.cpus_per_task=1", "experiment=smoke"]
+SMALL = ["trainer.params.width=4", "trainer.params.depth=2", "dataset.image_size=8"]
+
+
+@pytest.fixture
+def slurm_ws(ws):
+    from test_slurm import _cluster_up
+
+    why = _cluster_up()
+    if why:
+        pytest.skip(why)
+    ws.env["SLURM_CONF"] = os.environ.get("SLURM_CONF", "/tmp/campaign-slurm/etc/slurm.conf")
+    return ws
+
+
+def _refused(res) -> str:
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.startswith("error: ") and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    return res.stderr
+
+
+def test_no_sbatch_on_path_is_refused_before_anything_is_stored(slurm_ws, tmp_path):
+    bin_dir = tmp_path / "bin"  # this Python, without SLURM's client
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    slurm_ws.env["PATH"] = f"{bin_dir}:/nonexistent"
+    err = _refused(slurm_ws.launch("-m", "platform=v100", "gpus=1,2", *ONE_CPU, *SMALL))
+    assert err.startswith("error: sbatch not found on PATH: platform v100 submits to SLURM; load SLURM")
+    assert not slurm_ws.db.exists()
+
+
+def test_slurm_down_is_refused_before_anything_is_stored(slurm_ws, tmp_path):
+    bad = tmp_path / "slurm.conf"
+    bad.write_text("ClusterName=nowhere\nSlurmctldHost=localhost(127.0.0.1)\nSlurmctldPort=1\n")
+    slurm_ws.env["SLURM_CONF"] = str(bad)
+    err = _refused(slurm_ws.launch("-m", "platform=v100", "gpus=1", *ONE_CPU, *SMALL, timeout=240))
+    assert err.startswith("error: SLURM does not answer (sinfo: ")
+    assert "nothing was submitted or stored" in err
+    assert not slurm_ws.db.exists()
+
+
+def test_an_unknown_partition_is_refused_with_the_available_ones(slurm_ws):
+    err = _refused(slurm_ws.launch("-m", "platform=v100", "platform.partition=nosuch", *ONE_CPU, *SMALL))
+    assert "platform v100: SLURM has no partition 'nosuch'; available: a100, a100_nvlink, v100" in err
+    assert not slurm_ws.db.exists()
+
+
+def test_a_waiting_launch_returns_the_slurm_jobs_outcome(slurm_ws):
+    """hydra.launcher.wait=true on SLURM: exit 0 once both jobs completed; a failing rank
+    gives exit 3 naming its point, after SLURM ended the job."""
+    ok = slurm_ws.launch("-m", "platform=v100", "gpus=1,2", *ONE_CPU, *SMALL, "hydra.launcher.wait=true", timeout=600)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    cid = campaign_id_from(ok.stdout)
+    assert slurm_ws.query("select state from point where campaign_id = ? order by idx", cid) == \
+        [("completed",), ("completed",)]
+    bad = slurm_ws.launch("-m", "platform=v100", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
+                          "experiment.base_iterations=4", "platform.cpus_per_task=1", "hydra.launcher.wait=true",
+                          timeout=600)
+    assert bad.returncode == 3, bad.stdout + bad.stderr
+    assert "1 of 1 point(s) failed (#0 platform=v100 gpus=2 trainer=sleep" in bad.stderr
+    assert "rank 1: RuntimeError: injected failure" in bad.stderr and bad.stderr.count("\n") == 1
+
+
+def test_another_hydra_app_runs_its_points_on_slurm_through_the_campaign_launcher(slurm_ws, tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text("import os\nimport hydra\n\n@hydra.main(version_base=None, config_path=None)\n"
+                   "def main(cfg):\n    with open(os.path.join(os.environ['OUT_DIR'], f'x{cfg.x}'), 'w') as f:\n"
+                   "        f.write(os.environ.get('SLURM_JOB_PARTITION', 'none'))\n\n"
+                   "if __name__ == '__main__':\n    main()\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    slurm_ws.env["OUT_DIR"] = str(out)
+    res = slurm_ws.run(sys.executable, str(app), "-m", "hydra/launcher=campaign", "hydra.launcher.executor=slurm",
+                       "hydra.launcher.partition=v100", "hydra.launcher.timeout_min=5", "+x=1,2",
+                       f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["x1", "x2"]
+    assert {p.read_text() for p in out.iterdir()} == {"v100"}

@@ -1,0 +1,179 @@
+"""What a trainer declares, in one place that imports no torch.
+
+Each trainer has one torch-free module holding ``TRAINER = TrainerDef(...)``: its name,
+the study it serves, the dataclass of its ``trainer.params`` (one field per knob,
+enums for choices, a default and a comment each), its engines, and the ``module:function``
+that builds it inside a job. The launch reads it to validate a point before anything is
+stored (``campaign/launch/trainer_check.py``); the job reads the same declaration to
+build the trainer (``trainers/registry.py``). Built-in trainers declare themselves in
+``trainers/specs/<name>.py``; a site's trainer in any importable module that its conf
+file names (``module:`` in ``conf/trainer/<name>.yaml``).
+
+Stdlib only: ``campaign`` (host side, no torch) imports this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import functools
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+
+class Optimizer(str, enum.Enum):
+    """``trainer.optimizer``."""
+
+    sgd = "sgd"
+    adamw = "adamw"
+
+
+class Precision(str, enum.Enum):
+    """``trainer.precision``: autocast dtype on GPU (CPU ranks stay fp32)."""
+
+    fp32 = "fp32"
+    fp16 = "fp16"
+    bf16 = "bf16"
+
+
+class Device(str, enum.Enum):
+    """``platform.device``: what a rank computes on."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+@dataclass(frozen=True)
+class TrainerDef:
+    """A trainer's declaration; see the module docstring."""
+
+    name: str  # the option name: conf/trainer/<name>.yaml and trainer.name
+    study: str  # one line: what this trainer measures
+    params: type  # dataclass of trainer.params: every knob, its type, default and meaning
+    build: str  # "module:function" called as function(ctx, cfg, plan) in each rank (imports torch)
+    # engines that drive all of a job's GPUs from ONE process (one task per job, not per GPU)
+    single_process_engines: tuple[str, ...] = ()
+    # engine -> (module it needs, how to install it): refused at launch when not importable
+    engine_requires: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    optimizers: tuple[Optimizer, ...] = tuple(Optimizer)  # trainer.optimizer values it implements
+    precisions: tuple[Precision, ...] = tuple(Precision)  # trainer.precision values it implements
+    devices: tuple[Device, ...] = tuple(Device)  # platform.device values it runs on
+    # trainer-specific rule over the whole resolved point config; raises ValueError (one line)
+    check: Optional[Callable[[Mapping[str, Any]], None]] = None
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        """The ``params.engine`` choices, the default first; () for a trainer with one engine."""
+        for f in dataclasses.fields(self.params):
+            if f.name == "engine":
+                kind = _hints(self.params)["engine"]
+                values = [m.value for m in kind] if _is_enum(kind) else []
+                default = _default(f)
+                default = default.value if isinstance(default, enum.Enum) else default
+                return tuple([default] + [v for v in values if v != default])
+        return ()
+
+    def defaults(self) -> dict[str, Any]:
+        """``trainer.params`` with every field at its default (enums as their values)."""
+        return {f.name: _plain(_default(f)) for f in dataclasses.fields(self.params)}
+
+
+def nearest(word: str, choices: typing.Iterable[str]) -> Optional[str]:
+    """The choice closest to a misspelt ``word``, or None when none is close."""
+    # 0.8: a typo (gpu -> gpus, partiton -> partition), not a different name (h100 -> v100)
+    found = difflib.get_close_matches(str(word), sorted(choices), n=1, cutoff=0.8)
+    return found[0] if found else None
+
+
+def did_you_mean(word: str, choices: typing.Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for a misspelt ``word``, else ``""``."""
+    best = nearest(word, choices)
+    return f" (did you mean '{best}'?)" if best else ""
+
+
+def resolve_params(spec: TrainerDef, given: Optional[Mapping[str, Any]]) -> dict[str, Any]:
+    """``trainer.params`` checked against ``spec.params`` and completed with its defaults.
+
+    Raises ``ValueError`` with one line naming the key and the valid keys or values: an
+    unknown key (with the nearest valid name), a value of the wrong type, a choice that
+    is not one of its enum's values.
+    """
+    hints = _hints(spec.params)
+    known = [f.name for f in dataclasses.fields(spec.params)]
+    out = spec.defaults()
+    for key, value in dict(given or {}).items():
+        if key not in hints:
+            raise ValueError(f"unknown trainer.params.{key} for trainer={spec.name}{did_you_mean(key, known)}; "
+                             f"valid: {', '.join(known)}")
+        out[key] = _convert(f"trainer.params.{key}", value, hints[key], spec.name)
+    return out
+
+
+# ------------------------------------------------------------------ type checks
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    """A params dataclass's resolved field types (once per class: every point reads them)."""
+    return typing.get_type_hints(cls)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _is_enum(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, enum.Enum)
+
+
+def _convert(what: str, value: Any, kind: Any, trainer: str) -> Any:
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is typing.Union:  # Optional[X]
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _convert(what, value, inner, trainer)
+    if _is_enum(kind):
+        values = [m.value for m in kind]
+        if isinstance(value, enum.Enum):
+            value = value.value
+        if value not in values:
+            raise ValueError(f"unknown {what} {value!r} for trainer={trainer}{did_you_mean(str(value), values)}; "
+                             f"valid: {', '.join(map(str, values))}")
+        return value
+    if origin in (list, tuple) or kind in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ValueError(f"{what} must be a list, got {value!r}")
+        item = args[0] if args else Any
+        return [_convert(f"{what}[{i}]", v, item, trainer) for i, v in enumerate(value)]
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{what} must be true or false, got {value!r}")
+        return value
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{what} must be an integer, got {value!r}")
+        return value
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{what} must be a number, got {value!r}")
+        return float(value)
+    if kind is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{what} must be a string, got {value!r}")
+        return value
+    return value  # Any

@@ -1,0 +1,33 @@
+"""trainer=sleep: the known-answer trainer (t(N) = a/N + b log2 N + c seconds per image)."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+from trainers.spec import TrainerDef
+
+
+def _check(config) -> None:
+    params = config["trainer"]["params"]
+    for key in ("a_s", "b_s", "c_s"):
+        if params[key] < 0:
+            raise ValueError(f"trainer.params.{key} must be >= 0, got {params[key]}")
+
+
+@dataclass
+class SleepParams:
+    a_s: float = 0.012  # parallel part: seconds per image on one rank, divided over the N ranks
+    b_s: float = 0.001  # communication: seconds per image per doubling of N (log2 N)
+    c_s: float = 0.002  # serial part: seconds per image whatever N (spent as data wait)
+    fail_rank: Optional[int] = None  # test knob: this rank raises ...
+    fail_at_iteration: int = 0  # ... at the start of this iteration
+    stall_rank: Optional[int] = None  # test knob: this rank stalls in its first iteration ...
+    stall_s: float = 0.0  # ... for this many seconds
+
+
+TRAINER = TrainerDef(
+    name="sleep",
+    study="harvest's known answer: sleeps an exact scaling law instead of computing",
+    params=SleepParams,
+    build="trainers.sleep:build",
+    check=_check,
+)
