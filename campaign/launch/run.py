@@ -29,7 +29,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
 from campaign.backends import Submitted
-from campaign.errors import Interrupted, LaunchIncomplete, PointFailed
+from campaign.errors import Interrupted, LaunchIncomplete, PointFailed, one_line
 from campaign.launch.plan import PointPlan
 from campaign.redact import redact
 
@@ -150,7 +150,7 @@ def _reasons(result: LaunchResult) -> dict[int, Optional[str]]:
 def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
     """Fill ``result.returns`` (one per point, the table in the module docstring) and
     ``result.failures``; with ``waited`` each job has ended and its outcome is read."""
-    from campaign.backends.local import failure_reason
+    from campaign.backends.joblogs import last_exception
 
     reasons = _reasons(result) if waited else {}
     for p, s in zip(result.points, result.submitted):
@@ -167,7 +167,9 @@ def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
                 value = s.job.results()[0] if s.job is not None else None
                 result.returns.append(_job_return(p, hydra_cfg, JobStatus.COMPLETED, value, s.job_folder))
                 continue
-            reason = reasons.get(s.point_id) or failure_reason(str(error))
+            text = str(error)
+            lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+            reason = reasons.get(s.point_id) or last_exception(text) or (one_line(lines[-1]) if lines else "failed")
             exc = PointFailed(f"#{p.idx} {p.label()}: {redact(reason)}", submitted=True, **where)
             exc.__cause__ = error
             result.failures.append(exc)
