@@ -43,6 +43,16 @@ def test_host_module_imports_stdlib_only():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_shared_layouts_import_neither_side():
+    """campaign_datasets is what the launch and the jobs share: it imports nothing of
+    either (nor torch, numpy, PIL), so neither side depends on the other through it."""
+    code = ("import sys, campaign_datasets; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('torch', 'numpy', 'PIL', 'campaign', 'trainers')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_synthetic_needs_nothing():
     check_dataset(DatasetSpec())
     assert resolve_root(DatasetSpec()) == ""

@@ -147,3 +147,27 @@ def test_the_rooms_are_one_way():
     assert "launch" in graph["plugin"] and "backends" in graph["launch"]
     assert not {"launch", "backends", "store", "status", "cli", "plugin"} & graph["declarations"], \
         "the trainers' declarations import nothing of campaign"
+
+
+# The neutral packages both sides share: the store's schema and writer operations, the
+# profiler-trace reader, the datasets' on-disk layouts. Nothing else of the host side.
+SHARED = ("campaign_sql", "campaign_trace", "campaign_datasets")
+
+
+def test_the_job_side_imports_nothing_of_the_host_side():
+    """trainers/ (the job side, with torch) depend on nothing of ``campaign`` but the
+    neutral shared packages; host and job meet only in the store and those packages."""
+    offenders = []
+    for path in sorted(ROOT.glob("trainers/**/*.py")):
+        for imported in _imports(path):
+            top = imported.split(".")[0]
+            if top == "campaign" or (top.startswith("campaign_") and top not in SHARED + ("campaign_conf",)):
+                offenders.append(f"{path.relative_to(ROOT)}: {imported}")
+    assert not offenders, "; ".join(sorted(set(offenders)))
+
+
+def test_the_shared_packages_import_neither_side():
+    for pkg in SHARED:
+        for path in sorted((ROOT / pkg).rglob("*.py")):
+            tops = {i.split(".")[0] for i in _imports(path)}
+            assert not tops & {"campaign", "trainers", "torch"}, f"{path.relative_to(ROOT)} imports {tops}"

@@ -4,7 +4,7 @@
 items are ``(image, label)``: a float32 ``channels x image_size x image_size`` tensor,
 normalised, and an int class. ``build_loader`` shards it over the DDP ranks.
 
-Where the files are is decided by ``campaign.datasets`` (stdlib only, also run on the
+Where the files are is decided by ``campaign_datasets`` (stdlib only, also run on the
 host before submission), so the host check and the job read the same folder. ADE20K is
 not here: MMSegmentation's pipeline loads it.
 """

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from campaign.datasets import CIFAR10_TRAIN, resolve_root
+from campaign_datasets import CIFAR10_TRAIN, resolve_root
 from trainers.data import share_indices, to_model_input
 
 # Per-channel statistics of each training set, pixels scaled to [0, 1].

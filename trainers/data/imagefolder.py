@@ -7,7 +7,7 @@ from typing import Tuple
 import torch
 from torch.utils.data import Dataset
 
-from campaign.datasets import imagefolder_split_dir, resolve_root
+from campaign_datasets import imagefolder_split_dir, resolve_root
 from trainers.data import share_indices
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

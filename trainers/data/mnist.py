@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from campaign.datasets import MNIST_IMAGES_MAGIC, MNIST_LABELS_MAGIC, mnist_files, resolve_root
+from campaign_datasets import MNIST_IMAGES_MAGIC, MNIST_LABELS_MAGIC, mnist_files, resolve_root
 from trainers.data import share_indices, to_model_input
 
 MEAN, STD = (0.1307,), (0.3081,)  # of the 60,000 training images, pixels scaled to [0, 1]

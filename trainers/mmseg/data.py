@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from campaign.datasets import resolve_root
+from campaign_datasets import resolve_root
 from trainers.data import DEFAULT_SYNTHETIC_LENGTH, share_indices
 
 NAMES = ("ade20k", "synthetic")
