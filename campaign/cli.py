@@ -109,10 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
     hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
                     help="only points with these values (platform, trainer, experiment, gpus, dataset; image: a "
                          "sha256 prefix, an image path or none; repeatable)")
-    hv.add_argument("--table", default="scaling",
-                    choices=("scaling", "throughput", "utilisation", "breakdown", "hardware", "all"),
-                    help="scaling (default: time to solution), throughput, utilisation, breakdown, "
-                         "hardware (MFU, all-reduce bandwidth, memory) or all")
+    from campaign.harvest.tables import TABLE_CHOICES, table_help
+
+    hv.add_argument("--table", default="scaling", choices=TABLE_CHOICES, help=table_help())
     hv.add_argument("--compare", metavar="reference|ideal|CAMPAIGN", default=None,
                     help="put the reference study's figures, the ideal line or another campaign beside the measured values")
     hv.add_argument("--plots", metavar="DIR", default=None, help="also write the figures (PNG and SVG) to DIR")

@@ -1,10 +1,10 @@
-"""The interface every executor implements."""
+"""The protocol every executor implements (registered in ``campaign.backends.BACKENDS``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Protocol, Sequence, runtime_checkable
 
 
 @dataclass
@@ -30,17 +30,21 @@ class Observed:
     node_list: Optional[str] = None
 
 
-class Backend:
-    name = "base"
+@runtime_checkable
+class Backend(Protocol):
+    """What the launch, ``status``, ``harvest`` and ``cancel`` need of a scheduler: three
+    bulk operations on a campaign's points, none of which raises for one bad point."""
+
+    name: str
 
     def submit(self, items: Sequence[tuple[Any, dict]], folder: Path, python: Optional[str]) -> list[Submitted]:
         """Submit (plan, spec) pairs; never raises for one refused point."""
-        raise NotImplementedError
+        ...
 
     def observe(self, points: Sequence[dict]) -> dict[int, Observed]:
         """Scheduler view of the given store points (id -> Observed), one bulk query."""
-        raise NotImplementedError
+        ...
 
     def cancel(self, points: Sequence[dict]) -> list[int]:
         """Cancel the given points' jobs; returns the ids it cancelled."""
-        raise NotImplementedError
+        ...

@@ -10,37 +10,19 @@ import polars as pl
 from campaign.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
+from campaign.harvest.tables import TABLE_CHOICES, TABLES, build_table
 from campaign.text import printable
 
-TABLES = ("scaling", "throughput", "utilisation", "breakdown", "hardware")
-TABLE_CHOICES = TABLES + ("all",)
 COMPARE_BUILTIN = ("reference", "ideal")
 
+# Titles of the comparisons (--compare); the tables' own are in tables.py.
 TITLES = {
-    "scaling": "time to solution: training time T(N) (slowest rank, median over repeats; warm-up apart); "
-               "speedup = T(1)/T(N), efficiency = speedup/N, ideal T(1)/N",
-    "throughput": "throughput: per-iteration time and images/s (medians over repeats); "
-                  "throughput speedup = images/s at N / images/s at 1, efficiency = that/N, ideal: constant images/s per GPU",
-    "utilisation": "utilisation: GPU and CPU time / total time (profiler window); compute, communication and "
-                   "data-wait shares of the timed window",
-    "breakdown": "breakdown: seconds per phase, per run and per iteration, and share of its window",
-    "hardware": "hardware: model FLOPs utilisation (achieved / peak TFLOP/s per GPU), all-reduce volume and bus "
-                "bandwidth vs the interconnect, exposed communication per iteration, peak memory (medians over repeats)",
     "reference": "reference study: published figures beside measured values (difference = measured - published)",
     "ideal": "ideal: measured values beside the ideal line (difference = measured - ideal)",
     "campaign": "campaign comparison: this campaign (measured) beside {other} (reference)",
 }
-
-# What the terminal shows of each table; the exports carry every column.
+# What the terminal shows of a comparison; a table's are in its registry entry.
 TERMINAL_COLUMNS = {
-    "scaling": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "iterations", "time_s",
-                "time_min_s", "time_max_s", "time_olympic_s", "ideal_time_s", "speedup", "efficiency", "gpu_hours", "note"],
-    "throughput": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "global_batch", "iter_s",
-                   "iter_iqr_s", "ideal_iter_s", "images_per_s", "images_per_s_per_gpu", "ideal_images_per_s_per_gpu",
-                   "throughput_speedup", "throughput_efficiency", "note"],
-    "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "precision", "math",
-                 "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter", "busbw_gbs", "busbw_fraction",
-                 "exposed_comm_ms", "peak_memory_gb", "warmup_peak_memory_gb", "note"],
     "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
                   "ideal", "difference", "holds", "note"],
 }
@@ -66,7 +48,8 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
 
 
 def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
-    cols = [c for c in TERMINAL_COLUMNS.get(name, df.columns) if c in df.columns]
+    shown = TABLES[name].terminal if name in TABLES else TERMINAL_COLUMNS.get(name)
+    cols = [c for c in (shown or df.columns) if c in df.columns]
     for key in ("variant", "image"):  # a series key no point has says nothing
         if key in cols and df[key].fill_null("").eq("").all():
             cols.remove(key)
@@ -108,26 +91,23 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
             stack: bool = False) -> dict[str, pl.DataFrame]:
     """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``)."""
     from campaign.harvest.derive import engine_phases, point_frame
-    from campaign.harvest.utilisation import breakdown_table, phase_stack, utilisation_table
-    from campaign.harvest.views import scaling_table, throughput_table
+    from campaign.harvest.utilisation import phase_stack
 
     if where is not None and where.get(POINT_IDS) == []:
         return {}
     points = point_frame(store, [campaign_id], where)
     if points.height == 0:
         return {}
-    out = {"scaling": scaling_table(points), "throughput": throughput_table(points),
-           "utilisation": utilisation_table(points)}
-    if "hardware" in wanted or stack:
-        from campaign.harvest.hardware import hardware_table
-
-        out["hardware"] = hardware_table(points)
-    if "breakdown" in wanted or stack:
+    # what comparisons and figures read, beside the tables asked for
+    names = ["scaling", "throughput", "utilisation"] + [n for n in wanted if n not in ("scaling", "throughput", "utilisation")]
+    if stack:
+        names += [n for n in ("hardware",) if n not in names]
+    phases = None
+    if stack or any(TABLES[n].needs_phases for n in names):
         phases = engine_phases(store, points["attempt_id"].to_list())
-        if "breakdown" in wanted:
-            out["breakdown"] = breakdown_table(points, phases)
-        if stack:
-            out["phase_stack"] = phase_stack(points, phases)
+    out = {n: build_table(n, points, phases) for n in names if n in wanted or not TABLES[n].needs_phases}
+    if stack:
+        out["phase_stack"] = phase_stack(points, phases)
     return out
 
 
@@ -142,7 +122,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     if table not in TABLE_CHOICES:
         raise ConfigError(f"unknown table '{table}'; available: {', '.join(TABLE_CHOICES)}")
     where = parse_where(where_items, where)
-    wanted = TABLES if table == "all" else (table,)
+    wanted = tuple(TABLES) if table == "all" else (table,)
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
@@ -174,7 +154,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
                   file=sys.stderr)
             return 1
     else:
-        selected = [(name, TITLES[name], tables[name]) for name in wanted]
+        selected = [(name, TABLES[name].title, tables[name]) for name in wanted]
     if fmt == "table" and out is None:
         print(f"campaign {cid}")
         selected = [(n, t, _printable_frame(_terminal(n, df))) for n, t, df in selected]

@@ -21,11 +21,11 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
 from omegaconf import OmegaConf, open_dict
 
+from campaign.backends import EXECUTORS
 from campaign.backends.resources import Resources
 from campaign.errors import ConfigError, one_line
 
 log = logging.getLogger(__name__)
-EXECUTORS = ("local", "slurm")
 
 
 class HydraJob:

@@ -12,6 +12,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from campaign.backends import EXECUTORS
 from campaign.backends.resources import Resources
 from campaign.errors import ConfigError, InfeasiblePoint
 from campaign.launch.engines import single_process_engine
@@ -152,8 +153,8 @@ def check_platform(plat: dict[str, Any]) -> None:
     for key in ("cpus_per_task", "mem_per_gpu_gb"):
         if plat.get(key) is not None and not plat[key] > 0:
             raise ConfigError(f"platform.{key} must be > 0 when set, got {plat[key]}")
-    if plat["executor"] not in ("local", "slurm"):
-        raise ConfigError(f"platform.executor must be local or slurm, got '{plat['executor']}'")
+    if plat["executor"] not in EXECUTORS:
+        raise ConfigError(f"platform.executor must be one of {', '.join(EXECUTORS)}, got '{plat['executor']}'")
 
 
 def plan_resources(c: dict[str, Any]) -> Resources:
