@@ -45,7 +45,12 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
                 for p in unfinished:
                     # A running job may report the interrupt as its failure before this line
                     # runs: that failure is the cancellation.
+                    # Its end is the cancel; its start what the executor saw (status shows the
+                    # elapsed time, which a read command never writes).
+                    times = {"ended_at": signalled_at}
+                    if p.get("started_at"):
+                        times["started_at"] = p["started_at"]
                     cancelled += store.set_state(p["id"], "cancelled", "cancelled by campaign cancel",
-                                                 failed_since=signalled_at)
+                                                 failed_since=signalled_at, **times)
     print(printable(f"campaign {campaign['id']}: cancelled {cancelled} point(s)"))
     return 0

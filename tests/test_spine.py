@@ -154,6 +154,11 @@ def test_cancel_stops_a_point(ws, when):
     assert out.returncode == 0 and "cancelled 1 point(s)" in out.stdout
     wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "60")
     assert "cancelled" in wait.stdout and wait.returncode == 1
+    if when == "running":  # it ran until the cancel: its elapsed time is known, and stays
+        import json
+
+        (p,) = json.loads(ws.campaign("status", "--json").stdout)["points"]
+        assert p["elapsed_s"] is not None and p["elapsed_s"] >= 0, p
     # ... and really stopped: no process of the job is left (nor its lock).
     import time
 
