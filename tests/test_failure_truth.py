@@ -82,7 +82,9 @@ def test_a_killed_job_controller_fails_its_point_everywhere(ws):
     _until(lambda: not _ranks("SUBMITIT_LOCAL_JOB_ID", job), 60, "the orphaned ranks to end")
     p = _agree(lambda *a: ws.campaign(*a), cid)
     assert p["state"] == "failed", p
-    assert "ControllerGone: the job's controller (pid" in p["reason"] and "ended while this rank ran" in p["reason"]
+    # killed while it ran, or (a slow start) while a rank was still starting: either way named
+    assert "ControllerGone: the job's controller" in p["reason"], p["reason"]
+    assert "ended while this rank ran" in p["reason"] or "ended before this rank started" in p["reason"], p["reason"]
     assert p["elapsed_s"] is not None
 
 
@@ -117,3 +119,15 @@ def test_a_killed_rank_fails_its_slurm_point_everywhere(cluster, ws):  # noqa: F
         ws.campaign("cancel", cid, *store)
     assert p["state"] == "failed", p
     assert p["reason"].startswith(("rank 1: ", "SLURM: FAILED")), p["reason"]
+
+
+def test_a_rank_whose_controller_is_gone_before_it_watches_fails_at_once(monkeypatch):
+    """The race the kernel's parent-death signal cannot cover: the controller is killed
+    while a rank still starts (imports take seconds), so the rank is init's child before
+    it can ask; it must fail at once, not train unwatched."""
+    from trainers import orphan
+
+    monkeypatch.setenv("SUBMITIT_EXECUTOR", "local")
+    monkeypatch.setattr(orphan, "_is_controller", lambda pid: False)
+    with pytest.raises(orphan.ControllerGone, match="ended before this rank started"):
+        orphan.watch_controller()
