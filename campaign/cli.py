@@ -107,12 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
     hv.add_argument("--gpus", action="append", type=int, help="only these GPU counts (repeatable)")
     hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
-                    help="only points with these values (platform, trainer, experiment, gpus, dataset; image: a "
+                    help="only points with these values (platform, trainer, experiment, gpus, nodes, dataset; image: a "
                          "sha256 prefix, an image path or none; repeatable)")
     hv.add_argument("--table", default="scaling",
-                    choices=("scaling", "throughput", "utilisation", "breakdown", "hardware", "all"),
+                    choices=("scaling", "throughput", "utilisation", "breakdown", "hardware", "placement", "all"),
                     help="scaling (default: time to solution), throughput, utilisation, breakdown, "
-                         "hardware (MFU, all-reduce bandwidth, memory) or all")
+                         "hardware (MFU, all-reduce bandwidth, memory), placement (intra- vs inter-node at "
+                         "equal GPU counts) or all")
     hv.add_argument("--compare", metavar="reference|ideal|CAMPAIGN", default=None,
                     help="put the reference study's figures, the ideal line or another campaign beside the measured values")
     hv.add_argument("--plots", metavar="DIR", default=None, help="also write the figures (PNG and SVG) to DIR")

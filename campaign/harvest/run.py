@@ -12,7 +12,7 @@ from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
 from campaign.text import printable
 
-TABLES = ("scaling", "throughput", "utilisation", "breakdown", "hardware")
+TABLES = ("scaling", "throughput", "utilisation", "breakdown", "hardware", "placement")
 TABLE_CHOICES = TABLES + ("all",)
 COMPARE_BUILTIN = ("reference", "ideal")
 
@@ -26,6 +26,8 @@ TITLES = {
     "breakdown": "breakdown: seconds per phase, per run and per iteration, and share of its window",
     "hardware": "hardware: model FLOPs utilisation (achieved / peak TFLOP/s per GPU), all-reduce volume and bus "
                 "bandwidth vs the interconnect, exposed communication per iteration, peak memory (medians over repeats)",
+    "placement": "placement: the same GPU count on one node (intra-node, 1xN) and over several (inter-node, e.g. "
+                 "2x2), side by side (medians over repeats); throughput_vs_one_node = images/s / images/s on one node",
     "reference": "reference study: published figures beside measured values (difference = measured - published)",
     "ideal": "ideal: measured values beside the ideal line (difference = measured - ideal)",
     "campaign": "campaign comparison: this campaign (measured) beside {other} (reference)",
@@ -33,14 +35,17 @@ TITLES = {
 
 # What the terminal shows of each table; the exports carry every column.
 TERMINAL_COLUMNS = {
-    "scaling": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "iterations", "time_s",
+    "scaling": ["platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "repeats", "iterations", "time_s",
                 "time_min_s", "time_max_s", "time_olympic_s", "ideal_time_s", "speedup", "efficiency", "gpu_hours", "note"],
-    "throughput": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "global_batch", "iter_s",
+    "throughput": ["platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "repeats", "global_batch",
+                   "iter_s",
                    "iter_iqr_s", "ideal_iter_s", "images_per_s", "images_per_s_per_gpu", "ideal_images_per_s_per_gpu",
                    "throughput_speedup", "throughput_efficiency", "note"],
-    "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "precision", "math",
+    "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "repeats", "precision", "math",
                  "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter", "busbw_gbs", "busbw_fraction",
                  "exposed_comm_ms", "peak_memory_gb", "warmup_peak_memory_gb", "note"],
+    "placement": ["platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "span", "repeats", "time_s",
+                  "iter_s", "images_per_s_per_gpu", "speedup", "throughput_vs_one_node", "time_vs_one_node", "note"],
     "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
                   "ideal", "difference", "holds", "note"],
 }
@@ -56,11 +61,11 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
         if not sep or key not in FILTERS or not values:
             raise ConfigError(f"--where {item!r}: expected KEY=VALUE[,VALUE...] with KEY one of {', '.join(FILTERS)}")
         vals = [v.strip() for v in values.split(",") if v.strip()]
-        if key == "gpus":
+        if key in ("gpus", "nodes"):
             try:
                 vals = [int(v) for v in vals]
             except ValueError:
-                raise ConfigError(f"--where {item!r}: gpus takes integers") from None
+                raise ConfigError(f"--where {item!r}: {key} takes integers") from None
         out.setdefault(key, []).extend(vals)
     return out
 
@@ -70,6 +75,8 @@ def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
     for key in ("variant", "image"):  # a series key no point has says nothing
         if key in cols and df[key].fill_null("").eq("").all():
             cols.remove(key)
+    if name != "placement" and "placement" in cols and "nodes" in df.columns and df["nodes"].max() == 1:
+        cols.remove("placement")  # every point on one node: the GPU count says it all
     return df.select(cols)
 
 
@@ -118,6 +125,9 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
         return {}
     out = {"scaling": scaling_table(points), "throughput": throughput_table(points),
            "utilisation": utilisation_table(points)}
+    from campaign.harvest.placement import placement_table
+
+    out["placement"] = placement_table(out["scaling"], out["throughput"])
     if "hardware" in wanted or stack:
         from campaign.harvest.hardware import hardware_table
 
@@ -174,7 +184,13 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
                   file=sys.stderr)
             return 1
     else:
-        selected = [(name, TITLES[name], tables[name]) for name in wanted]
+        if table == "placement" and tables["placement"].height == 0:
+            print(f"campaign {cid}: no point ran on more than one node, so nothing to compare at equal GPU counts "
+                  "(launch both, e.g. gpus=2,4 nodes=1,2)", file=sys.stderr)
+            return 1
+        # --table all: the placement table only where some point spanned nodes
+        selected = [(name, TITLES[name], tables[name]) for name in wanted
+                    if name == table or name != "placement" or tables[name].height]
     if fmt == "table" and out is None:
         print(f"campaign {cid}")
         selected = [(n, t, _printable_frame(_terminal(n, df))) for n, t, df in selected]
@@ -187,7 +203,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
-                              stack=tables.get("phase_stack"), hardware=tables.get("hardware"))
+                              stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
+                              placement=tables.get("placement"))
         print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
     return 0
 
