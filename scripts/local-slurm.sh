@@ -48,6 +48,15 @@ fi
 # node_port K (1-based): the slurmd port of node K
 node_port() { if (($1 == 1)); then echo "$SLURMD_PORT"; else echo $((PORT + 1 + $1)); fi; }
 slurmd_pid() { echo "$RUN/slurmd-$1.pid"; }
+# stop and status act on the nodes the cluster was started with (its slurm.conf), not on
+# this call's LOCAL_SLURM_NODES: a cluster of 3 stopped without the knob stops all 3.
+use_configured_nodes() {
+  local names
+  [[ -f $ETC/slurm.conf ]] || return 0
+  names=$(sed -n 's/^NodeName=\([^ ]*\).*/\1/p' "$ETC/slurm.conf")
+  [[ -n $names ]] && mapfile -t NODE_NAMES <<<"$names"
+  return 0
+}
 # microseconds since the epoch (EPOCHREALTIME is "s.us", "s,us" in some locales)
 now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
 T0=$(now_us)
@@ -67,6 +76,7 @@ usage: $(basename "$0") start | stop [--purge] | status | env | help
 example:
   sudo bash scripts/local-slurm.sh start
   sbatch -p a100 --gpus-per-node=2 --wrap 'echo \$CUDA_VISIBLE_DEVICES'
+  srun -N 2 --ntasks-per-node=2 bash -c 'echo \$SLURM_PROCID on \$SLURMD_NODENAME'
 
 knobs (environment): LOCAL_SLURM_BASE ($BASE), LOCAL_SLURM_NODES ($NODES),
   LOCAL_SLURM_CPUS ($CPUS per node), LOCAL_SLURM_GPUS ($GPUS, split over the nodes),
@@ -499,6 +509,7 @@ cmd_start() {
 }
 
 cmd_stop() {
+  use_configured_nodes
   local purge=0
   case ${1:-} in
     "") ;;
@@ -533,12 +544,17 @@ cmd_stop() {
 }
 
 cmd_status() {
+  use_configured_nodes
   local name comm file ok=0
   for name in munged mariadbd slurmdbd slurmctld "${NODE_NAMES[@]/#/slurmd }"; do
     case $name in
       munged) file=/run/munge/munged.pid comm=munged ;;
       mariadbd) file=$RUN/mariadb.pid comm=mariadbd ;;
-      "slurmd "*) file=$(slurmd_pid "${name#slurmd }") comm=slurmd ;;
+      "slurmd "*)
+        file=$(slurmd_pid "${name#slurmd }") comm=slurmd
+        # a one-node cluster started before multi-node ones: its pid file has no node name
+        [[ -s $file || ${#NODE_NAMES[@]} -gt 1 ]] || file=$RUN/slurmd.pid
+        ;;
       *) file=$RUN/$name.pid comm=$name ;;
     esac
     if running "$file" "$comm"; then
