@@ -50,10 +50,10 @@ node_port() { if (($1 == 1)); then echo "$SLURMD_PORT"; else echo $((PORT + 1 + 
 slurmd_pid() { echo "$RUN/slurmd-$1.pid"; }
 # stop and status act on the nodes the cluster was started with (its slurm.conf), not on
 # this call's LOCAL_SLURM_NODES: a cluster of 3 stopped without the knob stops all 3.
+configured_nodes() { [[ -f $ETC/slurm.conf ]] && sed -n 's/^NodeName=\([^ ]*\).*/\1/p' "$ETC/slurm.conf"; return 0; }
 use_configured_nodes() {
   local names
-  [[ -f $ETC/slurm.conf ]] || return 0
-  names=$(sed -n 's/^NodeName=\([^ ]*\).*/\1/p' "$ETC/slurm.conf")
+  names=$(configured_nodes)
   [[ -n $names ]] && mapfile -t NODE_NAMES <<<"$names"
   return 0
 }
@@ -130,9 +130,18 @@ wait_for() {
     sleep 0.2
   done
 }
+# port_ours PORT: the process listening on PORT is one of this cluster's daemons (its pid
+# in a pid file of $RUN): e.g. the slurmd of a node that a new LOCAL_SLURM_NODES renames.
+port_ours() {
+  local pid f
+  for pid in $(ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+    for f in "$RUN"/*.pid; do [[ -s $f && $(<"$f") == "$pid" ]] && return 0; done
+  done
+  return 1
+}
 # port_free PORT OWNER_PIDFILE OWNER_COMM: refuse a port held by someone else
 port_free() {
-  if tcp_open "$1" && ! running "$2" "$3"; then
+  if tcp_open "$1" && ! running "$2" "$3" && ! port_ours "$1"; then
     die "127.0.0.1:$1 is already in use by another process (see: ss -ltnp 'sport = :$1'); stop it or another cluster first"
   fi
 }
@@ -352,7 +361,8 @@ write_conf() {
 }
 
 write_configs() {
-  local i name
+  local i name old
+  old=$(configured_nodes)  # a new node list: the slurmds of the old one must stop too
   for name in "${NODE_NAMES[@]}"; do
     mkdir -p "$BASE/dev/$name" "$BASE/spool/$name"
     for ((i = 0; i < GPUS / NODES; i++)); do ln -sfn /dev/null "$BASE/dev/$name/nvidia$i"; done
@@ -366,7 +376,8 @@ write_configs() {
   # Running daemons keep the configuration they started with.
   if ((DBD_CHANGED)); then stop_pid slurmdbd "$RUN/slurmdbd.pid" slurmdbd; fi
   if ((SLURM_CHANGED)); then
-    stop_slurmds
+    # shellcheck disable=SC2086
+    stop_slurmds $old
     stop_pid slurmctld "$RUN/slurmctld.pid" slurmctld
   fi
 }
@@ -433,9 +444,10 @@ start_slurmd() {
   done_phase "slurmd $name up (pid $(<"$pidfile"), 127.0.0.1:$(node_port "$k"))"
 }
 
+# stop_slurmds [MORE_NAMES...]: the slurmds of this cluster's nodes (and of MORE_NAMES)
 stop_slurmds() {
   local name
-  for name in "${NODE_NAMES[@]}"; do stop_pid "slurmd $name" "$(slurmd_pid "$name")" slurmd; done
+  for name in "${NODE_NAMES[@]}" "$@"; do stop_pid "slurmd $name" "$(slurmd_pid "$name")" slurmd; done
   # a slurmd started before multi-node clusters (its pid file had no node name)
   stop_pid slurmd "$RUN/slurmd.pid" slurmd
 }
