@@ -51,6 +51,12 @@ def test_master_host_from_override_slurm_torchrun_or_loopback():
     assert rdv.master_host({"SUBMITIT_EXECUTOR": "local"}, 1) == ("127.0.0.1", "local")
 
 
+def test_the_node_list_is_expanded_without_scontrol_too(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol: submitit's parser (pinned, test_private_api.py)
+    assert rdv.slurm_hostnames("n[1-2],gpu[07-08]") == ["n1", "n2", "gpu07", "gpu08"]
+    assert rdv.slurm_node_addr("n1") is None
+
+
 def test_unresolvable_master_fails_at_once_naming_host_and_port():
     with pytest.raises(RendezvousError) as err:
         rdv.resolve("nosuch.invalid", 29500, "CAMPAIGN_MASTER_ADDR", node_addr=lambda _: "127.0.0.1")

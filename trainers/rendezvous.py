@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 OVERRIDE_ENV = "CAMPAIGN_MASTER_ADDR"
-SCONTROL_TIMEOUT_S = 20.0
+SCONTROL_TIMEOUT_S = 10.0  # scontrol retries a missing config for a minute: never wait that long
 RENDEZVOUS_TIMEOUT_S = 300.0  # rank 0 not listening (or a rank not joining) for this long: fail
 UNREACHABLE_S = 30.0  # the master's host does not answer at all (no route, filtered) for this long: fail
 CONNECT_TIMEOUT_S = 3.0  # one connection attempt
