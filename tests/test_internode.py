@@ -139,6 +139,27 @@ def test_the_failing_rank_is_named_from_its_own_log(tmp_path):
     assert line == "rank 1: trainers.rendezvous.RendezvousError: cannot resolve the master n1:2 (from SLURM_JOB_NODELIST): x"
 
 
+# ---------------------------------------------------------------- the cluster script's knobs
+
+@pytest.mark.parametrize("knobs,message", [
+    ({"LOCAL_SLURM_NODES": "2", "LOCAL_SLURM_GPUS": "7"},
+     "LOCAL_SLURM_GPUS=7 does not split evenly over LOCAL_SLURM_NODES=2 nodes"),
+    ({"LOCAL_SLURM_NODES": "0"}, "LOCAL_SLURM_NODES must be at least 1"),
+    ({"LOCAL_SLURM_NODES": "two"}, "LOCAL_SLURM_NODES='two' is not a whole number"),
+    ({"LOCAL_SLURM_PORT": "80"}, "LOCAL_SLURM_PORT=80: its ports 80..83 must lie in 1024..65535"),
+    ({"LOCAL_SLURM_CLUSTER": "My Cluster"}, "LOCAL_SLURM_CLUSTER='My Cluster': lower-case letters, digits and _ only"),
+])
+def test_local_slurm_refuses_bad_knobs_before_touching_anything(tmp_path, knobs, message):
+    if os.geteuid() != 0:
+        pytest.skip("local-slurm.sh start runs as root")
+    env = {**os.environ, "LOCAL_SLURM_BASE": str(tmp_path / "c"), "LOCAL_SLURM_LINK_ETC": "0",
+           "LOCAL_SLURM_PORT": "7917", "LOCAL_SLURM_DB_PORT": "13506", **knobs}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "local-slurm.sh"), "start"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 1 and message in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and not (tmp_path / "c").exists()
+
+
 # ---------------------------------------------------------------- placement in harvest (pure)
 
 def _points(rows: list[tuple[int, int, float]]) -> pl.DataFrame:
