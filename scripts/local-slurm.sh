@@ -578,7 +578,7 @@ cmd_status() {
   echo "SLURM_CONF=$SLURM_CONF"
   if sinfo -o '%12P %6a %5D %10T %8c %10m %12G %f' 2>/dev/null; then
     if sacct -n -X -S now >/dev/null 2>&1; then
-      echo "sacct: ok (cluster $CLUSTER, accounting through slurmdbd)"
+      echo "sacct: ok (cluster $(sed -n 's/^ClusterName=//p' "$ETC/slurm.conf" 2>/dev/null), accounting through slurmdbd)"
     else
       echo "sacct: not answering"
       ok=1
