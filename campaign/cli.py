@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
     hv.add_argument("--gpus", action="append", type=int, help="only these GPU counts (repeatable)")
     hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
-                    help="only points with these values (platform, trainer, experiment, gpus, dataset; image: a "
+                    help="only points with these values (platform, trainer, experiment, gpus, nodes, dataset; image: a "
                          "sha256 prefix, an image path or none; repeatable)")
     from campaign.harvest.tables import TABLE_CHOICES, table_help
 

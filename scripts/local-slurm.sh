@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# local-slurm.sh - a real single-node Slurm cluster for campaign's tests, CI and laptops.
+# local-slurm.sh - a real Slurm cluster on one machine for campaign's tests, CI and laptops.
 #
 #   munged -> mariadbd (private datadir, 127.0.0.1:$LOCAL_SLURM_DB_PORT) -> slurmdbd
-#          -> slurmctld -> slurmd
+#          -> slurmctld -> one slurmd per node (slurmd -N n1, slurmd -N n2, ...)
 #
-# One node in partitions v100 (default), a100 and a100_nvlink, with 8 fake GPUs
-# (gres File= symlinks to /dev/null) and node features a100_40g,a100_80g, so the
-# project's platforms submit unchanged. Accounting is on: submitit learns that a job
-# was cancelled or timed out only through sacct.
+# Two nodes by default (n1, n2: LOCAL_SLURM_NODES), every one in partitions v100
+# (default), a100 and a100_nvlink, the 8 fake GPUs split over them (gres File= symlinks
+# to /dev/null) and node features a100_40g,a100_80g, so the project's platforms submit
+# unchanged and nodes=2 points really span two slurmds. Every node is this machine:
+# NodeAddr=127.0.0.1, so no name needs an /etc/hosts entry (jobs find the master's
+# address through SLURM's NodeAddr: trainers/rendezvous.py). Accounting is on: submitit
+# learns that a job was cancelled or timed out only through sacct.
+#
+# Several clusters can run side by side: each takes its folder, ports and name from
+# LOCAL_SLURM_BASE, LOCAL_SLURM_PORT, LOCAL_SLURM_DB_PORT and LOCAL_SLURM_CLUSTER.
 #
 # Usage: local-slurm.sh start | stop [--purge] | status | env | help
 # See scripts/LOCAL-SLURM.md for the knobs and the pitfalls this script works around.
@@ -16,19 +22,41 @@ set -euo pipefail
 BASE=${LOCAL_SLURM_BASE:-${TMPDIR:-/tmp}/campaign-slurm}
 # 128: enough for the project's platforms as configured (an 8-GPU A100 NVLINK job asks for
 # 8 tasks x 16 CPUs); the node is oversubscribed, jobs cap their threads at the real cores.
-CPUS=${LOCAL_SLURM_CPUS:-128}
-GPUS=${LOCAL_SLURM_GPUS:-8}
-MEM_MB=${LOCAL_SLURM_MEM_MB:-16000}
+CPUS=${LOCAL_SLURM_CPUS:-128}  # per node
+NODES=${LOCAL_SLURM_NODES:-2}
+GPUS=${LOCAL_SLURM_GPUS:-8}  # of the whole cluster, split evenly over the nodes
+MEM_MB=${LOCAL_SLURM_MEM_MB:-16000}  # per node
 DB_PORT=${LOCAL_SLURM_DB_PORT:-13306}
+PORT=${LOCAL_SLURM_PORT:-6817}
 LINK_ETC=${LOCAL_SLURM_LINK_ETC:-1}
-CLUSTER=campaign
+CLUSTER=${LOCAL_SLURM_CLUSTER:-campaign}
+NODE_PREFIX=${LOCAL_SLURM_NODE_PREFIX:-n}
 FEATURES=a100_40g,a100_80g
-# Slurm's default ports; one cluster per machine.
-CTLD_PORT=6817 SLURMD_PORT=6818 DBD_PORT=6819
+# Slurm's default ports from PORT=6817: slurmctld 6817, slurmd 6818, slurmdbd 6819; the
+# slurmd of node k >= 2 listens on PORT+1+k (6820, 6821, ...).
+CTLD_PORT=$PORT SLURMD_PORT=$((PORT + 1)) DBD_PORT=$((PORT + 2))
 
 ETC=$BASE/etc RUN=$BASE/run LOGS=$BASE/log
 export SLURM_CONF=$ETC/slurm.conf
 HOST=$(hostname -s)
+# One node: this machine's name (as before multi-node clusters). More: n1..nN, all on
+# this machine (NodeHostname), each slurmd on its own port.
+if [[ $NODES == 1 ]]; then NODE_NAMES=("$HOST"); else
+  NODE_NAMES=()
+  for ((k = 1; k <= ${NODES//[^0-9]/0}; k++)); do NODE_NAMES+=("$NODE_PREFIX$k"); done
+fi
+# node_port K (1-based): the slurmd port of node K
+node_port() { if (($1 == 1)); then echo "$SLURMD_PORT"; else echo $((PORT + 1 + $1)); fi; }
+slurmd_pid() { echo "$RUN/slurmd-$1.pid"; }
+# stop and status act on the nodes the cluster was started with (its slurm.conf), not on
+# this call's LOCAL_SLURM_NODES: a cluster of 3 stopped without the knob stops all 3.
+configured_nodes() { [[ -f $ETC/slurm.conf ]] && sed -n 's/^NodeName=\([^ ]*\).*/\1/p' "$ETC/slurm.conf"; return 0; }
+use_configured_nodes() {
+  local names
+  names=$(configured_nodes)
+  [[ -n $names ]] && mapfile -t NODE_NAMES <<<"$names"
+  return 0
+}
 # microseconds since the epoch (EPOCHREALTIME is "s.us", "s,us" in some locales)
 now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
 T0=$(now_us)
@@ -38,8 +66,8 @@ usage() {
 usage: $(basename "$0") start | stop [--purge] | status | env | help
 
   start         install missing packages, start munged, mariadbd, slurmdbd, slurmctld
-                and slurmd (only those not running), wait until the node is idle and
-                sacct answers. Idempotent: a second start returns in about a second.
+                and one slurmd per node (only those not running), wait until every node
+                is idle and sacct answers. Idempotent: a second start returns in about a second.
   stop          cancel jobs left in the queue and stop the daemons by their pid files.
   stop --purge  also delete $BASE (state, database, logs) and the /etc/slurm link.
   status        show daemons, sinfo and sacct; exit 0 only when the cluster answers.
@@ -48,10 +76,18 @@ usage: $(basename "$0") start | stop [--purge] | status | env | help
 example:
   sudo bash scripts/local-slurm.sh start
   sbatch -p a100 --gpus-per-node=2 --wrap 'echo \$CUDA_VISIBLE_DEVICES'
+  srun -N 2 --ntasks-per-node=2 bash -c 'echo \$SLURM_PROCID on \$SLURMD_NODENAME'
 
-knobs (environment): LOCAL_SLURM_BASE ($BASE), LOCAL_SLURM_CPUS ($CPUS),
-  LOCAL_SLURM_GPUS ($GPUS), LOCAL_SLURM_MEM_MB ($MEM_MB), LOCAL_SLURM_DB_PORT ($DB_PORT),
+knobs (environment): LOCAL_SLURM_BASE ($BASE), LOCAL_SLURM_NODES ($NODES),
+  LOCAL_SLURM_CPUS ($CPUS per node), LOCAL_SLURM_GPUS ($GPUS, split over the nodes),
+  LOCAL_SLURM_MEM_MB ($MEM_MB per node), LOCAL_SLURM_PORT ($PORT: slurmctld; slurmd +1,
+  slurmdbd +2, node k>=2 +1+k), LOCAL_SLURM_DB_PORT ($DB_PORT), LOCAL_SLURM_CLUSTER ($CLUSTER),
+  LOCAL_SLURM_NODE_PREFIX ($NODE_PREFIX: nodes ${NODE_PREFIX}1..${NODE_PREFIX}N when more than one),
   LOCAL_SLURM_LINK_ETC ($LINK_ETC: link /etc/slurm/slurm.conf to the generated config)
+
+a second cluster beside the default one (its own folder, ports, database and name):
+  LOCAL_SLURM_BASE=/tmp/campaign-slurm2 LOCAL_SLURM_PORT=7817 LOCAL_SLURM_DB_PORT=13406 \\
+    LOCAL_SLURM_CLUSTER=campaign2 LOCAL_SLURM_LINK_ETC=0 bash $(basename "$0") start
 EOF
 }
 
@@ -94,9 +130,18 @@ wait_for() {
     sleep 0.2
   done
 }
+# port_ours PORT: the process listening on PORT is one of this cluster's daemons (its pid
+# in a pid file of $RUN): e.g. the slurmd of a node that a new LOCAL_SLURM_NODES renames.
+port_ours() {
+  local pid f
+  for pid in $(ss -ltnpH "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2); do
+    for f in "$RUN"/*.pid; do [[ -s $f && $(<"$f") == "$pid" ]] && return 0; done
+  done
+  return 1
+}
 # port_free PORT OWNER_PIDFILE OWNER_COMM: refuse a port held by someone else
 port_free() {
-  if tcp_open "$1" && ! running "$2" "$3"; then
+  if tcp_open "$1" && ! running "$2" "$3" && ! port_ours "$1"; then
     die "127.0.0.1:$1 is already in use by another process (see: ss -ltnp 'sport = :$1'); stop it or another cluster first"
   fi
 }
@@ -197,9 +242,23 @@ start_mariadb() {
   done_phase "mariadb up (pid $(<"$RUN/mariadb.pid"), 127.0.0.1:$DB_PORT)"
 }
 
+# The node lines: one per node, all on this machine (NodeHostname) at 127.0.0.1, each
+# slurmd on its own port; GPUs split evenly.
+render_nodes() {
+  local k gres="" per=$((GPUS / NODES)) names
+  ((per > 0)) && gres=" Gres=gpu:$per"
+  for ((k = 1; k <= NODES; k++)); do
+    echo "NodeName=${NODE_NAMES[k - 1]} NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$(node_port "$k")" \
+      "CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM_MB$gres" \
+      "Features=$FEATURES State=UNKNOWN"
+  done
+  names=$(IFS=,; echo "${NODE_NAMES[*]}")
+  echo "PartitionName=v100 Nodes=$names Default=YES MaxTime=INFINITE State=UP"
+  echo "PartitionName=a100 Nodes=$names MaxTime=INFINITE State=UP"
+  echo "PartitionName=a100_nvlink Nodes=$names MaxTime=INFINITE State=UP"
+}
+
 render_slurm_conf() {
-  local gres=""
-  ((GPUS > 0)) && gres="Gres=gpu:$GPUS"
   cat <<EOF
 # Generated by campaign scripts/local-slurm.sh; edits are overwritten on start.
 ClusterName=$CLUSTER
@@ -245,17 +304,15 @@ AccountingStorageTRES=gres/gpu
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 StateSaveLocation=$BASE/state
-SlurmdSpoolDir=$BASE/spool
+# %n: the node's name, so that the slurmds of one machine keep their files apart.
+SlurmdSpoolDir=$BASE/spool/%n
 SlurmctldPidFile=$RUN/slurmctld.pid
-SlurmdPidFile=$RUN/slurmd.pid
+SlurmdPidFile=$RUN/slurmd-%n.pid
 SlurmctldLogFile=$LOGS/slurmctld.log
-SlurmdLogFile=$LOGS/slurmd.log
+SlurmdLogFile=$LOGS/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM_MB $gres Features=$FEATURES State=UNKNOWN
-PartitionName=v100 Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
-PartitionName=a100 Nodes=$HOST MaxTime=INFINITE State=UP
-PartitionName=a100_nvlink Nodes=$HOST MaxTime=INFINITE State=UP
+$(render_nodes)
 EOF
 }
 
@@ -264,7 +321,10 @@ render_gres_conf() {
   # Slurm 22.05 drops GPUs without File= and then drains the node; /dev/null symlinks
   # are valid character devices with nothing behind them.
   echo "AutoDetect=off"
-  ((GPUS > 0)) && echo "Name=gpu File=$BASE/dev/nvidia[0-$((GPUS - 1))]"
+  local per=$((GPUS / NODES)) name
+  if ((per > 0)); then
+    for name in "${NODE_NAMES[@]}"; do echo "NodeName=$name Name=gpu File=$BASE/dev/$name/nvidia[0-$((per - 1))]"; done
+  fi
   return 0
 }
 
@@ -301,9 +361,12 @@ write_conf() {
 }
 
 write_configs() {
-  local i
-  mkdir -p "$BASE/dev"
-  for ((i = 0; i < GPUS; i++)); do ln -sfn /dev/null "$BASE/dev/nvidia$i"; done
+  local i name old
+  old=$(configured_nodes)  # a new node list: the slurmds of the old one must stop too
+  for name in "${NODE_NAMES[@]}"; do
+    mkdir -p "$BASE/dev/$name" "$BASE/spool/$name"
+    for ((i = 0; i < GPUS / NODES; i++)); do ln -sfn /dev/null "$BASE/dev/$name/nvidia$i"; done
+  done
   SLURM_CHANGED=0 DBD_CHANGED=0
   write_conf "$ETC/slurm.conf" 644 "$(render_slurm_conf)" && SLURM_CHANGED=1
   write_conf "$ETC/gres.conf" 644 "$(render_gres_conf)" && SLURM_CHANGED=1
@@ -313,19 +376,24 @@ write_configs() {
   # Running daemons keep the configuration they started with.
   if ((DBD_CHANGED)); then stop_pid slurmdbd "$RUN/slurmdbd.pid" slurmdbd; fi
   if ((SLURM_CHANGED)); then
-    stop_pid slurmd "$RUN/slurmd.pid" slurmd
+    # shellcheck disable=SC2086
+    stop_slurmds $old
     stop_pid slurmctld "$RUN/slurmctld.pid" slurmctld
   fi
 }
 
 # Clients (sbatch, sacct, submitit, srun inside jobs) read /etc/slurm/slurm.conf unless
-# SLURM_CONF is set: point it at ours, but never replace a configuration we did not write.
+# SLURM_CONF is set: point it at ours, but never replace a configuration we did not write,
+# nor the link of another cluster whose configuration exists (another LOCAL_SLURM_BASE).
 link_etc() {
   [[ $LINK_ETC == 1 ]] || return 0
-  local target=/etc/slurm/slurm.conf
+  local target=/etc/slurm/slurm.conf current
   mkdir -p /etc/slurm
-  if [[ -L $target || ! -e $target ]]; then
-    [[ $(readlink "$target" 2>/dev/null) == "$ETC/slurm.conf" ]] && return 0
+  current=$(readlink "$target" 2>/dev/null) || current=""
+  [[ $current == "$ETC/slurm.conf" ]] && return 0
+  if [[ -L $target && -e $target ]]; then
+    log "warning: $target links to another cluster's $current, left alone; clients need: eval \"\$($0 env)\""
+  elif [[ -L $target || ! -e $target ]]; then
     ln -sfn "$ETC/slurm.conf" "$target"
     log "linked $target -> $ETC/slurm.conf"
   else
@@ -357,49 +425,76 @@ start_slurmctld() {
   done_phase "slurmctld up (pid $(<"$RUN/slurmctld.pid"))"
 }
 
+# start_slurmd K: the slurmd of node K (1-based). With one node, plain slurmd (it finds
+# its node by this machine's name); with more, slurmd -N NAME, one daemon per node.
 start_slurmd() {
-  if running "$RUN/slurmd.pid" slurmd; then
-    log "slurmd already running"
+  local k=$1 name=${NODE_NAMES[$1 - 1]} pidfile
+  pidfile=$(slurmd_pid "$name")
+  if running "$pidfile" slurmd; then
+    log "slurmd $name already running"
     return 0
   fi
   phase
-  port_free "$SLURMD_PORT" "$RUN/slurmd.pid" slurmd
-  slurmd </dev/null >>"$LOGS/slurmd.out" 2>&1 || die "slurmd failed to start" "$LOGS/slurmd.log"
-  wait_for 30 slurmd "$LOGS/slurmd.log" running "$RUN/slurmd.pid" slurmd
-  done_phase "slurmd up (pid $(<"$RUN/slurmd.pid"))"
+  port_free "$(node_port "$k")" "$pidfile" slurmd
+  local args=()
+  ((NODES > 1)) && args=(-N "$name")
+  slurmd "${args[@]}" </dev/null >>"$LOGS/slurmd-$name.out" 2>&1 \
+    || die "slurmd $name failed to start" "$LOGS/slurmd-$name.log"
+  wait_for 30 "slurmd $name" "$LOGS/slurmd-$name.log" running "$pidfile" slurmd
+  done_phase "slurmd $name up (pid $(<"$pidfile"), 127.0.0.1:$(node_port "$k"))"
 }
 
-# The node must end up usable; a DRAIN/DOWN left from an earlier run is resumed once a
+# stop_slurmds [MORE_NAMES...]: the slurmds of this cluster's nodes (and of MORE_NAMES)
+stop_slurmds() {
+  local name
+  for name in "${NODE_NAMES[@]}" "$@"; do stop_pid "slurmd $name" "$(slurmd_pid "$name")" slurmd; done
+  # a slurmd started before multi-node clusters (its pid file had no node name)
+  stop_pid slurmd "$RUN/slurmd.pid" slurmd
+}
+
+# Every node must end up usable; a DRAIN/DOWN left from an earlier run is resumed once a
 # second. A node that keeps draining (e.g. gres mismatch) fails with its reason.
 wait_node_ready() {
   phase
-  local state reason end=$((SECONDS + 60))
-  while :; do
-    state=$(sinfo -h -n "$HOST" -o %T 2>/dev/null | head -n 1) || state=""
-    case $state in
-      idle | mixed | allocated | completing) break ;;
-      *drain* | down | fail* | inval*)
-        reason=$(sinfo -h -R -n "$HOST" -o %E 2>/dev/null | head -n 1)
-        log "node $HOST is $state (${reason:-no reason}); resuming"
-        scontrol update nodename="$HOST" state=resume 2>/dev/null || true
-        sleep 1
-        ;;
-    esac
-    ((SECONDS < end)) || die "node $HOST never became idle (state '${state:-?}', reason '${reason:-}')" "$LOGS/slurmd.log"
-    sleep 0.2
+  local state reason name states=() end=$((SECONDS + 60))
+  for name in "${NODE_NAMES[@]}"; do
+    while :; do
+      state=$(sinfo -h -n "$name" -o %T 2>/dev/null | head -n 1) || state=""
+      case $state in
+        idle | mixed | allocated | completing) break ;;
+        *drain* | down | fail* | inval*)
+          reason=$(sinfo -h -R -n "$name" -o %E 2>/dev/null | head -n 1)
+          log "node $name is $state (${reason:-no reason}); resuming"
+          scontrol update nodename="$name" state=resume 2>/dev/null || true
+          sleep 1
+          ;;
+      esac
+      ((SECONDS < end)) || die "node $name never became idle (state '${state:-?}', reason '${reason:-}')" \
+        "$LOGS/slurmd-$name.log"
+      sleep 0.2
+    done
+    states+=("$name $state")
   done
   wait_for 30 "cluster '$CLUSTER' registered in slurmdbd" "$LOGS/slurmctld.log" \
     bash -c "sacctmgr -n -P show cluster format=cluster | grep -qx $CLUSTER && sacct -n -X -S now"
-  done_phase "node $HOST $state, accounting answers"
+  done_phase "$(IFS=,; echo "${states[*]}"), accounting answers"
 }
 
 # check_knobs: the numeric environment knobs are positive integers
 check_knobs() {
   local name
-  for name in LOCAL_SLURM_CPUS:$CPUS LOCAL_SLURM_GPUS:$GPUS LOCAL_SLURM_MEM_MB:$MEM_MB LOCAL_SLURM_DB_PORT:$DB_PORT; do
+  for name in LOCAL_SLURM_CPUS:$CPUS LOCAL_SLURM_GPUS:$GPUS LOCAL_SLURM_MEM_MB:$MEM_MB LOCAL_SLURM_DB_PORT:$DB_PORT \
+    LOCAL_SLURM_NODES:$NODES LOCAL_SLURM_PORT:$PORT; do
     [[ ${name#*:} =~ ^[0-9]+$ ]] || die "${name%%:*}='${name#*:}' is not a whole number"
   done
   ((CPUS >= 1)) || die "LOCAL_SLURM_CPUS must be at least 1"
+  ((NODES >= 1)) || die "LOCAL_SLURM_NODES must be at least 1"
+  ((GPUS % NODES == 0)) || die "LOCAL_SLURM_GPUS=$GPUS does not split evenly over LOCAL_SLURM_NODES=$NODES nodes"
+  ((PORT >= 1024 && PORT + 1 + NODES <= 65535)) \
+    || die "LOCAL_SLURM_PORT=$PORT: its ports $PORT..$((PORT + 1 + NODES)) must lie in 1024..65535"
+  [[ $CLUSTER =~ ^[a-z][a-z0-9_]*$ ]] \
+    || die "LOCAL_SLURM_CLUSTER='$CLUSTER': lower-case letters, digits and _ only (a Slurm cluster name)"
+  [[ $NODE_PREFIX =~ ^[A-Za-z][A-Za-z0-9-]*$ ]] || die "LOCAL_SLURM_NODE_PREFIX='$NODE_PREFIX': letters, digits and - only"
 }
 
 cmd_start() {
@@ -409,7 +504,8 @@ cmd_start() {
   port_free "$DB_PORT" "$RUN/mariadb.pid" mariadbd
   port_free "$DBD_PORT" "$RUN/slurmdbd.pid" slurmdbd
   port_free "$CTLD_PORT" "$RUN/slurmctld.pid" slurmctld
-  port_free "$SLURMD_PORT" "$RUN/slurmd.pid" slurmd
+  local k
+  for ((k = 1; k <= NODES; k++)); do port_free "$(node_port "$k")" "$(slurmd_pid "${NODE_NAMES[k - 1]}")" slurmd; done
   mkdir -p "$ETC" "$RUN" "$LOGS" "$BASE/state" "$BASE/spool"
   install_packages
   start_munge
@@ -417,13 +513,15 @@ cmd_start() {
   write_configs
   start_slurmdbd
   start_slurmctld
-  start_slurmd
+  for ((k = 1; k <= NODES; k++)); do start_slurmd "$k"; done
   wait_node_ready
-  log "ready in $(elapsed "$T0")s: partitions $(sinfo -h -o %P | tr '\n' ' ')- node $HOST" \
-    "$CPUS cpus, ${MEM_MB} MB, gpu:$GPUS, features $FEATURES; SLURM_CONF=$SLURM_CONF"
+  log "ready in $(elapsed "$T0")s: cluster $CLUSTER, partitions $(sinfo -h -o %P | tr '\n' ' ')-" \
+    "$NODES node(s) $(IFS=,; echo "${NODE_NAMES[*]}"), each $CPUS cpus, ${MEM_MB} MB, gpu:$((GPUS / NODES))," \
+    "features $FEATURES; SLURM_CONF=$SLURM_CONF"
 }
 
 cmd_stop() {
+  use_configured_nodes
   local purge=0
   case ${1:-} in
     "") ;;
@@ -441,7 +539,7 @@ cmd_stop() {
       for _ in $(seq 100); do [[ -z $(squeue -h 2>/dev/null) ]] && break; sleep 0.2; done
     fi
   fi
-  stop_pid slurmd "$RUN/slurmd.pid" slurmd
+  stop_slurmds
   stop_pid slurmctld "$RUN/slurmctld.pid" slurmctld
   stop_pid slurmdbd "$RUN/slurmdbd.pid" slurmdbd
   stop_pid mariadbd "$RUN/mariadb.pid" mariadbd
@@ -458,23 +556,29 @@ cmd_stop() {
 }
 
 cmd_status() {
+  use_configured_nodes
   local name comm file ok=0
-  for name in munged mariadbd slurmdbd slurmctld slurmd; do
+  for name in munged mariadbd slurmdbd slurmctld "${NODE_NAMES[@]/#/slurmd }"; do
     case $name in
       munged) file=/run/munge/munged.pid comm=munged ;;
       mariadbd) file=$RUN/mariadb.pid comm=mariadbd ;;
+      "slurmd "*)
+        file=$(slurmd_pid "${name#slurmd }") comm=slurmd
+        # a one-node cluster started before multi-node ones: its pid file has no node name
+        [[ -s $file || ${#NODE_NAMES[@]} -gt 1 ]] || file=$RUN/slurmd.pid
+        ;;
       *) file=$RUN/$name.pid comm=$name ;;
     esac
     if running "$file" "$comm"; then
-      printf '%-10s running (pid %s)\n' "$name" "$(<"$file")"
+      printf '%-12s running (pid %s)\n' "$name" "$(<"$file")"
     else
-      printf '%-10s not running\n' "$name"
+      printf '%-12s not running\n' "$name"
     fi
   done
   echo "SLURM_CONF=$SLURM_CONF"
   if sinfo -o '%12P %6a %5D %10T %8c %10m %12G %f' 2>/dev/null; then
     if sacct -n -X -S now >/dev/null 2>&1; then
-      echo "sacct: ok (cluster $CLUSTER, accounting through slurmdbd)"
+      echo "sacct: ok (cluster $(sed -n 's/^ClusterName=//p' "$ETC/slurm.conf" 2>/dev/null), accounting through slurmdbd)"
     else
       echo "sacct: not answering"
       ok=1

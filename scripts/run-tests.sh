@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # run-tests.sh [pytest args] - the README's second command (and what .ci/run calls):
 # install campaign with the test extras (and the optional DeepSpeed engine, whose tests
-# run too), bring up the local SLURM test cluster and a
-# private PostgreSQL on loopback, run the whole test suite, stop what it started.
+# run too), bring up the local SLURM test cluster (two nodes, n1 and n2, so that nodes=2
+# points really span two slurmds: tests/test_internode.py) and a private PostgreSQL on
+# loopback, run the whole test suite, stop what it started.
+#
+# The cluster's knobs (LOCAL_SLURM_BASE, LOCAL_SLURM_PORT, ...: scripts/LOCAL-SLURM.md)
+# pass through, so the suite can run against a second cluster beside a running one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh train,test,deepspeed
@@ -13,6 +17,11 @@ if [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
   bash scripts/local-slurm.sh status >/dev/null 2>&1 || { bash scripts/local-slurm.sh start && started+=(slurm); }
   bash scripts/local-postgres.sh status >/dev/null 2>&1 || { bash scripts/local-postgres.sh start && started+=(postgres); }
   eval "$(bash scripts/local-slurm.sh env)"
+  nodes=$(sinfo -h -p a100 -o %D 2>/dev/null | head -n 1)
+  if [[ ${nodes:-0} -lt 2 ]]; then
+    echo "[tests] the running SLURM cluster has ${nodes:-no} node(s): nodes=2 tests will be skipped" \
+      "(sudo bash scripts/local-slurm.sh start reconfigures it with two)"
+  fi
 else
   echo "[tests] not root (or CAMPAIGN_TEST_SERVICES=0): SLURM and PostgreSQL tests will be skipped"
 fi

@@ -34,7 +34,9 @@ class Workspace:
         self.path = path
         self.results = path / "results"
         self.store_url = f"sqlite:///{self.results}/campaign.db"
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
+        # SLURM_CONF says which cluster (scripts/local-slurm.sh env): not a job's setting
+        self.env = {k: v for k, v in os.environ.items()
+                    if k == "SLURM_CONF" or not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
         self.env["CAMPAIGN_RESULTS"] = str(self.results)
 
     def run(self, *argv: str, timeout: float = 300) -> Result:

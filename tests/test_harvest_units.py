@@ -214,7 +214,7 @@ def test_platform_comparison_figure_has_four_labelled_panels():
 def test_where_filters_are_checked_and_typed():
     assert parse_where(["gpus=1,2", "platform=v100"], {"trainer": ["sleep"]}) == {
         "trainer": ["sleep"], "gpus": [1, 2], "platform": ["v100"]}
-    with pytest.raises(ConfigError, match="KEY one of platform, trainer, experiment, gpus, dataset"):
+    with pytest.raises(ConfigError, match="KEY one of platform, trainer, experiment, gpus, nodes, dataset"):
         parse_where(["colour=red"])
     with pytest.raises(ConfigError, match="gpus takes integers"):
         parse_where(["gpus=two"])

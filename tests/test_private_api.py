@@ -42,6 +42,8 @@ def test_submitit_is_pinned_below_the_next_minor_version():
     ("submitit.core.utils", "JobPaths.get_first_id_independent_folder", ["folder"]),
     ("submitit.core.utils", "JobPaths.move_temporary_file", ["self", "tmp_path", "name", "keep_as_symlink"]),
     ("submitit.core.utils", "DelayedSubmission.set_timeout", ["self", "timeout_min", "max_num_timeout"]),
+    # trainers/rendezvous.py: SLURM_JOB_NODELIST expanded where scontrol is missing
+    ("submitit.slurm.slurm", "_parse_node_list", ["node_list"]),
 ])
 def test_submitits_private_methods_are_where_campaign_calls_them(module, name, params):
     import importlib

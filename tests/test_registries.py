@@ -49,4 +49,6 @@ def test_every_registered_table_builds_from_a_point_frame():
     for spec in TABLES.values():
         module, func = spec.build.split(":")
         params = inspect.signature(getattr(importlib.import_module(module), func)).parameters
-        assert len(params) == (2 if spec.needs_phases else 1), spec.name
+        assert len(params) == len(spec.inputs), spec.name
+        assert all(i in ("points", "phases") or i in TABLES for i in spec.inputs), spec.name
+        assert not spec.optional or spec.empty, spec.name

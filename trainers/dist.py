@@ -1,4 +1,10 @@
-"""torch.distributed set-up from the job's environment (submitit, SLURM or torchrun)."""
+"""torch.distributed set-up from the job's environment (submitit, SLURM or torchrun).
+
+The rendezvous is found and checked first (trainers/rendezvous.py): a master no rank can
+resolve or reach fails the job in seconds naming host and port, instead of every rank
+waiting out the process-group timeout. The store it runs on is made here with the
+rendezvous timeout; collectives keep the process-group timeout (platform.dist_timeout_min).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,8 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from trainers import rendezvous
 
 
 @dataclass
@@ -21,6 +29,9 @@ class DistContext:
     backend: str  # "nccl" | "gloo" | "none" (one rank, no process group)
     emulated: bool  # the platform asked for CUDA but none is visible: ran on CPU
     host: str
+    node: str = ""  # the node SLURM put this rank on (SLURMD_NODENAME; else host)
+    rank_nodes: tuple[str, ...] = ()  # every rank's node, by rank (gathered at set-up)
+    master: str = ""  # the rendezvous, e.g. "n1:23456 (127.0.0.1)"; "" with one rank
 
     @property
     def distributed(self) -> bool:
@@ -89,12 +100,27 @@ def _local_port(env: dict, wait_s: float = 120.0) -> int:
     raise RuntimeError(f"rank {env['rank']}: rank 0 never published the rendezvous port ({path})")
 
 
-def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None = None) -> DistContext:
+def _store(master: rendezvous.Master, rank: int, world: int, timeout_s: float) -> "dist.Store":
+    """The rendezvous' TCPStore (rank 0 serves it), waiting at most ``timeout_s`` for every
+    rank to join; a RendezvousError naming the master when they do not."""
+    from datetime import timedelta
+
+    try:
+        return dist.TCPStore(master.addr, master.port, world, rank == 0, timedelta(seconds=timeout_s),
+                             wait_for_workers=True)
+    except (RuntimeError, OSError) as exc:  # DistStoreError, DistNetworkError: RuntimeError
+        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise rendezvous.RendezvousError(f"rendezvous at the master {master} (from {master.source}) failed: {line}") from exc
+
+
+def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None = None,
+          rendezvous_timeout_s: float | None = None) -> DistContext:
     """Initialise the process group (if more than one rank) and pick this rank's device.
 
     ``want_device`` is the platform's ("cuda" or "cpu"). Without a visible CUDA device
     the rank runs on CPU with gloo and says so (``emulated``): the local test cluster
-    emulates GPUs.
+    emulates GPUs. ``timeout_s``: collectives; ``rendezvous_timeout_s`` (default: 5
+    minutes, at most ``timeout_s``): how long ranks wait for each other at the start.
     """
     env = _job_env()
     world = env["world_size"]
@@ -106,27 +132,42 @@ def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None
     else:
         device = torch.device("cpu")
     backend = "none"
+    node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    rank_nodes: tuple[str, ...] = (node,)
+    master_text = ""
     if world > 1:
-        backend = "nccl" if use_cuda else "gloo"
-        one_node = env["num_nodes"] == 1
-        if master_port is None and os.environ.get("SUBMITIT_EXECUTOR") == "local":
-            master_port = _local_port(env)
-        if master_port is not None or "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
-            # A port inherited from the launching shell is not this job's: ours wins.
-            os.environ["MASTER_ADDR"] = "127.0.0.1" if one_node else env["hostnames"][0]
-            os.environ["MASTER_PORT"] = str(master_port or _master_port(env["job_id"]))
-        if env["num_nodes"] == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
-            os.environ["GLOO_SOCKET_IFNAME"] = "lo"
         from datetime import timedelta
 
+        backend = "nccl" if use_cuda else "gloo"
+        submitit_job = bool(os.environ.get("SUBMITIT_EXECUTOR"))
+        if master_port is None and os.environ.get("SUBMITIT_EXECUTOR") == "local":
+            master_port = _local_port(env)
+        if master_port is None and not submitit_job and os.environ.get("MASTER_PORT"):
+            master_port = int(os.environ["MASTER_PORT"])  # torchrun's (a submitit job's shell's is not its)
+        rdv_s = min(timeout_s, rendezvous_timeout_s or rendezvous.RENDEZVOUS_TIMEOUT_S)
+        master = rendezvous.find_master(env["rank"], master_port or _master_port(env["job_id"]),
+                                        num_nodes=env["num_nodes"], timeout_s=rdv_s)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master.addr, str(master.port)
+        master_text = str(master)
+        if env["num_nodes"] == 1 and "GLOO_SOCKET_IFNAME" not in os.environ:
+            os.environ["GLOO_SOCKET_IFNAME"] = "lo"
+        # torchrun's agent serves the store itself; otherwise rank 0 does, made here so
+        # that its timeout is the rendezvous', not the collectives'.
+        own_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+        store = _store(master, env["rank"], world, rdv_s) if own_store else None
         dist.init_process_group(
             backend=backend,
-            init_method="env://",
+            **({"store": store} if store is not None else {"init_method": "env://"}),
             rank=env["rank"],
             world_size=world,
             timeout=timedelta(seconds=timeout_s),
             **({"device_id": device} if use_cuda else {}),
         )
+        if store is not None:
+            store.set_timeout(timedelta(seconds=timeout_s))  # later groups (DeepSpeed's) wait as collectives do
+        every: list = [None] * world
+        dist.all_gather_object(every, node)
+        rank_nodes = tuple(str(n) for n in every)
     return DistContext(
         rank=env["rank"],
         world_size=world,
@@ -137,6 +178,9 @@ def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None
         backend=backend,
         emulated=want_device == "cuda" and not use_cuda,
         host=socket.gethostname(),
+        node=node,
+        rank_nodes=rank_nodes,
+        master=master_text,
     )
 
 

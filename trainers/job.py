@@ -34,6 +34,9 @@ def _provenance(ctx: dist.DistContext, spec: dict) -> dict[str, Any]:
         "backend": ctx.backend,
         "world_size": ctx.world_size,
         "nodes": ctx.num_nodes,
+        # where SLURM put every rank (SLURMD_NODENAME, by rank) and where they met
+        "rank_nodes": list(ctx.rank_nodes),
+        "master": ctx.master or None,
         "threads_per_rank": torch.get_num_threads(),
         "job_id": spec.get("job_id") or os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID"),
         "slurm_nodelist": os.environ.get("SLURM_JOB_NODELIST"),
@@ -157,7 +160,7 @@ def run_point(spec: dict) -> dict:
         summary = rec.summary(rows)
         flops = own_flops or rec.flops_per_iter
         summary.update(
-            host=ctx.host,
+            host=ctx.node or ctx.host,  # the node SLURM put this rank on (n1, n2 on the local test cluster)
             device=str(ctx.device),
             trainable_params=int(getattr(trainer, "trainable_params", 0)) or None,
             flops_per_iter=float(flops) if flops else None,

@@ -223,11 +223,16 @@ class SlurmBackend(Backend):
 
     @staticmethod
     def _error_line(p: dict) -> Optional[str]:
-        """The exception rank 0's log ends with, if it has one (read as text: never the
-        result pickle at a path the store names, campaign.backends.joblogs)."""
-        from campaign.backends.joblogs import log_exception
+        """The exception rank 0's log ends with, else the first other rank's (``rank N:
+        ...``: a rank that failed before the attempt was stored, e.g. one that could not
+        reach the rendezvous, while srun killed rank 0). Read as text: never the result
+        pickle at a path the store names (campaign.backends.joblogs)."""
+        from campaign.backends.joblogs import failing_task_exception, job_logs, log_exception
 
-        return log_exception(p.get("log_path"))
+        line = log_exception(p.get("log_path"))
+        if line or not p.get("log_path") or not p.get("job_id"):
+            return line
+        return failing_task_exception(job_logs(os.path.dirname(str(p["log_path"])), str(p["job_id"])))
 
     # ------------------------------------------------------------------ cancel
     def cancel(self, points: Sequence[dict]) -> list[int]:

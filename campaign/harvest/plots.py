@@ -34,6 +34,8 @@ def _labels(df: pl.DataFrame) -> dict[tuple, str]:
     varying = [i for i, _ in enumerate(SERIES) if len({k[i] for k in keys}) > 1] or [0]
 
     def part(name: str, value) -> str:
+        if name == "nodes":  # intra- vs inter-node series
+            return f"{value} node{'' if str(value) == '1' else 's'}"
         return f"image {value or 'none'}" if name == "image" else (str(value) if value else "")
 
     return {k: " ".join(p for i in varying if (p := part(SERIES[i], k[i]))) or str(k[0]) for k in keys}
@@ -301,15 +303,57 @@ def hardware_figure(hw: pl.DataFrame):
     ])
 
 
+def placement_figure(placement: pl.DataFrame):
+    """Intra- vs inter-node at equal GPU counts (``placement.placement_table``): per series
+    and GPU count one bar per placement (``1x4``, ``2x2``) of the images/s per GPU, one
+    colour for one node, another for several. None without an inter-node point."""
+    if placement is None or placement.height == 0:
+        return None
+    from campaign.harvest.views import BASELINE_KEYS
+
+    plt = _plt()
+    series_keys = placement.select(BASELINE_KEYS).unique(maintain_order=True).rows()
+    varying = [i for i, _ in enumerate(BASELINE_KEYS) if len({k[i] for k in series_keys}) > 1]
+    groups = placement.select(BASELINE_KEYS + ["gpus"]).unique(maintain_order=True).rows()
+    fig, ax = plt.subplots(figsize=(max(FIG_W, 1.4 * len(placement) + 1.5), FIG_H))
+    x, ticks, labels, seen = 0.0, [], [], set()
+    for group in groups:
+        rows = placement.filter(pl.all_horizontal(
+            [pl.col(k).eq_missing(v) for k, v in zip(BASELINE_KEYS + ["gpus"], group)])).sort("nodes")
+        start = x
+        for r in rows.iter_rows(named=True):
+            inter = r["nodes"] > 1
+            label = "inter-node" if inter else "intra-node (one node)"
+            value = r["images_per_s_per_gpu"]
+            ax.bar(x, float("nan") if value is None else value, width=0.8, color="C1" if inter else "C0",
+                   label=None if label in seen else label)
+            seen.add(label)
+            ax.annotate(r["placement"], (x, 0), xytext=(0, 3), textcoords="offset points", ha="center",
+                        va="bottom", fontsize="small", color="white" if value else "black")
+            x += 1.0
+        ticks.append((start + x - 1.0) / 2)
+        name = " ".join(str(group[i]) for i in varying if group[i])
+        labels.append(f"{group[-1]} GPUs" + (f"\n{name}" if name else ""))
+        x += 0.6
+    ax.set_xticks(ticks, labels)
+    ax.set_ylabel("throughput per GPU (images/s)")
+    ax.grid(True, axis="y", alpha=0.3)
+    _headroom(ax)
+    _finish(fig, ax, "Intra- vs inter-node at equal GPU counts (nodes x GPUs per node)")
+    return fig
+
+
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
                   other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
-                  stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None) -> list[Path]:
+                  stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None,
+                  placement: Optional[pl.DataFrame] = None) -> list[Path]:
     """Draw every figure the tables allow and save each as PNG and SVG in ``out_dir``.
 
     ``other``: another campaign's (scaling, utilisation) tables; its platforms join the
     platform comparison panel (drawn when two or more platforms were measured).
     ``stack``: the phase stack (``utilisation.phase_stack``) of the breakdown figure;
-    ``hardware``: the hardware table (MFU and bus bandwidth figure)."""
+    ``hardware``: the hardware table (MFU and bus bandwidth figure); ``placement``: the
+    intra- vs inter-node table (drawn when some point spanned nodes)."""
     plt = _plt()
     out = Path(out_dir)
     try:
@@ -329,6 +373,7 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         "platform_comparison": platform_comparison_figure(both_scaling, both_util),
         "breakdown": breakdown_figure(stack) if stack is not None else None,
         "hardware": hardware_figure(hardware) if hardware is not None and hardware.height else None,
+        "placement": placement_figure(placement) if placement is not None else None,
     }
     paths = []
     for name, fig in figures.items():

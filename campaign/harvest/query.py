@@ -16,7 +16,7 @@ from sqlalchemy import and_, false, func, or_, select
 
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
-POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "dataset")
+POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "nodes", "dataset")
 FILTERS = POINT_FILTERS + ("image",)
 # Not a user's filter (parse_where refuses it): the points whose effective state is
 # completed (campaign.state), which harvest alone reads, so that it counts what status shows.

@@ -31,7 +31,8 @@ REFERENCE_FILE = "reference_study.json"
 _SCHEMA = {
     "figure": pl.Utf8, "kind": pl.Utf8, "reference_platform": pl.Utf8, "from_gpus": pl.Int64, "gpus": pl.Int64,
     "reference": pl.Float64, "ideal": pl.Float64, "platform": pl.Utf8, "baseline_platform": pl.Utf8,
-    "trainer": pl.Utf8, "experiment": pl.Utf8, "variant": pl.Utf8, "image": pl.Utf8, "platform_match": pl.Boolean,
+    "trainer": pl.Utf8, "experiment": pl.Utf8, "variant": pl.Utf8, "image": pl.Utf8, "nodes": pl.Int64,
+    "platform_match": pl.Boolean,
     "measured": pl.Float64, "difference": pl.Float64, "holds": pl.Boolean, "statement": pl.Utf8, "note": pl.Utf8,
 }
 

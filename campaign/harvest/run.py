@@ -10,7 +10,7 @@ import polars as pl
 from campaign.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
-from campaign.harvest.tables import TABLE_CHOICES, TABLES, build_table
+from campaign.harvest.tables import TABLE_CHOICES, TABLES, build_tables
 from campaign.text import printable
 
 COMPARE_BUILTIN = ("reference", "ideal")
@@ -38,11 +38,11 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
         if not sep or key not in FILTERS or not values:
             raise ConfigError(f"--where {item!r}: expected KEY=VALUE[,VALUE...] with KEY one of {', '.join(FILTERS)}")
         vals = [v.strip() for v in values.split(",") if v.strip()]
-        if key == "gpus":
+        if key in ("gpus", "nodes"):
             try:
                 vals = [int(v) for v in vals]
             except ValueError:
-                raise ConfigError(f"--where {item!r}: gpus takes integers") from None
+                raise ConfigError(f"--where {item!r}: {key} takes integers") from None
         out.setdefault(key, []).extend(vals)
     return out
 
@@ -53,6 +53,8 @@ def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
     for key in ("variant", "image"):  # a series key no point has says nothing
         if key in cols and df[key].fill_null("").eq("").all():
             cols.remove(key)
+    if name != "placement" and "placement" in cols and "nodes" in df.columns and df["nodes"].max() == 1:
+        cols.remove("placement")  # every point on one node: the GPU count says it all
     return df.select(cols)
 
 
@@ -99,13 +101,13 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
     if points.height == 0:
         return {}
     # what comparisons and figures read, beside the tables asked for
-    names = ["scaling", "throughput", "utilisation"] + [n for n in wanted if n not in ("scaling", "throughput", "utilisation")]
+    names = ["scaling", "throughput", "utilisation", *wanted]
     if stack:
-        names += [n for n in ("hardware",) if n not in names]
+        names += ["hardware", "placement"]
     phases = None
     if stack or any(TABLES[n].needs_phases for n in names):
         phases = engine_phases(store, points["attempt_id"].to_list())
-    out = {n: build_table(n, points, phases) for n in names if n in wanted or not TABLES[n].needs_phases}
+    out = build_tables(dict.fromkeys(names), points, phases)
     if stack:
         out["phase_stack"] = phase_stack(points, phases)
     return out
@@ -154,7 +156,12 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
                   file=sys.stderr)
             return 1
     else:
-        selected = [(name, TABLES[name].title, tables[name]) for name in wanted]
+        if table != "all" and TABLES[table].optional and tables[table].height == 0:
+            print(f"campaign {cid}: {TABLES[table].empty}", file=sys.stderr)
+            return 1
+        # --table all: an optional table (placement) only where it has rows
+        selected = [(name, TABLES[name].title, tables[name]) for name in wanted
+                    if name == table or not TABLES[name].optional or tables[name].height]
     if fmt == "table" and out is None:
         print(f"campaign {cid}")
         selected = [(n, t, _printable_frame(_terminal(n, df))) for n, t, df in selected]
@@ -167,7 +174,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
-                              stack=tables.get("phase_stack"), hardware=tables.get("hardware"))
+                              stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
+                              placement=tables.get("placement"))
         print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
     return 0
 

@@ -2,10 +2,10 @@
 these (and ``all``), its ``--help`` and titles come from here, and ``run.py`` builds each
 from its entry. Light on purpose (no polars): the CLI reads the names to build its parser.
 
-A table is built from the campaign's point frame (``derive.point_frame``: one row per
-completed point) by ``build`` (``module:function``), called as ``function(points)``, or
-``function(points, phases)`` with ``needs_phases`` (the engines' own phase rows,
-``derive.engine_phases``). Adding a table = one entry here and its function.
+A table is built by ``build`` (``module:function``) from its ``inputs``, in that order:
+``points`` (the campaign's point frame, ``derive.point_frame``: one row per completed
+point), ``phases`` (the engines' own phase rows, ``derive.engine_phases``) or another
+registered table by name (built first). Adding a table = one entry here and its function.
 """
 
 from __future__ import annotations
@@ -18,12 +18,18 @@ class TableSpec:
     name: str
     help: str  # what --help says of it, a few words
     title: str  # the line printed above it on the terminal
-    build: str  # "module:function" building it from the point frame
-    needs_phases: bool = False  # the builder also takes the engines' phase rows
+    build: str  # "module:function" building it from its inputs
+    inputs: tuple[str, ...] = ("points",)  # "points", "phases" or registered tables' names, in call order
     terminal: tuple[str, ...] = ()  # the columns the terminal shows (exports carry all); () = all
+    optional: bool = False  # with --table all, shown only when it has rows (e.g. placement: only inter-node campaigns)
+    empty: str = ""  # why an optional table has no rows (asked for alone, harvest says this and exits 1)
+
+    @property
+    def needs_phases(self) -> bool:
+        return "phases" in self.inputs
 
 
-_SERIES = ("platform", "trainer", "experiment", "variant", "image", "gpus", "repeats")
+_SERIES = ("platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "repeats")
 
 TABLES: dict[str, TableSpec] = {t.name: t for t in (
     TableSpec(
@@ -49,7 +55,7 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
     TableSpec(
         "breakdown", "seconds per phase (data, forward, backward, step, comm)",
         "breakdown: seconds per phase, per run and per iteration, and share of its window",
-        "campaign.harvest.utilisation:breakdown_table", needs_phases=True),
+        "campaign.harvest.utilisation:breakdown_table", inputs=("points", "phases")),
     TableSpec(
         "hardware", "MFU, all-reduce bandwidth, memory",
         "hardware: model FLOPs utilisation (achieved / peak TFLOP/s per GPU), all-reduce volume and bus "
@@ -58,6 +64,16 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
         terminal=_SERIES + ("precision", "math", "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter",
                             "busbw_gbs", "busbw_fraction", "exposed_comm_ms", "peak_memory_gb",
                             "warmup_peak_memory_gb", "note")),
+    TableSpec(
+        "placement", "intra- vs inter-node at equal GPU counts",
+        "placement: the same GPU count on one node (intra-node, 1xN) and over several (inter-node, e.g. 2x2), "
+        "side by side (medians over repeats); throughput_vs_one_node = images/s / images/s on one node",
+        "campaign.harvest.placement:placement_table", inputs=("scaling", "throughput"), optional=True,
+        empty="no point ran on more than one node, so nothing to compare at equal GPU counts "
+              "(launch both, e.g. gpus=2,4 nodes=1,2)",
+        terminal=("platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "span", "repeats",
+                  "time_s", "iter_s", "images_per_s_per_gpu", "speedup", "throughput_vs_one_node",
+                  "time_vs_one_node", "note")),
 )}
 TABLE_CHOICES = tuple(TABLES) + ("all",)
 
@@ -67,11 +83,22 @@ def table_help() -> str:
     return "; ".join(f"{t.name}: {t.help}" for t in TABLES.values()) + "; all: every table"
 
 
-def build_table(name: str, points, phases=None):
-    """Build the registered table ``name`` from the point frame (and phase rows)."""
+def build_tables(names, points, phases=None) -> dict:
+    """The registered tables ``names`` (and the tables they are built from) from the point
+    frame and phase rows, each built once, inputs first."""
     import importlib
 
-    spec = TABLES[name]
-    module, func = spec.build.split(":")
-    fn = getattr(importlib.import_module(module), func)
-    return fn(points, phases) if spec.needs_phases else fn(points)
+    built: dict = {}
+
+    def build(name: str):
+        if name not in built:
+            spec = TABLES[name]
+            sources = {"points": points, "phases": phases}
+            args = [sources[i] if i in sources else build(i) for i in spec.inputs]
+            module, func = spec.build.split(":")
+            built[name] = getattr(importlib.import_module(module), func)(*args)
+        return built[name]
+
+    for name in names:
+        build(name)
+    return built

@@ -161,7 +161,7 @@ def phase_stack(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame]) -> 
     (``STACK_PHASES``, in stacking order) and of the whole ``iteration``: the means over
     repeats of the ranks' mean per-iteration seconds (means, so the phases add up to the
     iteration as they do in every run). Phases a run did not record have no row."""
-    schema = {**{k: pl.Utf8 for k in SERIES}, "gpus": pl.Int64, "phase": pl.Utf8, "label": pl.Utf8,
+    schema = {**{k: pl.Utf8 for k in SERIES}, "nodes": pl.Int64, "gpus": pl.Int64, "phase": pl.Utf8, "label": pl.Utf8,
               "order": pl.Int64, "per_iteration_s": pl.Float64, "repeats": pl.Int64}
     if points.height == 0 or engine_phases is None or engine_phases.height == 0 or "attempt_id" not in points.columns:
         return pl.DataFrame(schema=schema)

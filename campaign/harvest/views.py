@@ -19,9 +19,14 @@ note says why (T(1)/T(N) of different work is no speedup).
 
 Both are medians over repeats (speedup from the medians); spread columns from stats.py.
 
-A series is (platform, trainer, experiment, variant, image): ``image`` is the container
-image the points ran in (derive.py; null without one), so points of different images
-are never mixed into one speedup.
+A series is (platform, trainer, experiment, variant, image, nodes): ``image`` is the
+container image the points ran in (derive.py; null without one), so points of different
+images are never mixed into one speedup; ``nodes`` keeps intra-node points (one node)
+apart from inter-node ones: 4 GPUs as 1x4 and as 2x2 (``placement``, nodes x GPUs per
+node) are two rows, never one median. Every series of a platform/trainer/experiment/
+variant/image is measured against the same baseline, its 1-GPU point (on one node), so
+speedups of an intra- and an inter-node series compare directly (placement_table puts
+them side by side at equal GPU counts).
 """
 
 from __future__ import annotations
@@ -30,8 +35,9 @@ import polars as pl
 
 from campaign.harvest.stats import repeat_stats
 
-SERIES = ["platform", "trainer", "experiment", "variant", "image"]
-KEYS = SERIES + ["gpus"]
+SERIES = ["platform", "trainer", "experiment", "variant", "image", "nodes"]
+BASELINE_KEYS = SERIES[:-1]  # what a series shares with its 1-GPU baseline: all but nodes
+KEYS = SERIES + ["gpus", "placement"]  # placement ("2x2") follows from nodes and gpus
 TIME_VIEW = "time-to-solution"
 THROUGHPUT_VIEW = "throughput"
 SAME_WORK_TOLERANCE = 0.01  # planned images within 1 % of the 1-GPU run's count as the same work
@@ -46,10 +52,25 @@ _OPTIONAL = {
 
 
 def with_optional(points: pl.DataFrame, spec: dict = _OPTIONAL) -> pl.DataFrame:
-    """The point frame with every optional column present (absent ones as nulls)."""
+    """The point frame with every optional column present (absent ones as nulls), and
+    its placement (with_placement)."""
     missing = [pl.lit(None, dtype=t).alias(c) for c, t in spec.items() if c not in points.columns]
     df = points.with_columns(missing) if missing else points
-    return df.with_columns([pl.col(c).cast(t) for c, t in spec.items() if df.schema[c] == pl.Null])
+    df = df.with_columns([pl.col(c).cast(t) for c, t in spec.items() if df.schema[c] == pl.Null])
+    return with_placement(df)
+
+
+def with_placement(points: pl.DataFrame) -> pl.DataFrame:
+    """``nodes`` (1 where a frame has none) and ``placement``: nodes x GPUs per node, e.g.
+    ``1x4`` (intra-node) or ``2x2`` (inter-node) for 4 GPUs."""
+    nodes = pl.col("nodes").cast(pl.Int64).fill_null(1) if "nodes" in points.columns else pl.lit(1, dtype=pl.Int64)
+    df = points.with_columns(nodes.alias("nodes"))
+    return df.with_columns(pl.format("{}x{}", pl.col("nodes"), pl.col("gpus") // pl.col("nodes")).alias("placement"))
+
+
+def _baseline(g: pl.DataFrame, *cols) -> pl.DataFrame:
+    """Each series' 1-GPU point (on one node): what its speedups are measured against."""
+    return g.filter((pl.col("gpus") == 1) & (pl.col("nodes") == 1)).select(BASELINE_KEYS + list(cols))
 
 
 def _join_note(*parts: pl.Expr) -> pl.Expr:
@@ -88,15 +109,14 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
         .with_columns((pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"),
                       pl.when(pl.col("image_path") != "").then(pl.col("image_path")).alias("image_path"))
     )
-    base = g.filter(pl.col("gpus") == 1).select(
-        SERIES + [pl.col("time_s").alias("t1_s"), pl.col("images_planned").alias("images_1")])
+    base = _baseline(g, pl.col("time_s").alias("t1_s"), pl.col("images_planned").alias("images_1"))
     # T(1)/T(N) is a speedup only when N does the 1-GPU run's work (the same images); for
     # other work (a fixed schedule: the same iterations at a fixed per-GPU batch) it is no
     # figure of scaling at all, so it stays absent and the note says why.
     other_work = ((pl.col("images_planned") - pl.col("images_1")).abs()
                   > SAME_WORK_TOLERANCE * pl.col("images_1")).fill_null(False)
     out = (
-        g.join(base, on=SERIES, how="left", nulls_equal=True)
+        g.join(base, on=BASELINE_KEYS, how="left", nulls_equal=True)
         .with_columns(
             pl.when(~other_work).then(pl.col("t1_s") / pl.col("time_s")).alias("speedup"),
             pl.when(~other_work).then(pl.col("t1_s") / pl.col("gpus")).alias("ideal_time_s"),
@@ -145,10 +165,10 @@ def throughput_table(points: pl.DataFrame) -> pl.DataFrame:
             (pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"),
         )
     )
-    base = g.filter(pl.col("gpus") == 1).select(
-        SERIES + [pl.col("images_per_s").alias("ips1"), pl.col("iter_s").alias("iter1_s"), pl.col("batch_per_gpu").alias("b1")])
+    base = _baseline(g, pl.col("images_per_s").alias("ips1"), pl.col("iter_s").alias("iter1_s"),
+                     pl.col("batch_per_gpu").alias("b1"))
     out = (
-        g.join(base, on=SERIES, how="left", nulls_equal=True)
+        g.join(base, on=BASELINE_KEYS, how="left", nulls_equal=True)
         .with_columns(
             (pl.col("images_per_s") / pl.col("ips1")).alias("throughput_speedup"),
             pl.col("ips1").alias("ideal_images_per_s_per_gpu"),

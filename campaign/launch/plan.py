@@ -134,7 +134,8 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
         raise InfeasiblePoint(f"{name}: no NVIDIA GPU visible on this machine ({why}); "
                               f"platform=local runs CPU ranks")
     if gpus % nodes:
-        raise ConfigError(f"gpus={gpus} does not divide over nodes={nodes}; use a multiple of {nodes}")
+        # a point of its own, not an error of the sweep: gpus=1,2,4 nodes=1,2 runs the five that divide
+        raise InfeasiblePoint(f"gpus={gpus} does not divide over nodes={nodes}; use a multiple of {nodes}")
     if nodes > int(platform.get("max_nodes", 1)):
         raise InfeasiblePoint(f"{name} allows at most {platform.get('max_nodes', 1)} node(s) per job, got nodes={nodes}")
     if gpus // nodes > per_node:
