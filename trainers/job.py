@@ -141,7 +141,8 @@ def run_point(spec: dict) -> dict:
     try:
         if ctx.rank == 0:
             attempt_id = writer.start_attempt(
-                spec["point_id"], job_id=job_id, world_size=ctx.world_size, provenance=_provenance(ctx, spec)
+                spec["point_id"], job_id=job_id, world_size=ctx.world_size, provenance=_provenance(ctx, spec),
+                attempt_base=spec.get("attempt_base"),
             )
         attempt_id = dist.broadcast_object(ctx, attempt_id)
         trainer = registry.get(cfg["trainer"])(ctx, cfg, plan)
