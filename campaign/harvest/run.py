@@ -13,7 +13,7 @@ from campaign.harvest.query import FILTERS, POINT_IDS
 from campaign.text import printable
 
 TABLES = ("scaling", "throughput", "utilisation", "breakdown", "hardware")
-TABLE_CHOICES = TABLES + ("all",)
+TABLE_CHOICES = TABLES + ("all", "attempts")
 COMPARE_BUILTIN = ("reference", "ideal")
 
 TITLES = {
@@ -142,6 +142,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     if table not in TABLE_CHOICES:
         raise ConfigError(f"unknown table '{table}'; available: {', '.join(TABLE_CHOICES)}")
     where = parse_where(where_items, where)
+    if table == "attempts":
+        return _attempts(ref, store_url, fmt, out)
     wanted = TABLES if table == "all" else (table,)
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
@@ -205,3 +207,21 @@ def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict
         return "campaign", TITLES["campaign"].format(other=other_id), pl.DataFrame()
     df = compare_campaigns((tables["scaling"], tables["throughput"]), (other["scaling"], other["throughput"]), other_id)
     return "campaign", TITLES["campaign"].format(other=other_id), df
+
+
+def _attempts(ref: Optional[str], store_url: str, fmt: str, out: Optional[str]) -> int:
+    """``--table attempts`` (campaign/harvest/attempts.py): every attempt, whatever its state."""
+    from campaign.harvest.attempts import TITLE, harvest_attempts
+    from campaign.store import open_store
+
+    with open_store(store_url, readonly=True) as store:
+        campaign = store.resolve_campaign(ref)
+        df, warnings = harvest_attempts(store, campaign)
+    for w in warnings:
+        print(f"warning: {printable(w)}", file=sys.stderr)
+    if fmt == "table" and out is None:
+        print(f"campaign {campaign['id']}\n{TITLE}\n")
+        df = _printable_frame(df)
+    for path in write_tables([("attempts", TITLE, df)], fmt, out):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -155,7 +155,9 @@ def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
     reasons = _reasons(result) if waited else {}
     for p, s in zip(result.points, result.submitted):
         where = dict(campaign_id=result.campaign_id, idx=p.idx, overrides=p.overrides)
-        if s.job_id is None:
+        if s.job_id is None and s.waiting:  # held back for room: not submitted yet, not failed
+            result.returns.append(_job_return(p, hydra_cfg, JobStatus.UNKNOWN))
+        elif s.job_id is None:
             exc = PointFailed(f"#{p.idx} {p.label()}: not submitted: {s.error}", submitted=False, **where)
             result.failures.append(exc)
             result.returns.append(_job_return(p, hydra_cfg, JobStatus.FAILED, exc, s.job_folder))
@@ -193,12 +195,13 @@ def check_outcome(result: LaunchResult) -> None:
     if unsent:
         what = f"none of its {total} point(s) was" if len(unsent) == total else f"{len(unsent)} of {total} point(s) were not"
         parts.append(f"{what} submitted ({_named(unsent)}); once the cause is fixed, "
-                     f"submit them with: campaign launch --retry {cid}{store}")
+                     f"submit them with: campaign resume {cid}{store}")
     if failed:
         if len(failed) == 1:
             again = shlex.join(["campaign", "launch", *(["-m"] if result.multirun else []), *failed[0].overrides])
         else:
             again = "campaign launch -m OVERRIDES (each point's are listed by campaign status)"
         parts.append(f"{len(failed)} of {total} point(s) failed ({_named(failed)}); "
-                     f"details: campaign status {cid}{store}; rerun with: {redact(again)}")
+                     f"details: campaign status {cid}{store}; rerun with: campaign resume {cid}{store} "
+                     f"(or a new campaign: {redact(again)})")
     raise LaunchIncomplete(f"campaign {cid}: " + "; ".join(parts))

@@ -106,8 +106,13 @@ def register_and_submit(
 
     Returns the campaign id and one ``Submitted`` per point. A point its scheduler
     refuses (or that cannot be handed to it at all) is marked ``rejected`` with the
-    reason; the rest still go. Nothing recorded holds a password (``campaign.redact``).
+    reason; the rest still go. Points beyond what the scheduler takes now (its caps on
+    queued jobs, ``platform.max_submit``: campaign/launch/waves.py) stay ``waiting``,
+    each with the cap that holds it back (``Submitted.waiting``). Nothing recorded holds
+    a password (``campaign.redact``).
     """
+    from campaign.launch.waves import wave_for
+
     store_url = absolute_store_url(store_url)
     campaign_id = new_campaign_id()
     results = Path(results_dir).resolve()
@@ -126,8 +131,16 @@ def register_and_submit(
             },
             [p.store_row() for p in points],
         )
-        submitted = submit_registered(store, points, ids, campaign_id, store_url, folder, python)
-    return campaign_id, submitted
+        wave = wave_for(points)
+        by_id: dict[int, Submitted] = {}
+        for i, why in wave.later.items():
+            store.hold([ids[i]], why)
+            by_id[ids[i]] = Submitted(ids[i], None, waiting=why)
+        if wave.now:
+            for s in submit_registered(store, [points[i] for i in wave.now], [ids[i] for i in wave.now], campaign_id,
+                                       store_url, folder, python):
+                by_id[s.point_id] = s
+    return campaign_id, [by_id[pid] for pid in ids]
 
 
 def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str,

@@ -19,6 +19,7 @@ from sqlalchemy import and_, func, insert, select, update
 
 from campaign_sql.schema import ACTIVE_STATES, attempt, point
 
+OPEN = ("registered", "waiting")  # an attempt (or point) not handed to its scheduler yet
 # Point columns a new submission starts afresh (the previous job's stay on its attempt).
 _FRESH = dict(job_id=None, job_folder=None, log_path=None, reason=None, submitted_at=None, started_at=None,
               ended_at=None)
@@ -29,20 +30,33 @@ class Submissions:
 
     version: int
 
-    def open_attempts(self, point_ids: Sequence[int], *, origin: str,
-                      overrides: Optional[Sequence[str]] = None) -> dict[int, int]:
-        """Open one attempt (state ``registered``) per point for a submission that is about
-        to go; returns point id -> its attempt number (one more than the point's last)."""
+    def open_attempts(self, point_ids: Sequence[int], *, origin: str, overrides: Optional[Sequence[str]] = None,
+                      state: str = "registered") -> dict[int, int]:
+        """Open one attempt per point for a submission (``state`` ``registered``: about to
+        go; ``waiting``: held back for room); returns point id -> its attempt number. A
+        point whose last attempt is still open (waiting, never handed over) keeps it."""
         ids = list(point_ids)
         if not ids:
             return {}
         with self._begin() as conn:  # type: ignore[attr-defined]
-            last = dict(conn.execute(select(attempt.c.point_id, func.max(attempt.c.attempt_no))
-                                     .where(attempt.c.point_id.in_(ids)).group_by(attempt.c.point_id)).all())
-            numbers = {pid: (last[pid] + 1 if last.get(pid) is not None else 0) for pid in ids}
-            conn.execute(insert(attempt), [
-                {"point_id": pid, "attempt_no": no, "state": "registered", "origin": origin,
-                 "overrides": list(overrides) if overrides else None} for pid, no in numbers.items()])
+            top = (select(attempt.c.point_id, func.max(attempt.c.attempt_no).label("no"))
+                   .where(attempt.c.point_id.in_(ids)).group_by(attempt.c.point_id).subquery())
+            last = {r.point_id: r for r in conn.execute(
+                select(attempt.c.point_id, attempt.c.attempt_no, attempt.c.state, attempt.c.job_id)
+                .join(top, and_(top.c.point_id == attempt.c.point_id, top.c.no == attempt.c.attempt_no)))}
+            numbers, new = {}, []
+            for pid in ids:
+                row = last.get(pid)
+                if row is not None and row.state in OPEN and row.job_id is None:
+                    numbers[pid] = row.attempt_no
+                    conn.execute(update(attempt).where(and_(attempt.c.point_id == pid, attempt.c.attempt_no == row.attempt_no))
+                                 .values(state=state))
+                    continue
+                numbers[pid] = row.attempt_no + 1 if row is not None else 0
+                new.append({"point_id": pid, "attempt_no": numbers[pid], "state": state, "origin": origin,
+                            "overrides": list(overrides) if overrides else None})
+            if new:
+                conn.execute(insert(attempt), new)
         return numbers
 
     def mark_submitted(self, updates: Iterable[Mapping[str, Any]]) -> None:
@@ -76,13 +90,21 @@ class Submissions:
                 conn.execute(update(attempt).where(and_(attempt.c.point_id == point_id, attempt.c.attempt_no == attempt_no))
                              .values(state="rejected", reason=reason, ended_at=time.time()))
 
-    def hold(self, point_ids: Sequence[int], reason: str) -> None:
-        """Keep registered points ``waiting`` for room in the scheduler, with why."""
+    def hold(self, point_ids: Sequence[int], reason: str, *, origin: str = "launch",
+             overrides: Optional[Sequence[str]] = None) -> None:
+        """Keep registered points ``waiting`` for room in the scheduler, with why; their
+        submission's attempt is opened (``waiting``) and used when they go."""
         if not point_ids:
             return
+        self.open_attempts(point_ids, origin=origin, overrides=overrides, state="waiting")
         with self._begin() as conn:  # type: ignore[attr-defined]
-            conn.execute(update(point).where(and_(point.c.id.in_(list(point_ids)), point.c.state.in_(("registered", "waiting"))))
+            conn.execute(update(point).where(and_(point.c.id.in_(list(point_ids)), point.c.state.in_(OPEN)))
                          .values(state="waiting", reason=reason))
+
+    def update_config(self, point_id: int, config: Mapping[str, Any]) -> None:
+        """The point's resolved config after ``campaign resume``'s overrides (redacted)."""
+        with self._begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(update(point).where(point.c.id == point_id).values(config=dict(config)))
 
     def claim(self, p: Mapping[str, Any]) -> bool:
         """Take the point ``p`` (a row of ``campaign.state.effective_points``) for a new
