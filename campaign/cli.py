@@ -208,9 +208,9 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
                 if not args.wait:
                     raise CampaignError("--submit goes with --wait (it submits while waiting); "
                                         "campaign resume submits once")
-                from campaign.launch.resume import submit_due
+                from campaign.launch.resume import due_lines, submit_due
 
-                submit = lambda cid: submit_due(store_url, cid)  # noqa: E731 - the store is written only here
+                submit = lambda cid: due_lines(submit_due(store_url, cid))  # noqa: E731 - it alone writes
             return show_status(args.campaign, store_url=store_url, as_json=args.json, wait=args.wait,
                                interval=args.interval, timeout=args.timeout, submit=submit)
         if args.command == "harvest":

@@ -16,7 +16,7 @@ import pytest
 from campaign.store import open_store
 from campaign_sql.migrate import READABLE, STEPS, can_migrate, migrate
 from campaign_sql.schema import SCHEMA_VERSION, attempt
-from conftest import Workspace
+from conftest import Workspace, point_config
 
 V1_DDL = Path(__file__).parent / "golden" / "store" / "schema_v1.sql"
 CID = "20260101-000000-aaaa"
@@ -26,9 +26,9 @@ def v1_store(path: Path) -> Path:
     """A version-1 store holding one campaign: point 0 completed (attempt 0, one rank
     row), point 1 failed with no attempt."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    config = point_config(f"results_dir={path.parent}", f"store.url=sqlite:///{path}")
     con = sqlite3.connect(path)
     con.executescript(V1_DDL.read_text())
-    config = {"platform": {"name": "local", "time_limit_min": 60}, "trainer": {"name": "synthetic"}}
     con.execute("insert into meta values ('schema_version', '1')")
     con.execute("insert into campaign (id, name, created_at, results_dir) values (?, 'old', ?, ?)",
                 (CID, time.time() - 3600, str(path.parent)))

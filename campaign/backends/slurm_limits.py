@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import getpass
 import re
+import time
 from typing import Any, Callable, Optional, Sequence
 
 from campaign.backends.base import Limit
 from campaign.proc import CommandError, Completed, run
 
 QUERY_TIMEOUT_S = 20.0  # sacctmgr waits on slurmdbd: a launch does not wait longer for a cap
+CAPS_TTL_S = 300.0  # caps change rarely: `status --wait --submit` asks sacctmgr every 5 min, not every refresh
+_caps_cache: dict[tuple, tuple[float, Optional[str]]] = {}
 
 
 def parse_config_value(text: str, key: str) -> Optional[int]:
@@ -97,13 +100,19 @@ def slurm_limits(plans: Sequence[Any], config_text: Optional[str],
             return None
         return done.stdout if done.returncode == 0 else None
 
+    def cap(argv: list[str]) -> Optional[str]:
+        key = (runner, *argv)
+        if key not in _caps_cache or time.monotonic() - _caps_cache[key][0] > CAPS_TTL_S:
+            _caps_cache[key] = (time.monotonic(), ask(argv))
+        return _caps_cache[key][1]
+
     max_job_count = parse_config_value(config_text or "", "MaxJobCount")
     everyone = ask(["squeue", "-h", "-r", "-t", "all", "-o", "%i"]) if max_job_count else None
     queue = ask(["squeue", "-h", "-r", "-u", user, "-o", "%q|%a"])
     mine = parse_queue(queue or "")
     accounts = {p.config["platform"].get("account") for p in plans}
-    assoc = ask(["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=account,maxsubmit"])
-    qos = ask(["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"])
+    assoc = cap(["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=account,maxsubmit"])
+    qos = cap(["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"])
     account = next(iter(accounts)) if len(accounts) == 1 else None
     return room_limits(
         plans, max_job_count=max_job_count if everyone is not None else None,

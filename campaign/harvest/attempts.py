@@ -1,7 +1,7 @@
 """``campaign harvest --table attempts``: every attempt of every point, never merged.
 
 One row per attempt (a submission of the point, or a requeue of its job): where it came
-from (launch, resume, an automatic retry, a wave, the job's own requeue), its job, its
+from (launch, resume, an automatic retry, the job's own requeue), its job, its
 state and reason, when it ran and for how long, on which node(s), the overrides it ran
 with. The harvest's figures come from each point's latest completed attempt alone; a
 run that checkpointed and requeued itself carries all its timed iterations in that

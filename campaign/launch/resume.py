@@ -15,6 +15,7 @@ launch that waits).
 from __future__ import annotations
 
 import shlex
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,13 +77,16 @@ def replan(rows: Sequence[dict], store_url: str, results_dir: str,
 
     plans = []
     for r in rows:
-        config = apply_overrides(dict(r["config"]), overrides)
-        config["store"] = dict(config["store"], url=store_url)  # the stored one is redacted
-        config["results_dir"] = results_dir
         try:
+            config = apply_overrides(dict(r["config"] or {}), overrides)
+            config["store"] = dict(config["store"], url=store_url)  # the stored one is redacted
+            config["results_dir"] = results_dir
             p = plan_point(config, r["idx"], list(r.get("overrides") or []), repeat=r.get("repeat") or 0)
         except ConfigError as exc:
             raise ConfigError(f"point #{r['idx']}: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:  # a stored config this campaign cannot read
+            raise ConfigError(f"point #{r['idx']}: its stored config cannot be planned again ({type(exc).__name__}: "
+                              f"{exc}); launch the point anew") from None
         for what, was, now in (("images per GPU", r.get("batch_per_gpu"), p.batch_per_gpu),
                                ("iterations", r.get("iterations"), p.iterations)):
             if was is not None and was != now:
@@ -94,32 +98,42 @@ def replan(rows: Sequence[dict], store_url: str, results_dir: str,
 
 def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[PointPlan], *, store_url: str,
              origin: str, overrides: Sequence[str] = ()) -> Resubmission:
-    """Take the points (``Store.claim``), submit the wave the scheduler has room for and
-    keep the rest ``waiting``; returns what happened."""
+    """Submit the wave of ``rows`` the scheduler has room for and keep the rest
+    ``waiting``, each point taken first (``Store.claim``: a point another command took
+    meanwhile is skipped); a point already waiting that still has no room is left as it
+    is (nothing written). Returns what happened."""
     from campaign.launch.submit import job_python, submit_registered
     from campaign.launch.waves import wave_for
     from campaign.redact import redact_obj
 
     out = Resubmission(camp["id"], store_url)
-    taken = [(r, p) for r, p in zip(rows, plans) if store.claim(r)]
-    out.skipped = len(rows) - len(taken)
-    if not taken:
-        return out
-    out.rows, out.plans = [r for r, _ in taken], [p for _, p in taken]
-    if overrides:
-        for r, p in taken:
-            store.update_config(r["id"], redact_obj(p.config))
-    wave = wave_for(out.plans)
+    wave = wave_for(plans)
     by_id: dict[int, Submitted] = {}
-    for i, why in wave.later.items():
-        store.hold([out.rows[i]["id"]], why, origin=origin, overrides=overrides)
-        by_id[out.rows[i]["id"]] = Submitted(out.rows[i]["id"], None, waiting=why)
-    if wave.now:
-        now = [out.plans[i] for i in wave.now]
-        ids = [out.rows[i]["id"] for i in wave.now]
-        folder = Path(str(camp.get("results_dir") or now[0].config["results_dir"])) / "jobs" / camp["id"]
-        for s in submit_registered(store, now, ids, camp["id"], store_url, folder, job_python(now), origin=origin,
-                                   overrides=overrides):
+    now: list[int] = []
+    for i, (r, p) in enumerate(zip(rows, plans)):
+        why = wave.later.get(i)
+        if why is not None and r["state"] == "waiting":
+            out.rows.append(r)
+            out.plans.append(p)
+            by_id[r["id"]] = Submitted(r["id"], None, waiting=why)
+            continue
+        if not store.claim(r):
+            out.skipped += 1
+            continue
+        out.rows.append(r)
+        out.plans.append(p)
+        if overrides:
+            store.update_config(r["id"], redact_obj(p.config))
+        if why is not None:
+            store.hold([r["id"]], why, origin=origin, overrides=overrides)
+            by_id[r["id"]] = Submitted(r["id"], None, waiting=why)
+        else:
+            now.append(len(out.rows) - 1)
+    if now:
+        plans_now, ids = [out.plans[i] for i in now], [out.rows[i]["id"] for i in now]
+        folder = Path(str(camp.get("results_dir") or plans_now[0].config["results_dir"])) / "jobs" / camp["id"]
+        for s in submit_registered(store, plans_now, ids, camp["id"], store_url, folder, job_python(plans_now),
+                                   origin=origin, overrides=overrides):
             by_id[s.point_id] = s
     out.submitted = [by_id[r["id"]] for r in out.rows]
     return out
@@ -137,20 +151,23 @@ def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]
 
     parsed = parse_overrides(overrides)
     store_url = absolute_store_url(store_url)
-    with private_files(), open_store(store_url, readonly=dry_run) as store:
+    # Read-only until there is something to submit: a resume with nothing to do (or a
+    # dry run) leaves the store as it was, an older schema version included.
+    with open_store(store_url, readonly=True) as store:
         camp = store.resolve_campaign(ref)
         points, warnings = effective_points(store, camp)
-        for w in warnings:
-            print(f"warning: {w}")
-        chosen, left = choose(points, states)
-        results = str(camp.get("results_dir") or "results")
-        plans = replan(chosen, store_url, results, parsed) if chosen else []
-        if plans:
-            preflight(plans)
-        if dry_run or not chosen:
-            out = Resubmission(camp["id"], store_url, chosen, plans, [], left)
-            print_plan(out, dry_run=dry_run, overrides=overrides)
-            return out
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    chosen, left = choose(points, states)
+    results = str(camp.get("results_dir") or "results")
+    plans = replan(chosen, store_url, results, parsed) if chosen else []
+    if plans:
+        preflight(plans)
+    if dry_run or not chosen:
+        out = Resubmission(camp["id"], store_url, chosen, plans, [], left)
+        print_plan(out, dry_run=dry_run, overrides=overrides)
+        return out
+    with private_files(), open_store(store_url) as store:
         out = resubmit(store, camp, chosen, plans, store_url=store_url, origin="resume",
                        overrides=[redact(o) for o in overrides])
         out.left = left
@@ -171,9 +188,9 @@ def due(points: Sequence[dict]) -> tuple[list[dict], list[dict]]:
     return waiting, retry
 
 
-def submit_due(store_url: str, campaign_id: str) -> list[str]:
-    """Submit what ``campaign_id`` has due (``due``); one line per point submitted, waiting
-    again or refused. Opens the store for writing only when something is due."""
+def submit_due(store_url: str, campaign_id: str) -> list[Resubmission]:
+    """Submit what ``campaign_id`` has due (``due``): automatic retries, then the next
+    wave. Opens the store for writing only when something is due."""
     from campaign.launch.submit import absolute_store_url, private_files
     from campaign.state import effective_points
     from campaign.store import open_store
@@ -184,25 +201,33 @@ def submit_due(store_url: str, campaign_id: str) -> list[str]:
         waiting, retry = due(effective_points(store, camp)[0])
     if not waiting and not retry:
         return []
-    lines = []
+    done = []
     with private_files(), open_store(store_url) as store:
-        points = {p["id"]: p for p in effective_points(store, camp)[0]}
-        waiting, retry = due(list(points.values()))
+        waiting, retry = due(effective_points(store, camp)[0])  # again, now that it may write
         results = str(camp.get("results_dir") or "results")
-        for rows, origin in ((retry, "retry"), (waiting, "wave")):
-            if not rows:
-                continue
-            out = resubmit(store, camp, rows, replan(rows, store_url, results), store_url=store_url, origin=origin)
-            for r, s in zip(out.rows, out.submitted):
-                what = (f"resubmitted (automatic retry {int(r.get('retries') or 0) + 1} of {r['config'].get('max_retries')})"
-                        if origin == "retry" else "submitted")
-                if s.job_id:
-                    lines.append(f"#{r['idx']} {what}: job {s.job_id}")
-                elif s.waiting:
-                    if origin == "retry":
-                        lines.append(f"#{r['idx']} {s.waiting}")
-                else:
-                    lines.append(f"#{r['idx']} rejected: {redact(s.error)}")
+        # a waiting point keeps the attempt its launch or resume opened (and its origin)
+        for rows, origin in ((retry, "retry"), (waiting, "resume")):
+            if rows:
+                done.append(resubmit(store, camp, rows, replan(rows, store_url, results), store_url=store_url,
+                                     origin=origin))
+    return done
+
+
+def due_lines(done: Sequence[Resubmission]) -> list[str]:
+    """One line per point ``submit_due`` submitted, refused, or held back again after a retry."""
+    lines = []
+    for out in done:
+        for r, s in zip(out.rows, out.submitted):
+            retried = r["state"] != "waiting"
+            what = (f"{r['state']}: automatic retry {int(r.get('retries') or 0) + 1} of "
+                    f"{(r.get('config') or {}).get('max_retries')}" if retried else "waited for room")
+            if s.job_id:
+                lines.append(f"#{r['idx']} {what}: submitted, job {s.job_id}")
+            elif s.waiting:
+                if retried:  # (a point that waited and still waits says nothing new)
+                    lines.append(f"#{r['idx']} {what}: {s.waiting}")
+            else:
+                lines.append(f"#{r['idx']} {what}: rejected: {redact(s.error)}")
     return lines
 
 

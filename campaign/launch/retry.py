@@ -27,9 +27,13 @@ Exit status: 0 resubmitted (or nothing to resume), 2 refused (nothing changed),
 3 some point refused by its scheduler, 130 interrupted."""
 
 
-def build_parser(prog: str) -> argparse.ArgumentParser:
-    from campaign.cli import _Parser
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse's own usage errors: one line, exit 2 (as campaign's CLI)
+        print(f"error: {message}; see {self.prog} --help", file=sys.stderr)
+        sys.exit(2)
 
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
     p = _Parser(prog=prog, description="Rerun, as new attempts of the same points, every point of a campaign that "
                 "did not complete (failed, timeout, cancelled, out of memory, node failure, preempted, lost, refused "
                 "at submit, waiting for room); completed and running points are left alone.",
@@ -77,7 +81,8 @@ def resume_main(argv: Sequence[str], prog: str = "campaign resume", states: Opti
         print(f"error: {printable(exc)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("error: interrupted; what was submitted is recorded (campaign status shows it)", file=sys.stderr)
+        print(("\n" if sys.stderr.isatty() else "") + "interrupted (Ctrl-C); whatever was submitted is recorded "
+              "(campaign status shows it)", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     return EXIT_OK
 

@@ -81,7 +81,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     try:
         print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun)
         if wait:
-            wait_for(result.submitted)
+            wait_for_campaign(result)
     except KeyboardInterrupt:
         cid, store = result.campaign_id, store_option(result)
         raise Interrupted(f"interrupted; campaign {cid} was stored and submitted: campaign status {cid}{store} "
@@ -105,6 +105,26 @@ def wait_for(submitted: Sequence[Submitted]) -> None:
     for s in submitted:
         while s.job is not None and not s.job.done():
             time.sleep(POLL_S)
+
+
+def wait_for_campaign(result: LaunchResult) -> None:
+    """Block until every point has ended, submitting meanwhile what the campaign has due
+    (campaign/launch/resume.py ``submit_due``: the next wave as room frees, automatic
+    retries within ``max_retries``); each point's ``Submitted`` is its latest submission."""
+    from campaign.launch.resume import submit_due
+
+    while True:
+        wait_for(result.submitted)
+        done = submit_due(result.store_url, result.campaign_id) if result.campaign_id else []
+        index = {s.point_id: i for i, s in enumerate(result.submitted)}
+        for out in done:
+            for s in out.submitted:
+                if s.job_id or not result.submitted[index[s.point_id]].job_id:
+                    result.submitted[index[s.point_id]] = s
+        if not done:  # nothing waits, nothing to retry: every point has ended
+            return
+        if not any(s.job_id for out in done for s in out.submitted):
+            time.sleep(POLL_S * 4)  # no room yet: jobs (maybe others') must end first
 
 
 class PointReturn(JobReturn):
