@@ -126,12 +126,15 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
         tty = sys.stderr.isatty()
         last_line = None
         while True:
-            for line in submit(campaign["id"]) if submit is not None else ():
-                print(printable(f"{'' if not tty else chr(13)}{line}"), file=sys.stderr, flush=True)
             points, warnings = effective_points(store, campaign)
             now = time.time()
             views = [point_view(p, now) for p in points]
             pending = [v for v in views if not is_final(v["state"])]
+            lines = submit(campaign["id"]) if submit is not None and wait else []
+            for line in lines:
+                print(printable(f"{chr(13) if tty else ''}{line}"), file=sys.stderr, flush=True)
+            if lines:  # points went (or were held back): look again before deciding anything
+                continue
             stuck = submit is None and pending and all(v["state"] == "waiting" for v in pending)
             if not wait or not pending or stuck or (timeout is not None and now - start > timeout):
                 if wait and stuck:

@@ -148,14 +148,15 @@ class Checkpointer:
         others, then removes its older ones."""
         t0 = time.perf_counter()
         self.folder.mkdir(parents=True, exist_ok=True)
+        timings = rec.state_dict()
         segments = [dict(s) for s in self.segments]
-        segments[-1].update(end_iter=done, wall_s=rec.window_s() - self._wall_at_start)
+        segments[-1].update(end_iter=done, wall_s=timings["wall_s"] - self._wall_at_start)
         model, optimizer = getattr(trainer, "model", None), getattr(trainer, "optimizer", None)
         state = {
             "format": FORMAT, "fingerprint": self.fingerprint, "iteration": done, "attempt_no": self.attempt_no,
             "saved_at": time.time(), "model": model.state_dict() if isinstance(model, torch.nn.Module) else None,
             "optimizer": optimizer.state_dict() if optimizer is not None and hasattr(optimizer, "state_dict") else None,
-            "rng": torch.get_rng_state(), "recorder": rec.state_dict(), "segments": segments,
+            "rng": torch.get_rng_state(), "recorder": timings, "segments": segments,
             "save_s": self.save_s + (time.perf_counter() - t0), "peak_memory_bytes": getattr(getattr(rec, "memory", None), "window_bytes", None),
         }
         tmp = self._path(done).with_suffix(".tmp")
