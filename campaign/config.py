@@ -69,7 +69,7 @@ class PlatformSpec:
     dist_timeout_min: float = 10.0  # torch.distributed timeout: a collective (or rendezvous) waiting longer fails the job
     exclusive: bool = False  # one job at a time on a node, so points never share cores (local: a file lock)
     extra_sbatch: List[str] = field(default_factory=list)  # raw extra "#SBATCH" arguments, e.g. "--exclusive"
-    max_submit: Optional[int] = None  # at most this many of your jobs queued at once; the rest wait (campaign resume submits them)
+    max_submit: Optional[int] = None  # at most this many of a campaign's points of this platform in the scheduler at once; the rest wait (campaign resume submits them)
     max_running: Optional[int] = None  # SLURM: at most this many points of one job array run at once (--array=...%k; None: 256)
     peak_tflops: Dict[str, float] = field(default_factory=dict)  # peak dense TFLOP/s per precision (datasheet)
 

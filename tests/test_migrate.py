@@ -17,6 +17,7 @@ from campaign.store import open_store
 from campaign_sql.migrate import READABLE, STEPS, can_migrate, migrate
 from campaign_sql.schema import SCHEMA_VERSION, attempt
 from conftest import Workspace, point_config
+from test_postgres import pg_url  # noqa: F401  (fixture: a fresh database on the test server)
 
 V1_DDL = Path(__file__).parent / "golden" / "store" / "schema_v1.sql"
 CID = "20260101-000000-aaaa"
@@ -147,3 +148,30 @@ def test_a_version_with_no_path_is_still_refused(tmp_path, bad):
         with pytest.raises(SchemaVersionError, match=f"has schema version {bad}, this campaign needs"):
             open_store(f"sqlite:///{db}", readonly=readonly)
     assert attempt.c.origin is not None
+
+
+@pytest.mark.postgres
+def test_a_v1_store_on_postgresql_is_read_then_upgraded(pg_url):  # noqa: F811
+    """The same on PostgreSQL: the v1 shape (version 2's columns dropped), read as it is by
+    a read-only session, upgraded in place by a writing open (ALTER TABLE in the server's
+    own types)."""
+    from sqlalchemy import create_engine, inspect
+
+    with open_store(pg_url, create=True) as store:
+        store.register({"id": CID, "created_at": 1.0}, [
+            dict(idx=0, platform="local", trainer="synthetic", experiment="smoke", dataset="synthetic", gpus=1,
+                 nodes=1, repeat=0, executor="local", state="failed", reason="boom")])
+    engine = create_engine(pg_url)
+    with engine.begin() as conn:
+        for column in ("origin", "overrides", "submitted_at", "node_list"):
+            conn.exec_driver_sql(f"ALTER TABLE attempt DROP COLUMN {column}")
+        conn.exec_driver_sql("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with open_store(pg_url, readonly=True) as reader:
+        assert reader.version == 1 and reader.points(CID)[0]["attempts"] == 0
+    with open_store(pg_url) as store:
+        assert store.version == SCHEMA_VERSION
+        pid = store.points(CID)[0]["id"]
+        assert store.open_attempts([pid], origin="resume", overrides=["a=1"]) == {pid: 0}
+        assert store.attempts(CID)[0]["overrides"] == ["a=1"]
+    assert {"origin", "overrides", "submitted_at", "node_list"} <= {c["name"] for c in inspect(engine).get_columns("attempt")}
+    engine.dispose()

@@ -103,8 +103,8 @@ def test_a_campaign_larger_than_max_submit_goes_out_in_waves(ws):
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
     assert f"campaign {cid}: 1 of 3 point(s) submitted" in res.stdout
-    assert ("2 point(s) wait for room (platform.max_submit=1 of platform local, 0 jobs queued): campaign resume "
-            f"{cid} submits the next wave as jobs end") in res.stdout
+    assert ("2 point(s) wait for room (platform.max_submit=1 of platform local (this campaign's points in the "
+            f"scheduler at once)): campaign resume {cid} submits the next wave as jobs end") in res.stdout
     assert res.stdout.count("waiting for room") == 2
     states = ws.query("select idx, state, reason from point where campaign_id = ? order by idx", cid)
     assert [s for _, s, _ in states][1:] == ["waiting", "waiting"]

@@ -49,7 +49,7 @@ def test_slurm_caps_are_read_from_its_answers():
 
 
 def test_room_is_what_each_cap_leaves_with_the_queue_counted():
-    plans = [_plan(qos="long"), _plan(qos="long"), _plan(platform="a100", max_submit=3)]
+    plans = [_plan(qos="long"), _plan(qos="long"), _plan(platform="a100")]
     limits = room_limits(plans, max_job_count=100, all_jobs=98, assoc_max_submit=10, qos_max_submit={"long": 2},
                          mine=[("long", "p"), ("normal", "p")])
     by_what = {lim.what: lim for lim in limits}
@@ -57,9 +57,19 @@ def test_room_is_what_each_cap_leaves_with_the_queue_counted():
     assert by_what["your association's MaxSubmitJobs=10"].room == 8
     qos = by_what["MaxSubmitJobsPerUser=2 of QOS long"]
     assert qos.room == 1 and qos.used == 1 and qos.applies_to == frozenset({0, 1})
-    mine = by_what["platform.max_submit=3 of platform a100"]
-    assert mine.room == 1 and mine.applies_to == frozenset({2})
     assert plan_wave(3, limits).now == [0, 2]  # the QOS holds the second long point back
+
+
+def test_max_submit_caps_the_campaigns_own_points_in_the_scheduler():
+    from campaign.launch.waves import campaign_limits, in_flight
+
+    plans = [_plan(platform="a100", max_submit=3), _plan(), _plan(platform="a100", max_submit=3)]
+    flying = in_flight([{"platform": "a100", "state": s} for s in ("running", "pending", "failed", "completed")])
+    assert flying == {"a100": 2}
+    (cap,) = campaign_limits(plans, flying)
+    assert cap.room == 1 and cap.applies_to == frozenset({0, 2})
+    assert cap.what == "platform.max_submit=3 of platform a100 (this campaign's points in the scheduler at once)"
+    assert plan_wave(3, [cap]).now == [0, 1]
 
 
 def _runner(answers, calls):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
-from campaign.backends.base import Backend, Limit, Observed, Submitted
+from campaign.backends.base import Backend, Observed, Submitted
 from campaign.backends.joblogs import failing_task_exception, job_logs, last_activity
 from campaign.errors import one_line
 
@@ -101,13 +101,6 @@ class ProcessTable:
         if job is not None:
             self.ranks.setdefault(job.decode(errors="replace"), []).append(proc)
 
-    def jobs_alive(self, under: Optional[str] = None) -> int:
-        """Local jobs alive on this machine (of job folders under ``under``): controllers not
-        started by another controller (an exclusive job's shell waiting for the machine, or
-        the job's own controller)."""
-        mark = os.fsencode(os.path.join(os.path.abspath(under), "")) if under else b""
-        return sum(1 for c in self.controllers.values() if c.ppid not in self.controllers and mark in c.cmdline)
-
     def job(self, job_id: str, folder: Optional[str]) -> tuple[list[int], list[int]]:
         """(live controller pids, live rank pids) of the local job ``job_id``.
 
@@ -183,20 +176,6 @@ class LocalBackend(Backend):
                 )
             )
         return out
-
-    def limits(self, plans: Sequence[Any]) -> list[Limit]:
-        """``platform.max_submit``: at most that many local jobs of this results folder alive
-        at once (running, or waiting for the machine), counted from their processes."""
-        caps: dict[tuple[str, int], list[int]] = {}
-        for i, p in enumerate(plans):
-            cap = p.config["platform"].get("max_submit")
-            if cap:
-                caps.setdefault((p.config["platform"]["name"], int(cap)), []).append(i)
-        if not caps:
-            return []
-        alive = ProcessTable().jobs_alive(os.path.join(str(plans[0].config["results_dir"]), "jobs"))
-        return [Limit(f"platform.max_submit={cap} of platform {name}", cap - alive, frozenset(idx), used=alive)
-                for (name, cap), idx in caps.items()]
 
     def observe(self, points: Sequence[dict]) -> dict[int, Observed]:
         """One walk of /proc for every point, then each job's log files."""

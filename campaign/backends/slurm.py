@@ -181,8 +181,8 @@ class SlurmBackend(Backend):
         return sa.parse_max_array_size(text) if text else sb.DEFAULT_MAX_ARRAY_SIZE
 
     def limits(self, plans: Sequence[Any]) -> list[Limit]:
-        """MaxJobCount, MaxSubmitJobs (association, QOS) and platform.max_submit, with the
-        room each leaves now (campaign/backends/slurm_limits.py)."""
+        """MaxJobCount and MaxSubmitJobs (association, QOS), with the room each leaves now
+        (campaign/backends/slurm_limits.py)."""
         from campaign.backends.slurm_limits import slurm_limits
 
         return slurm_limits(plans, self._cluster_config())

@@ -3,8 +3,7 @@
 - ``MaxJobCount`` (``scontrol show config``): job records the controller holds, every
   user's, finished ones included until ``MinJobAge`` passes (``squeue -t all``);
 - ``MaxSubmitJobs`` of the user's association and ``MaxSubmitJobsPerUser`` of a QOS
-  (``sacctmgr``, when accounting answers; a cluster without them has no such cap);
-- ``platform.max_submit``: a cap of one's own on the user's queued jobs.
+  (``sacctmgr``, when accounting answers; a cluster without them has no such cap).
 
 An array task counts as one job (SLURM counts them so against MaxSubmitJobs), also
 while its array's pending rest is still one record: the room is never overstated.
@@ -62,7 +61,8 @@ def parse_queue(text: str) -> list[tuple[str, str]]:
 def room_limits(plans: Sequence[Any], *, max_job_count: Optional[int], all_jobs: int,
                 assoc_max_submit: Optional[int], qos_max_submit: dict[str, int],
                 mine: Sequence[tuple[str, str]], default_qos: str = "normal") -> list[Limit]:
-    """The caps that apply to ``plans`` (SLURM points, in order) and their room. Pure."""
+    """The scheduler's caps that apply to ``plans`` (SLURM points, in order) and their room
+    (``platform.max_submit`` is the campaign's own: campaign/launch/waves.py). Pure."""
     limits: list[Limit] = []
     if max_job_count is not None:
         limits.append(Limit(f"the cluster's MaxJobCount={max_job_count}", max_job_count - all_jobs, used=all_jobs))
@@ -70,20 +70,13 @@ def room_limits(plans: Sequence[Any], *, max_job_count: Optional[int], all_jobs:
         limits.append(Limit(f"your association's MaxSubmitJobs={assoc_max_submit}", assoc_max_submit - len(mine),
                             used=len(mine)))
     by_qos: dict[str, list[int]] = {}
-    by_cap: dict[tuple[str, int], list[int]] = {}
     for i, p in enumerate(plans):
-        plat = p.config["platform"]
-        by_qos.setdefault(plat.get("qos") or default_qos, []).append(i)
-        if plat.get("max_submit"):
-            by_cap.setdefault((plat["name"], int(plat["max_submit"])), []).append(i)
+        by_qos.setdefault(p.config["platform"].get("qos") or default_qos, []).append(i)
     for qos, idx in by_qos.items():
         if qos in qos_max_submit:
             used = sum(1 for q, _ in mine if q == qos)
             limits.append(Limit(f"MaxSubmitJobsPerUser={qos_max_submit[qos]} of QOS {qos}", qos_max_submit[qos] - used,
                                 frozenset(idx), used=used))
-    for (name, cap), idx in by_cap.items():
-        limits.append(Limit(f"platform.max_submit={cap} of platform {name}", cap - len(mine), frozenset(idx),
-                            used=len(mine)))
     return limits
 
 

@@ -25,6 +25,7 @@ from campaign.backends import Submitted
 from campaign.errors import ConfigError, LaunchIncomplete
 from campaign.launch.plan import PointPlan
 from campaign.redact import redact
+from campaign.launch.waves import in_flight
 from campaign.state import FAILED_STATES
 
 RESUMABLE = FAILED_STATES + ("waiting",)
@@ -97,17 +98,18 @@ def replan(rows: Sequence[dict], store_url: str, results_dir: str,
 
 
 def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[PointPlan], *, store_url: str,
-             origin: str, overrides: Sequence[str] = ()) -> Resubmission:
+             origin: str, overrides: Sequence[str] = (), flying: Optional[dict[str, int]] = None) -> Resubmission:
     """Submit the wave of ``rows`` the scheduler has room for and keep the rest
     ``waiting``, each point taken first (``Store.claim``: a point another command took
     meanwhile is skipped); a point already waiting that still has no room is left as it
-    is (nothing written). Returns what happened."""
+    is (nothing written). ``flying``: the campaign's points in their scheduler now, per
+    platform (``waves.in_flight``), against ``platform.max_submit``. Returns what happened."""
     from campaign.launch.submit import job_python, submit_registered
     from campaign.launch.waves import wave_for
     from campaign.redact import redact_obj
 
     out = Resubmission(camp["id"], store_url)
-    wave = wave_for(plans)
+    wave = wave_for(plans, flying)
     by_id: dict[int, Submitted] = {}
     now: list[int] = []
     for i, (r, p) in enumerate(zip(rows, plans)):
@@ -169,7 +171,7 @@ def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]
         return out
     with private_files(), open_store(store_url) as store:
         out = resubmit(store, camp, chosen, plans, store_url=store_url, origin="resume",
-                       overrides=[redact(o) for o in overrides])
+                       overrides=[redact(o) for o in overrides], flying=in_flight(points))
         out.left = left
     print_plan(out, overrides=overrides)
     return out
@@ -203,13 +205,19 @@ def submit_due(store_url: str, campaign_id: str) -> list[Resubmission]:
         return []
     done = []
     with private_files(), open_store(store_url) as store:
-        waiting, retry = due(effective_points(store, camp)[0])  # again, now that it may write
+        points = effective_points(store, camp)[0]  # again, now that it may write
+        waiting, retry = due(points)
+        flying = in_flight(points)
         results = str(camp.get("results_dir") or "results")
         # a waiting point keeps the attempt its launch or resume opened (and its origin)
         for rows, origin in ((retry, "retry"), (waiting, "resume")):
             if rows:
-                done.append(resubmit(store, camp, rows, replan(rows, store_url, results), store_url=store_url,
-                                     origin=origin))
+                out = resubmit(store, camp, rows, replan(rows, store_url, results), store_url=store_url,
+                               origin=origin, flying=flying)
+                done.append(out)
+                for r, s in zip(out.rows, out.submitted):  # what went now is in flight for the next rows
+                    if s.job_id:
+                        flying[r["platform"]] = flying.get(r["platform"], 0) + 1
     return done
 
 

@@ -1,10 +1,11 @@
 """Campaigns larger than the scheduler takes at once go out in waves.
 
 A cluster caps the jobs one user (or everybody) may have queued: SLURM's
-``MaxJobCount`` (the controller's), an association's or a QOS's ``MaxSubmitJobs``,
-and ``platform.max_submit`` (a cap of one's own, on any executor). Each executor
-says what room each cap leaves now (``Backend.limits``: a ``Limit`` per cap); a wave
-is the points, in sweep order, that fit in every cap that applies to them. The rest
+``MaxJobCount`` (the controller's), an association's or a QOS's ``MaxSubmitJobs``;
+each executor says what room each of its caps leaves now (``Backend.limits``: a
+``Limit`` per cap). ``platform.max_submit`` is a cap of one's own, on any executor: at
+most that many of the campaign's points of that platform in the scheduler at once. A
+wave is the points, in sweep order, that fit in every cap that applies to them. The rest
 stay ``waiting``, with the cap that holds them back; ``campaign resume`` (or ``campaign
 status --wait --submit``) submits the next wave once jobs have ended.
 """
@@ -12,11 +13,12 @@ status --wait --submit``) submits the next wave once jobs have ended.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from campaign.backends.base import Limit
 
 RESUME_HINT = "campaign resume submits it when jobs end"
+IN_FLIGHT = ("pending", "running", "requeued")  # a point's job is in its scheduler
 
 
 @dataclass
@@ -49,8 +51,32 @@ def waiting_reason(limit: Limit) -> str:
     return f"waiting for room: {limit.what}{used}; {RESUME_HINT}"
 
 
-def wave_for(plans: Sequence[Any]) -> Wave:
-    """The wave of ``plans`` (PointPlans, sweep order) that their executors take now."""
+def campaign_limits(plans: Sequence[Any], in_flight: Optional[Mapping[str, int]] = None) -> list[Limit]:
+    """``platform.max_submit``: at most that many of the campaign's points of that platform
+    in the scheduler at once (``in_flight``: platform name -> its points pending, running or
+    requeued now)."""
+    caps: dict[tuple[str, int], list[int]] = {}
+    for i, p in enumerate(plans):
+        cap = p.config["platform"].get("max_submit")
+        if cap:
+            caps.setdefault((p.config["platform"]["name"], int(cap)), []).append(i)
+    used = dict(in_flight or {})
+    return [Limit(f"platform.max_submit={cap} of platform {name} (this campaign's points in the scheduler at once)",
+                  cap - used.get(name, 0), frozenset(idx)) for (name, cap), idx in caps.items()]
+
+
+def in_flight(points: Sequence[dict]) -> dict[str, int]:
+    """platform name -> the campaign's points in its scheduler now (effective states)."""
+    out: dict[str, int] = {}
+    for p in points:
+        if p["state"] in IN_FLIGHT:
+            out[p["platform"]] = out.get(p["platform"], 0) + 1
+    return out
+
+
+def wave_for(plans: Sequence[Any], flying: Optional[Mapping[str, int]] = None) -> Wave:
+    """The wave of ``plans`` (PointPlans, sweep order) that their executors take now, under
+    the scheduler's caps and the campaign's own (``flying``: ``in_flight`` of the campaign)."""
     from campaign.backends import get_backend
 
     by_executor: dict[str, list[int]] = {}
@@ -58,7 +84,8 @@ def wave_for(plans: Sequence[Any]) -> Wave:
         by_executor.setdefault(p.executor, []).append(i)
     wave = Wave()
     for executor, idx in by_executor.items():
-        limits = get_backend(executor).limits([plans[i] for i in idx])
+        mine = [plans[i] for i in idx]
+        limits = get_backend(executor).limits(mine) + campaign_limits(mine, flying)
         sub = plan_wave(len(idx), limits)
         wave.now += [idx[j] for j in sub.now]
         wave.later.update({idx[j]: why for j, why in sub.later.items()})
