@@ -152,3 +152,25 @@ def test_launch_retry_is_an_alias_of_resume_for_what_never_reached_a_scheduler(w
     assert alias.returncode == 0
     assert alias.stderr.startswith("note: campaign launch --retry is campaign resume --state rejected,lost,waiting")
     assert alias.stdout.strip() == f"campaign {cid}: nothing to resume (1 completed, 1 failed)"  # failed: not its job
+
+
+def test_waiting_points_agree_in_status_harvest_and_cancel(ws):
+    """A waiting point is unfinished everywhere: status shows it waiting, harvest leaves it
+    out and says so, cancel records it cancelled (there is no job to stop) and a resume
+    takes it again."""
+    res = ws.launch("-m", "gpus=1", "seed=0,1", *SLEEPY, "platform.max_submit=1")
+    cid = campaign_id_from(res.stdout)
+    doc = json.loads(ws.campaign("status", cid, "--json").stdout)
+    assert doc["points"][1]["state"] == "waiting" and doc["points"][1]["job_id"] is None
+    assert doc["points"][1]["reason"].startswith("waiting for room: platform.max_submit=1")
+    alone = ws.campaign("status", cid, "--submit")
+    assert alone.returncode == 2 and alone.stderr.startswith("error: --submit goes with --wait")
+    _wait(ws, cid)  # the submitted point completes; the other still waits
+    harvest = ws.campaign("harvest", cid, "--to", "csv")
+    assert harvest.returncode == 0 and "1 of 2 point(s) completed; not harvested: 1 waiting" in harvest.stderr
+    cancelled = ws.campaign("cancel", cid)
+    assert cancelled.returncode == 0 and cancelled.stdout.strip() == f"campaign {cid}: cancelled 1 point(s)"
+    assert ws.query("select state from point where campaign_id = ? order by idx", cid) == [("completed",),
+                                                                                            ("cancelled",)]
+    again = ws.campaign("resume", cid, "--dry-run")
+    assert again.returncode == 0 and "would resubmit 1 point(s)" in again.stdout and "cancelled" in again.stdout
