@@ -43,6 +43,7 @@ class Resubmission:
     submitted: list[Submitted] = field(default_factory=list)  # one per row
     left: Counter = field(default_factory=Counter)  # states of the points left alone
     skipped: int = 0  # chosen points another command took meanwhile
+    dry_run: bool = False  # nothing was submitted (``submitted`` says which would wait)
 
 
 def parse_states(text: Optional[str]) -> Optional[list[str]]:
@@ -166,7 +167,12 @@ def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]
     if plans:
         preflight(plans)
     if dry_run or not chosen:
-        out = Resubmission(camp["id"], store_url, chosen, plans, [], left)
+        out = Resubmission(camp["id"], store_url, chosen, plans, [], left, dry_run=dry_run)
+        if plans:  # which would go now and which would wait for room
+            from campaign.launch.waves import wave_for
+
+            wave = wave_for(plans, in_flight(points))
+            out.submitted = [Submitted(r["id"], None, waiting=wave.later.get(i)) for i, r in enumerate(chosen)]
         print_plan(out, dry_run=dry_run, overrides=overrides)
         return out
     with private_files(), open_store(store_url) as store:
@@ -253,8 +259,11 @@ def print_plan(out: Resubmission, *, dry_run: bool = False, overrides: Sequence[
     rows = []
     for i, (r, p) in enumerate(zip(out.rows, out.plans)):
         s = out.submitted[i] if i < len(out.submitted) else None
-        now = "-" if s is None else (f"job {s.job_id}" if s.job_id else
-                                     (s.waiting if s.waiting else f"rejected: {redact(s.error)}"))
+        if dry_run:
+            now = "would wait for room" if s is not None and s.waiting else "would go"
+        else:
+            now = "-" if s is None else (f"job {s.job_id}" if s.job_id else
+                                         ("waiting for room" if s.waiting else f"rejected: {redact(s.error)}"))
         rows.append([printable(c) for c in (f"#{r['idx']}", p.platform, p.gpus, p.config["trainer"]["name"],
                                               r["state"], (r.get("reason") or "")[:60], now)])
     head = "would resubmit" if dry_run else "resubmitted"
@@ -276,7 +285,7 @@ def check_resubmitted(out: Resubmission) -> None:
     """``LaunchIncomplete`` (exit 3) when a resubmitted point was refused: one line naming
     them and the command that tries again."""
     refused = [(r, s) for r, s in zip(out.rows, out.submitted) if not s.job_id and not s.waiting]
-    if not refused:
+    if not refused or out.dry_run:
         return
     named = "; ".join(f"#{r['idx']}: {redact(s.error)}" for r, s in refused[:SHOWN])
     more = f"; and {len(refused) - SHOWN} more" if len(refused) > SHOWN else ""
