@@ -61,6 +61,14 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
         elif payload.get("started_at"):  # opened at submission (sql/schema.py), or the same attempt started again
             conn.execute(update(attempt).where(and_(attempt.c.id == exists, attempt.c.state != "completed"))
                          .values(state="running", reason=None, **{k: v for k, v in payload.items() if k in _STARTED}))
+        if payload.get("job_id") and payload.get("started_at"):
+            # earlier runs of this very job that never said how they ended: the scheduler
+            # requeued it (a node failure, SLURM's own requeue), they ended then
+            conn.execute(update(attempt).where(and_(
+                attempt.c.point_id == key.point_id, attempt.c.attempt_no < key.attempt_no,
+                attempt.c.job_id == payload["job_id"], attempt.c.state.in_(("registered", "pending", "running"))))
+                .values(state="requeued", reason=f"requeued: attempt {key.attempt_no} of the same job started",
+                        ended_at=payload["started_at"]))
         conn.execute(update(point).where(and_(point.c.id == key.point_id, point.c.state.in_(RUNNING_FROM)))
                      .values(state="running", reason=None, started_at=payload.get("started_at")))
         return key

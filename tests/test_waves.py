@@ -189,3 +189,30 @@ def test_a_job_numbers_its_attempt_from_its_submission(tmp_path, monkeypatch):
     assert writer.attempt_number(pid, None) == 3  # a job of an older launch: counted as it always was
     writer.close()
     assert Path(tmp_path / "c.db").exists()
+
+
+def test_a_requeued_job_closes_its_earlier_run(tmp_path, monkeypatch):
+    """SLURM requeued a job (no checkpoint: a node failure with JobRequeue): its next run
+    starts as the next attempt and the earlier one, which never said how it ended, is
+    recorded requeued; another job's attempt is left alone."""
+    from campaign.store import open_store
+    from trainers.writer import JobWriter
+
+    url = f"sqlite:///{tmp_path}/c.db"
+    with open_store(url, create=True) as s:
+        (pid,) = s.register({"id": "c", "created_at": 1.0}, [dict(idx=0, platform="v100", trainer="t", experiment="e",
+                                                                   dataset="d", gpus=1, nodes=1, repeat=0,
+                                                                   executor="slurm", state="registered")])
+        assert s.open_attempts([pid], origin="launch") == {pid: 0}
+    writer = JobWriter(url)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    writer.start_attempt(pid, job_id="5_0", world_size=1, provenance={}, attempt_base=0)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    key = writer.start_attempt(pid, job_id="5_0", world_size=1, provenance={}, attempt_base=0)
+    writer.finish_attempt(key, pid, "completed")
+    writer.close()
+    with open_store(url, readonly=True) as s:
+        rows = s.attempts("c")
+    assert [(a["attempt_no"], a["state"], a["origin"]) for a in rows] == [(0, "requeued", "launch"),
+                                                                         (1, "completed", "requeue")]
+    assert rows[0]["reason"] == "requeued: attempt 1 of the same job started" and rows[0]["ended_at"]
