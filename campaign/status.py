@@ -103,7 +103,11 @@ def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -
             print(f"{text}\n[{stamp}] refreshing every {interval:g} s; Ctrl-C to stop", flush=True)
             for w in warnings:
                 print(f"warning: {printable(w)}", flush=True)
-            if all(is_final(v["state"]) for v in views):
+            unfinished = [v for v in views if not is_final(v["state"])]
+            if all(v["state"] == "waiting" for v in unfinished):  # nothing will change by itself
+                if unfinished:
+                    print(f"{len(unfinished)} point(s) wait for room in the scheduler: campaign resume "
+                          f"{campaign['id']} submits them", flush=True)
                 return 0
             time.sleep(interval)
 

@@ -103,7 +103,7 @@ def test_schema_version_mismatch_is_refused(ws):
 
 
 def test_help_of_every_command_has_an_example(ws):
-    for argv in ([], ["status"], ["harvest"], ["cancel"], ["trace"]):
+    for argv in ([], ["status"], ["harvest"], ["cancel"], ["trace"], ["resume"]):
         res = ws.campaign(*argv, "--help")
         assert res.returncode == 0
         assert "examples:" in res.stdout
