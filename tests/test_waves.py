@@ -216,3 +216,24 @@ def test_a_requeued_job_closes_its_earlier_run(tmp_path, monkeypatch):
     assert [(a["attempt_no"], a["state"], a["origin"]) for a in rows] == [(0, "requeued", "launch"),
                                                                          (1, "completed", "requeue")]
     assert rows[0]["reason"] == "requeued: attempt 1 of the same job started" and rows[0]["ended_at"]
+
+
+def test_resume_chooses_what_did_not_complete_and_leaves_the_rest():
+    from campaign.launch.resume import RESUMABLE, choose, due, parse_states
+
+    states = ["completed", "running", "pending", "requeued", "spooled", "registered", "waiting", "failed", "timeout",
+              "cancelled", "lost", "rejected", "node_fail", "preempted", "out_of_memory"]
+    points = [{"id": i, "state": s} for i, s in enumerate(states)]
+    chosen, left = choose(points)
+    assert [p["state"] for p in chosen] == ["waiting", "failed", "timeout", "cancelled", "lost", "rejected", "node_fail",
+                                            "preempted", "out_of_memory"]
+    assert left == {"completed": 1, "running": 1, "pending": 1, "requeued": 1, "spooled": 1, "registered": 1}
+    chosen, _ = choose(points, parse_states("failed,timeout"))
+    assert [p["state"] for p in chosen] == ["failed", "timeout"]
+    assert "completed" not in RESUMABLE and "running" not in RESUMABLE
+    retry_on = {"max_retries": 2, "retry_on": ["node_fail"]}
+    waiting, retry = due([{"id": 1, "state": "node_fail", "retries": 1, "config": retry_on},
+                          {"id": 2, "state": "node_fail", "retries": 2, "config": retry_on},
+                          {"id": 3, "state": "failed", "retries": 0, "config": retry_on},
+                          {"id": 4, "state": "waiting", "retries": 0, "config": {}}])
+    assert [p["id"] for p in retry] == [1] and [p["id"] for p in waiting] == [4]
