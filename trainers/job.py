@@ -13,11 +13,11 @@ from typing import Any
 import torch
 
 from trainers import comm, dist, loop, registry
+from trainers.checkpoint import Checkpointer, Requeue
 from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
 from trainers.memory import PeakMemory
 from trainers.orphan import watch_controller
-from trainers.checkpoint import Checkpointer, Requeue
 from trainers.writer import JobWriter
 
 
