@@ -165,6 +165,7 @@ class SlurmBackend(Backend):
 
     def __init__(self) -> None:
         self._config: Optional[str] = None  # `scontrol show config`, read once ("" if it failed)
+        self._max_array: Optional[int] = None
 
     # ------------------------------------------------------------------ submit
     def _cluster_config(self) -> str:
@@ -177,8 +178,10 @@ class SlurmBackend(Backend):
 
     def max_array_size(self) -> int:
         """The cluster's MaxArraySize (``scontrol show config``, read once)."""
-        text = self._cluster_config()
-        return sa.parse_max_array_size(text) if text else sb.DEFAULT_MAX_ARRAY_SIZE
+        if self._max_array is None:
+            text = self._cluster_config()
+            self._max_array = sa.parse_max_array_size(text) if text else sb.DEFAULT_MAX_ARRAY_SIZE
+        return self._max_array
 
     def limits(self, plans: Sequence[Any]) -> list[Limit]:
         """MaxJobCount and MaxSubmitJobs (association, QOS), with the room each leaves now
