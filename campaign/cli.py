@@ -22,6 +22,7 @@ __all__ = ["EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "buil
 EPILOG_MAIN = """examples:
   campaign launch -m platform=local gpus=1,2                # launch a campaign (Hydra sweep)
   campaign status --wait                                    # follow the latest campaign
+  campaign resume                                           # rerun what did not complete
   campaign harvest --to csv --out results/scaling.csv       # speedup and efficiency
 """
 
@@ -70,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     # Hydra's); this entry is for the command list and `campaign launch --help`.
     sub.add_parser("launch", help="launch a campaign: Hydra overrides, -m for a sweep (python -m campaign.launch)",
                    add_help=False)
+    rs = sub.add_parser("resume", help="rerun, as new attempts, the points of a campaign that did not complete",
+                        add_help=False)  # parsed by campaign.launch.retry (its exit statuses are a launch's)
+    rs.add_argument("--store")
+    rs.add_argument("--state")
+    rs.add_argument("--dry-run", action="store_true")
     cp = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
                         description="Print the completion script of campaign for a shell.",
                         epilog='examples:\n  eval "$(campaign completion bash)"     # in ~/.bashrc\n'
@@ -89,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--watch", action="store_true", help="redraw the table live until every point is final (Ctrl-C stops)")
     st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --wait/--watch (default 2)")
     st.add_argument("--timeout", type=float, default=None, help="give up waiting after this many seconds")
+    st.add_argument("--submit", action="store_true",
+                    help="with --wait: also submit what the campaign has due (writes the store): the next wave of "
+                         "waiting points as room frees, and points that failed for a retry_on reason within "
+                         "max_retries")
 
     hv = sub.add_parser("harvest", help="speedup, parallel efficiency, throughput tables and exports",
                         description="Derive T1/TN speedup and speedup/N efficiency from completed points.",
@@ -97,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "  campaign harvest --table all --to parquet --out results/tables/\n"
                                "  campaign harvest --compare reference --where gpus=2,4\n"
                                "  campaign harvest --where image=3f2a9c1b7d4e    # points run in this container image\n"
-                               "  campaign harvest --plots results/figures",
+                               "  campaign harvest --plots results/figures\n"
+                               "  campaign harvest --table attempts            # every run of every point, failed ones too",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     hv.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
     _store_arg(hv)
@@ -160,6 +171,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
         from campaign.launch.main import main as launch
 
         return launch(argv[1:], prog="campaign launch")
+    if argv[:1] == ["resume"]:
+        from campaign.launch.retry import resume_main
+
+        return resume_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.command:
@@ -186,8 +201,16 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
 
             if args.watch:
                 return watch_status(args.campaign, store_url=store_url, interval=args.interval)
+            submit = None
+            if args.submit:
+                if not args.wait:
+                    raise CampaignError("--submit goes with --wait (it submits while waiting); "
+                                        "campaign resume submits once")
+                from campaign.launch.resume import due_lines, submit_due
+
+                submit = lambda cid: due_lines(submit_due(store_url, cid))  # noqa: E731 - it alone writes
             return show_status(args.campaign, store_url=store_url, as_json=args.json, wait=args.wait,
-                               interval=args.interval, timeout=args.timeout)
+                               interval=args.interval, timeout=args.timeout, submit=submit)
         if args.command == "harvest":
             from campaign.harvest.run import harvest
 

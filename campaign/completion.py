@@ -14,7 +14,7 @@ from importlib import resources
 
 SHELLS = ("bash", "zsh")
 # Launch words besides the group options: the sweep flag, the retry and common keys.
-LAUNCH_WORDS = ("-m", "--multirun", "--retry", "--help", "--cfg", "gpus=", "nodes=", "repeats=", "seed=", "name=",
+LAUNCH_WORDS = ("-m", "--multirun", "--retry", "--max-retries", "--help", "--cfg", "gpus=", "nodes=", "repeats=", "seed=", "name=",
                 "dry_run=true", "results_dir=", "store.url=", "hydra.launcher.wait=true", "hydra.searchpath=")
 
 

@@ -69,6 +69,8 @@ class PlatformSpec:
     dist_timeout_min: float = 10.0  # torch.distributed timeout: a collective (or rendezvous) waiting longer fails the job
     exclusive: bool = False  # one job at a time on a node, so points never share cores (local: a file lock)
     extra_sbatch: List[str] = field(default_factory=list)  # raw extra "#SBATCH" arguments, e.g. "--exclusive"
+    max_submit: Optional[int] = None  # at most this many of a campaign's points of this platform in the scheduler at once; the rest wait (campaign resume submits them)
+    max_running: Optional[int] = None  # SLURM: at most this many points of one job array run at once (--array=...%k; None: 256)
     peak_tflops: Dict[str, float] = field(default_factory=dict)  # peak dense TFLOP/s per precision (datasheet)
 
 
@@ -86,7 +88,8 @@ class ExperimentSpec:
     dataset_fraction_per_gpu: Optional[float] = None  # weak scaling by dataset share: each point trains on min(1, this x gpus) of the training set (overrides dataset.fraction)
     sample_iterations: Optional[int] = None  # run only this many timed iterations; harvest projects the full run from them
     validation: bool = False  # run validation (off for timing runs)
-    checkpoint: bool = False  # write checkpoints (off for timing runs)
+    checkpoint: bool = False  # checkpoint on SLURM's signal (preemption, time limit) and requeue; resume from it (off for timing runs)
+    checkpoint_every: int = 0  # with checkpoint: also every this many iterations (0: only on the signal)
 
 
 @dataclass
@@ -141,6 +144,8 @@ class CampaignConfig:
     seed: int = 0  # random seed of model init and data
     name: Optional[str] = None  # campaign name shown by status (default: the campaign id)
     dry_run: bool = False  # print what would be submitted and submit nothing
+    max_retries: int = 0  # resubmit a point that ends in a retry_on state up to this many times (campaign launch --max-retries K)
+    retry_on: List[str] = field(default_factory=lambda: ["node_fail", "preempted", "boot_fail"])  # states max_retries resubmits
     results_dir: str = "results"  # folder of the default store, job folders and logs
 
 

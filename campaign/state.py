@@ -88,6 +88,7 @@ def derive(p: dict, obs: Optional[Observed], spooled: int = 0, *, now: float,
         if not keep_running:
             out.update(state=obs.state, reason=obs.reason)
         out["started_at"] = p.get("started_at") or obs.started_at
+        out["node_list"] = obs.node_list
         if not is_final(out["state"]):
             out["ended_at"] = None
         else:

@@ -14,7 +14,7 @@ import re
 import sys
 import time
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from tabulate import tabulate
 
@@ -63,22 +63,25 @@ def point_view(p: dict, now: float) -> dict[str, Any]:
     return {
         "idx": p["idx"], "platform": p["platform"], "gpus": p["gpus"], "trainer": p["trainer"],
         "experiment": p["experiment"], "repeat": p["repeat"], "state": p["state"], "job_id": p.get("job_id"),
+        "attempts": p.get("attempts", 0),
         "elapsed_s": _elapsed(p, now), "reason": reason, "log_path": log_path,
     }
 
 
 def summary_line(views: list[dict]) -> str:
     counts = Counter(v["state"] for v in views)
-    order = ["completed", "running", "pending", "registered", SPOOLED, *FAILED_STATES, "requeued"]
+    order = ["completed", "running", "pending", "registered", "waiting", SPOOLED, *FAILED_STATES, "requeued"]
     parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
     return f"{len(views)} point(s): " + ", ".join(parts)
 
 
 def render(campaign: dict, views: list[dict]) -> str:
     rows = [[printable(c) for c in (v["idx"], v["platform"], v["gpus"], v["trainer"], v["experiment"], v["state"],
-                                      v["job_id"] or "-", _fmt_s(v["elapsed_s"]), v["reason"] or "")] for v in views]
+                                      v["job_id"] or "-", v.get("attempts", 0), _fmt_s(v["elapsed_s"]), v["reason"] or "")]
+            for v in views]
     head = printable(f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else ""))
-    table = tabulate(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "state", "job", "elapsed", "reason"],
+    table = tabulate(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "state", "job", "attempts", "elapsed",
+                              "reason"],
                      tablefmt="simple")
     return f"{head}\n{table}\n{summary_line(views)}"
 
@@ -100,14 +103,23 @@ def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -
             print(f"{text}\n[{stamp}] refreshing every {interval:g} s; Ctrl-C to stop", flush=True)
             for w in warnings:
                 print(f"warning: {printable(w)}", flush=True)
-            if all(is_final(v["state"]) for v in views):
+            unfinished = [v for v in views if not is_final(v["state"])]
+            if all(v["state"] == "waiting" for v in unfinished):  # nothing will change by itself
+                if unfinished:
+                    print(f"{len(unfinished)} point(s) wait for room in the scheduler: campaign resume "
+                          f"{campaign['id']} submits them", flush=True)
                 return 0
             time.sleep(interval)
 
 
 def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wait: bool = False,
-                interval: float = 2.0, timeout: Optional[float] = None) -> int:
+                interval: float = 2.0, timeout: Optional[float] = None,
+                submit: Optional[Callable[[str], list[str]]] = None) -> int:
     """Print the campaign's status; with ``wait`` block until every point is final.
+
+    ``submit`` (``--wait --submit``): called with the campaign id at every refresh, it
+    submits what the campaign has due (the next wave, automatic retries) and returns a
+    line per point; without it, a wait ends when only points waiting for room are left.
 
     Exit status: 0, or 1 when waiting ended with a point that did not complete (or
     ``--timeout`` ran out first).
@@ -122,7 +134,17 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
             now = time.time()
             views = [point_view(p, now) for p in points]
             pending = [v for v in views if not is_final(v["state"])]
-            if not wait or not pending or (timeout is not None and now - start > timeout):
+            lines = submit(campaign["id"]) if submit is not None and wait else []
+            for line in lines:
+                print(printable(f"{chr(13) if tty else ''}{line}"), file=sys.stderr, flush=True)
+            if lines:  # points went (or were held back): look again before deciding anything
+                continue
+            stuck = submit is None and pending and all(v["state"] == "waiting" for v in pending)
+            if not wait or not pending or stuck or (timeout is not None and now - start > timeout):
+                if wait and stuck:
+                    print(f"{chr(10) if tty else ''}{len(pending)} point(s) wait for room in the scheduler: campaign "
+                          f"resume {campaign['id']} submits them (or campaign status --wait --submit)",
+                          file=sys.stderr)
                 break
             counts = summary_line(views)
             if tty:  # one live line

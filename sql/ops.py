@@ -16,6 +16,7 @@ from campaign_sql.engine import insert_ignore
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
 RUNNING_FROM = ("registered", "pending", "requeued", "running")
+_STARTED = ("job_id", "world_size", "started_at", "provenance")  # what a job's start records on its attempt
 ROW_TABLES = {"iteration": iteration, "rank_timing": rank_timing, "profile": profile, "breakdown": breakdown}
 
 
@@ -57,9 +58,17 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
             and_(attempt.c.point_id == key.point_id, attempt.c.attempt_no == key.attempt_no))).scalar()
         if exists is None:
             insert_ignore(conn, attempt, [row])
-        elif payload.get("started_at"):  # the same attempt started again (a local requeue)
+        elif payload.get("started_at"):  # opened at submission (sql/schema.py), or the same attempt started again
             conn.execute(update(attempt).where(and_(attempt.c.id == exists, attempt.c.state != "completed"))
-                         .values(state="running", started_at=payload["started_at"], reason=None))
+                         .values(state="running", reason=None, **{k: v for k, v in payload.items() if k in _STARTED}))
+        if payload.get("job_id") and payload.get("started_at"):
+            # earlier runs of this very job that never said how they ended: the scheduler
+            # requeued it (a node failure, SLURM's own requeue), they ended then
+            conn.execute(update(attempt).where(and_(
+                attempt.c.point_id == key.point_id, attempt.c.attempt_no < key.attempt_no,
+                attempt.c.job_id == payload["job_id"], attempt.c.state.in_(("registered", "pending", "running"))))
+                .values(state="requeued", reason=f"requeued: attempt {key.attempt_no} of the same job started",
+                        ended_at=payload["started_at"]))
         conn.execute(update(point).where(and_(point.c.id == key.point_id, point.c.state.in_(RUNNING_FROM)))
                      .values(state="running", reason=None, started_at=payload.get("started_at")))
         return key

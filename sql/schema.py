@@ -1,8 +1,11 @@
 """Tables of the results store, schema version ``SCHEMA_VERSION``.
 
 campaign 1--n point 1--n attempt 1--n rank_timing / iteration / profile / breakdown
-A point is one sweep point (platform x gpus x ... x repeat) and one scheduler job;
-an attempt is one run of that job (a requeued job has several).
+A point is one sweep point (platform x gpus x ... x repeat); an attempt is one run of
+it: each submission of the point (launch, ``campaign resume``, an automatic retry) opens
+one, and each requeue of that job (SLURM's, or a checkpointed job's own) one more. A
+store of an older version is upgraded in place by the first command that writes to it
+(``sql/migrate.py``); ``status`` and ``harvest`` read every version in ``READABLE``.
 """
 
 from sqlalchemy import (
@@ -20,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -80,14 +83,19 @@ attempt = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("point_id", Integer, ForeignKey("point.id", ondelete="CASCADE"), nullable=False),
-    Column("attempt_no", Integer, nullable=False),  # 0, then 1.. after requeues
+    Column("attempt_no", Integer, nullable=False),  # 0, 1, ... over the point's submissions and requeues
     Column("job_id", String(64)),
-    Column("state", String(16), nullable=False),  # running completed failed
+    Column("state", String(16), nullable=False),  # registered pending running requeued completed failed ...
     Column("reason", Text),
     Column("world_size", Integer),
     Column("started_at", Float),
     Column("ended_at", Float),
     Column("provenance", JSON),  # host(s), torch/cuda versions, devices, image, ...
+    # version 2 (sql/migrate.py):
+    Column("origin", String(16)),  # launch | resume | retry (max_retries) | requeue (the job's own); NULL: before v2
+    Column("overrides", JSON),  # the overrides `campaign resume` applied to this submission only
+    Column("submitted_at", Float),  # when this submission reached its scheduler
+    Column("node_list", Text),  # where it ran, as the scheduler said (recorded when its end is recorded)
     UniqueConstraint("point_id", "attempt_no", name="uq_attempt_point_no"),
 )
 Index("ix_attempt_point", attempt.c.point_id)
@@ -175,4 +183,6 @@ breakdown = Table(
 )
 
 FINAL_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline", "rejected", "lost")
-ACTIVE_STATES = ("registered", "pending", "running", "requeued")
+# ``waiting``: registered, held back until the scheduler has room for it (campaign resume,
+# or campaign status --wait --submit, submits it then).
+ACTIVE_STATES = ("registered", "waiting", "pending", "running", "requeued")

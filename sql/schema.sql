@@ -1,4 +1,4 @@
--- campaign results store, schema version 1 (SQLite rendering of sql/schema.py)
+-- campaign results store, schema version 2 (SQLite rendering of sql/schema.py)
 
 CREATE TABLE campaign (
 	id VARCHAR(64) NOT NULL, 
@@ -60,6 +60,10 @@ CREATE TABLE attempt (
 	started_at FLOAT, 
 	ended_at FLOAT, 
 	provenance JSON, 
+	origin VARCHAR(16), 
+	overrides JSON, 
+	submitted_at FLOAT, 
+	node_list TEXT, 
 	PRIMARY KEY (id), 
 	CONSTRAINT uq_attempt_point_no UNIQUE (point_id, attempt_no), 
 	FOREIGN KEY(point_id) REFERENCES point (id) ON DELETE CASCADE

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import subprocess
 import sys
@@ -66,6 +68,25 @@ class Workspace:
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
+
+
+@functools.lru_cache(maxsize=None)
+def _composed_point(*overrides: str) -> str:
+    from hydra import compose, initialize_config_module
+
+    from campaign.config import register
+    from campaign.launch.plan import plan_point
+
+    register()
+    with initialize_config_module("campaign_conf", version_base="1.3"):
+        cfg = compose("config", overrides=list(overrides))
+    return json.dumps(plan_point(cfg, 0, []).config)
+
+
+def point_config(*overrides: str) -> dict:
+    """A point's resolved config as a launch stores it (``experiment=smoke`` with TINY,
+    then ``overrides``): what ``campaign resume`` plans again from a store filled by hand."""
+    return json.loads(_composed_point("experiment=smoke", *TINY, *overrides))
 
 
 def campaign_id_from(stdout: str) -> str:

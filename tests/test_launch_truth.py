@@ -105,7 +105,8 @@ def test_foreground_point_that_fails_exits_3_naming_it_and_the_rerun(ws):
     cid = campaign_id_from(res.stdout)
     assert err.startswith(f"error: campaign {cid}: 1 of 1 point(s) failed (#0 platform=local gpus=1 trainer=sleep "
                           "experiment=weak_scaling: rank 0: RuntimeError: injected failure")
-    assert f"details: campaign status {cid}; rerun with: campaign launch trainer=sleep" in err
+    assert f"details: campaign status {cid}; rerun with: campaign resume {cid} (or a new campaign: campaign launch " \
+           "trainer=sleep" in err
     assert ws.query("select state from point") == [("failed",)]
 
 
@@ -119,7 +120,7 @@ def test_waiting_sweep_exits_3_when_a_point_fails_and_0_when_all_complete(ws):
     res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1", "hydra.launcher.wait=true")
     err = one_line_error(res, 3)
     assert "1 of 2 point(s) failed (#1 platform=local gpus=2" in err and "rank 1: RuntimeError" in err
-    assert "rerun with: campaign launch -m gpus=2 trainer=sleep" in err
+    assert "(or a new campaign: campaign launch -m gpus=2 trainer=sleep" in err
     ok = ws.launch("-m", "gpus=1,2", *TINY, "hydra.launcher.wait=true")
     assert ok.returncode == 0, ok.stderr
     assert ws.query("select state from point where campaign_id = ? order by idx", campaign_id_from(ok.stdout)) == \
@@ -136,18 +137,23 @@ def test_points_that_cannot_be_submitted_are_not_left_registered_and_retry_submi
     cid = campaign_id_from(res.stdout)
     assert err.startswith(f"error: campaign {cid}: none of its 2 point(s) was submitted (#0 platform=local gpus=1")
     assert "not submitted: NotADirectoryError" in err or "not submitted: FileExistsError" in err, err
-    assert err.rstrip().endswith(f"once the cause is fixed, submit them with: campaign launch --retry {cid}")
+    assert err.rstrip().endswith(f"once the cause is fixed, submit them with: campaign resume {cid}")
     states = ws.query("select state, reason, job_id from point order by idx")
     assert [s for s, _, _ in states] == ["rejected", "rejected"] and all(r for _, r, _ in states)
     assert all(j is None for _, _, j in states)
     (ws.results / "jobs").unlink()
-    again = ws.run(sys.executable, "-m", "campaign", "launch", "--retry", cid)
+    again = ws.run(sys.executable, "-m", "campaign", "launch", "--retry", cid)  # the older spelling, an alias
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "2 of 2 point(s) submitted" in again.stdout
+    assert again.stderr.startswith("note: campaign launch --retry is campaign resume --state rejected,lost,waiting")
+    assert f"campaign {cid}: resubmitted 2 point(s) as new attempts (2 submitted)" in again.stdout
     wait = ws.campaign("status", cid, "--wait", "--interval", "0.5")
     assert wait.returncode == 0 and "2 point(s): 2 completed" in wait.stdout, wait.stdout
-    nothing = ws.run(sys.executable, "-m", "campaign", "launch", "--retry", cid)
-    assert "every point reached its scheduler; nothing to retry" in one_line_error(nothing)
+    nothing = ws.campaign("resume", cid)
+    assert nothing.returncode == 0 and nothing.stdout.strip() == f"campaign {cid}: nothing to resume (2 completed)"
+    attempts = ws.query("select p.idx, a.attempt_no, a.state, a.origin from attempt a join point p on p.id = a.point_id "
+                        "order by 1, 2")
+    assert attempts == [(0, 0, "rejected", "launch"), (0, 1, "completed", "resume"),
+                        (1, 0, "rejected", "launch"), (1, 1, "completed", "resume")]
 
 
 def test_ctrl_c_in_a_foreground_launch_is_130_and_one_line(ws):

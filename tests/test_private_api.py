@@ -34,7 +34,8 @@ def test_submitit_is_pinned_below_the_next_minor_version():
 @pytest.mark.parametrize("module,name,params", [
     ("submitit.slurm.slurm", "_make_sbatch_string",
      ["command", "folder", "job_name", "partition", "time", "nodes", "ntasks_per_node", "cpus_per_task",
-      "gpus_per_node", "qos", "mem", "constraint", "account", "map_count", "additional_parameters", "srun_args"]),
+      "gpus_per_node", "qos", "mem", "constraint", "account", "map_count", "additional_parameters", "srun_args",
+      "array_parallelism", "comment"]),
     ("submitit.slurm.slurm", "SlurmExecutor._make_submission_file_text", ["self", "command", "uid"]),
     ("submitit.slurm.slurm", "SlurmExecutor._num_tasks", ["self"]),
     ("submitit.slurm.slurm", "SlurmExecutor._get_job_id_from_submission_command", ["string"]),

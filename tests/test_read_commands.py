@@ -103,13 +103,14 @@ def _as_unprivileged() -> list[str]:
     return ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
 
 
-READ_ONLY_EXIT = {"status": 0, "harvest": 0, "cancel": 0, "ingest": EXIT_USAGE}
+# resume has points to resubmit in this store: like ingest it must write
+READ_ONLY_EXIT = {"status": 0, "harvest": 0, "cancel": 0, "ingest": EXIT_USAGE, "resume": EXIT_USAGE}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_read_only_results_folder(ws, command):
     """status and harvest read it; cancel has nothing to stop (no write needed); ingest
-    must write: one line, exit 2. Nothing changes."""
+    and resume must write: one line, exit 2. Nothing changes."""
     build(ws.store_url, ws.results)
     files = sorted(p for p in ws.results.rglob("*") if p.is_file())
     before = {p: _digest(p) for p in files}

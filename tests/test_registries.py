@@ -26,7 +26,9 @@ def test_the_cli_offers_exactly_the_registered_harvest_tables(capsys):
     from campaign.cli import build_parser
     from campaign.harvest.tables import TABLE_CHOICES, TABLES
 
-    assert TABLE_CHOICES == (*TABLES, "all")
+    from campaign.harvest.tables import POINT_TABLES
+
+    assert set(TABLE_CHOICES) == {*TABLES, "all"} and TABLE_CHOICES[:len(POINT_TABLES) + 1] == (*POINT_TABLES, "all")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["harvest", "--table", "nosuch"])
     err = capsys.readouterr().err
@@ -50,5 +52,6 @@ def test_every_registered_table_builds_from_a_point_frame():
         module, func = spec.build.split(":")
         params = inspect.signature(getattr(importlib.import_module(module), func)).parameters
         assert len(params) == len(spec.inputs), spec.name
-        assert all(i in ("points", "phases") or i in TABLES for i in spec.inputs), spec.name
+        sources = ("points", "phases") if spec.of_points else ("store", "campaign")
+        assert all(i in sources or i in TABLES for i in spec.inputs), spec.name
         assert not spec.optional or spec.empty, spec.name

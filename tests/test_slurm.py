@@ -440,7 +440,7 @@ def test_rejected_group_reports_slurms_message_while_the_other_runs(site):
     assert res.stdout.count(f"rejected: {msg}") == 2
     # exit status 3: stored, two points not submitted, named with SLURM's message and the retry
     assert res.stderr.startswith(f"error: campaign {cid}: 2 of 4 point(s) were not submitted (#2 platform=v100 gpus=1")
-    assert f"not submitted: {msg}" in res.stderr and f"campaign launch --retry {cid}" in res.stderr
+    assert f"not submitted: {msg}" in res.stderr and f"campaign resume {cid}" in res.stderr
     wait = site.wait(cid)
     assert wait.returncode == 1  # not every point completed
     points = site.points(cid)

@@ -22,6 +22,7 @@ from campaign.state import derive
 from campaign.status import point_view
 from campaign.store import open_store
 from campaign_sql.schema import attempt, rank_timing
+from conftest import point_config
 from test_postgres import pg_url  # noqa: F401  (fixture: a fresh database on the test server)
 
 CID = "20260101-000000-aaaa"
@@ -29,9 +30,10 @@ NOW = 1_000_000.0
 
 
 def _row(idx, **kw):
+    gpus = kw.get("gpus", 1)
     row = dict(idx=idx, platform="local", trainer="synthetic", experiment="smoke", dataset="synthetic", gpus=1,
-               nodes=1, repeat=0, executor="local", state="running", iterations=8, job_id=None, job_folder=None,
-               reason=None, log_path=None)
+               nodes=1, repeat=0, executor="local", state="running", iterations=8 // gpus, batch_per_gpu=4,
+               job_id=None, job_folder=None, reason=None, log_path=None, config=point_config(f"gpus={gpus}"))
     row.update(kw)
     return row
 

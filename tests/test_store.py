@@ -11,7 +11,7 @@ from campaign.errors import NotFoundError, SchemaVersionError, StoreError
 from campaign.store import open_store
 from campaign_sql.engine import insert_ignore
 from campaign_sql.render import render
-from campaign_sql.schema import iteration
+from campaign_sql.schema import SCHEMA_VERSION, iteration
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,7 +80,7 @@ def test_newer_schema_names_the_upgrade(tmp_path):
         open_store(url)
     # This install's own source, never `pip install -U campaign`: that is another project on PyPI.
     message = str(err.value)
-    assert f"newer than this campaign's 1; upgrade this install of campaign: git -C {ROOT} pull && " \
+    assert f"newer than this campaign's {SCHEMA_VERSION}; upgrade this install of campaign: git -C {ROOT} pull && " \
            f"pip install -U -e {ROOT} (the package named campaign on PyPI is another project)" in message
     assert "pip install -U campaign" not in message and "pip install campaign" not in message
 

@@ -105,6 +105,14 @@ class Recorder:
         # Compaction (module docstring): off on CPU by default, where stamps are floats already.
         self.resolve_every = RESOLVE_EVERY if resolve_every is None and self.cuda else int(resolve_every or 0)
         self._compacted = 0  # iterations before this one are compacted
+        # A run resumed from a checkpoint (trainers/checkpoint.py, load_state_dict): the
+        # iterations before ``_offset`` are earlier attempts' (resolved, in ``_prior``),
+        # their timed window ``_prior_wall`` seconds; ``_excluded``: time inside this
+        # attempt's window spent outside iterations (saving checkpoints), not counted.
+        self._offset = 0
+        self._prior: list[dict] = []
+        self._prior_wall = 0.0
+        self._excluded = 0.0
         self._clock: Optional[EventClock] = None
         if self.cuda:  # events for the iterations it will hold at most (trainers/events.py)
             held = min(int(expected_iterations), 2 * self.resolve_every if self.resolve_every else expected_iterations)
@@ -125,14 +133,15 @@ class Recorder:
             self.t_first = time.perf_counter()
             if self._count_flops:
                 self._start_flops()
-        if self._it == self.warmup:
+        if self._it == max(self.warmup, self._offset):  # the window opens (again, in a resumed run)
             if self.cuda:
                 torch.cuda.synchronize(self.device)
             if self.memory is not None:
                 self.memory.window_start()
             self.t_window0 = time.perf_counter()
-        if self.resolve_every and self._it % self.resolve_every == 0 and self._it >= 2 * self.resolve_every:
-            self._compact(self._it - self.resolve_every)
+        n = self._it - self._offset  # this attempt's iterations so far: the lists' index
+        if self.resolve_every and n % self.resolve_every == 0 and n >= 2 * self.resolve_every:
+            self._compact(n - self.resolve_every)
         if self._clock is not None:
             self._clock.begin_iteration()
         self._cur = [("begin", self._mark())]
@@ -148,24 +157,24 @@ class Recorder:
 
     def add_comm(self, seconds: float) -> None:
         """Communication time measured elsewhere (e.g. a DDP comm hook) for this iteration."""
-        if self._it >= 0:
-            self._extra_comm[self._it] += seconds
+        if self._extra_comm:
+            self._extra_comm[-1] += seconds
 
     def comm_span(self, nbytes: int) -> list:
         """Open a communication span of ``nbytes`` now; the caller stores the end stamp
         (``span[1] = rec.stamp()``) when the collective completes. Thread-safe enough:
         list appends and item stores are atomic under the GIL."""
         span = [self.stamp(), None, int(nbytes)]
-        if self._it >= 0:
-            self._spans[self._it].append(span)
+        if self._spans:
+            self._spans[-1].append(span)
         return span
 
     def end(self, loss: Optional[torch.Tensor | float] = None, images: int = 0) -> None:
         self._cur.append(("end", self._mark()))
         if isinstance(loss, torch.Tensor):
             loss = loss.detach()
-        self._loss[self._it] = loss
-        self._images[self._it] = images
+        self._loss[-1] = loss
+        self._images[-1] = images
         if self._it == 0 and self._flops is not None:
             self._stop_flops()
 
@@ -183,6 +192,45 @@ class Recorder:
     @property
     def iterations_done(self) -> int:
         return self._it + 1
+
+    # ---------------------------------------------------------------- checkpoint (trainers/checkpoint.py)
+    def exclude(self, seconds: float) -> None:
+        """Time spent inside the open window outside any iteration (a checkpoint being
+        saved): not training time, taken off the window."""
+        if self.t_window0 is not None and self.t_window1 is None:
+            self._excluded += seconds
+
+    def window_s(self) -> float:
+        """The timed window so far (earlier attempts' included, exclusions taken off);
+        at an iteration boundary (device-synchronised)."""
+        if self.t_window0 is None:
+            return self._prior_wall
+        if self.cuda and self.t_window1 is None:
+            torch.cuda.synchronize(self.device)
+        end = self.t_window1 if self.t_window1 is not None else time.perf_counter()
+        return self._prior_wall + (end - self.t_window0) - self._excluded
+
+    def state_dict(self) -> dict:
+        """Every iteration so far, resolved, and the window's time: what a resumed attempt
+        continues from (plain Python: floats, lists, dicts). At an iteration boundary."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)  # every event of the iterations so far has completed
+        resolved = [{k: v for k, v in d.items() if k != "local"} for d in self._resolve()]
+        for d, row in zip(resolved, self.rows()):
+            d["loss"] = row["loss"]
+        return {"iterations": self.iterations_done, "resolved": resolved, "wall_s": self.window_s(),
+                "flops_per_iter": self.flops_per_iter, "flops_kinds": self.flops_kinds, "flops_error": self.flops_error}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue the run ``state`` (``state_dict``) describes, before the first ``begin``:
+        the next iteration is ``state["iterations"]``."""
+        self._offset = int(state["iterations"])
+        self._it = self._offset - 1
+        self._prior = [dict(d, local=None) for d in state["resolved"]]
+        self._prior_wall = float(state["wall_s"] or 0.0)
+        self.flops_per_iter, self.flops_kinds = state.get("flops_per_iter"), state.get("flops_kinds")
+        self.flops_error = state.get("flops_error")
+        self._count_flops = False
 
     # ---------------------------------------------------------------- FLOPs of iteration 0
     def _start_flops(self) -> None:
@@ -255,7 +303,7 @@ class Recorder:
         """Per iteration: phase seconds and the all-reduce spans' figures (cached)."""
         if self._resolved is not None:
             return self._resolved
-        out = []
+        out = list(self._prior)
         for i, marks in enumerate(self._marks):
             if marks[-1][0] != "end":
                 continue  # an interrupted iteration
@@ -263,7 +311,8 @@ class Recorder:
             for (_, a), (label, b) in zip(marks, marks[1:]):
                 if label in PHASES:
                     phases[label] = phases.get(label, 0.0) + self._elapsed(a, b)
-            d: dict[str, Any] = {"iter": i, "warmup": i < self.warmup,
+            it = self._offset + i
+            d: dict[str, Any] = {"iter": it, "warmup": it < self.warmup, "local": i, "images": self._images[i],
                                  "iter_s": self._elapsed(marks[0][1], marks[-1][1]), "phases": phases,
                                  "extra_comm_s": self._extra_comm[i], "allreduce": None}
             spans = [s for s in self._spans[i] if s[1] is not None]
@@ -299,7 +348,7 @@ class Recorder:
             for p in SEQUENTIAL:
                 row[f"{p}_s"] = phases.get(p)  # never marked: absent (None), not zero
             row["comm_s"] = comm
-            row["loss"] = self._loss_value(i)
+            row["loss"] = d["loss"] if d["local"] is None else self._loss_value(d["local"])
             out.append(row)
         return out
 
@@ -314,8 +363,8 @@ class Recorder:
         timed = [r for r in rows if not r["warmup"]]
         warm = [r for r in rows if r["warmup"]]
         iters = [r["iter_s"] for r in timed]
-        images = sum(self._images[r["iter"]] for r in timed)
-        wall = (self.t_window1 or 0.0) - (self.t_window0 or 0.0) if timed else 0.0
+        images = sum(d["images"] for d in self._resolve() if not d["warmup"])
+        wall = self.window_s() if timed else 0.0
 
         def total(col: str) -> Optional[float]:
             vals = [r[col] for r in timed if r[col] is not None]

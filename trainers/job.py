@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from trainers import comm, dist, loop, registry
+from trainers.checkpoint import Checkpointer, Requeue
 from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
 from trainers.memory import PeakMemory
@@ -129,6 +130,19 @@ def profile_warning(ctx: dist.DistContext, mine: str | None) -> str | None:
     return f"warning: rank{'s' if len(bad) > 1 else ''} {ranks}: {bad[0][1]} (timing rows kept, no profile figures)"
 
 
+def _checkpointer(ctx: dist.DistContext, spec: dict, attempt: Any) -> "Checkpointer | None":
+    """The point's checkpointer (experiment.checkpoint=true, trainers/checkpoint.py), its
+    signal handler installed; None for a timing run."""
+    exp = spec["config"]["experiment"]
+    if not exp.get("checkpoint") or not spec.get("checkpoint_dir"):
+        return None
+    plan = spec["plan"]
+    ckpt = Checkpointer(ctx, spec, plan["warmup"] + plan["iterations"], every=int(exp.get("checkpoint_every") or 0),
+                        attempt_no=attempt[1] if attempt is not None else 0)
+    ckpt.install()
+    return ckpt
+
+
 def run_point(spec: dict) -> dict:
     """Entry of one rank. ``spec``: point_id, store_url, config, plan, threads_per_rank."""
     watch_controller()  # a local rank whose controller is killed fails (never completes unwatched)
@@ -144,9 +158,11 @@ def run_point(spec: dict) -> dict:
     try:
         if ctx.rank == 0:
             attempt_id = writer.start_attempt(
-                spec["point_id"], job_id=job_id, world_size=ctx.world_size, provenance=_provenance(ctx, spec)
+                spec["point_id"], job_id=job_id, world_size=ctx.world_size, provenance=_provenance(ctx, spec),
+                attempt_base=spec.get("attempt_base"),
             )
         attempt_id = dist.broadcast_object(ctx, attempt_id)
+        ckpt = _checkpointer(ctx, spec, attempt_id)
         trainer = registry.get(cfg["trainer"])(ctx, cfg, plan)
         own_flops = getattr(trainer, "flops_per_iter", None)
         memory = PeakMemory(ctx.device)  # the window's peak and the warm-up's (trainers/memory.py)
@@ -155,7 +171,9 @@ def run_point(spec: dict) -> dict:
                        expected_iterations=plan["warmup"] + plan["iterations"])
         timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
         memory.start()
-        loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
+        if ckpt is not None:
+            ckpt.load(trainer, rec)  # a resumed run continues where its checkpoint stands
+        loop.train(trainer, rec, plan["warmup"] + plan["iterations"], ckpt.hook(trainer, rec) if ckpt else None)
         rows = rec.rows()
         summary = rec.summary(rows)
         flops = own_flops or rec.flops_per_iter
@@ -169,6 +187,10 @@ def run_point(spec: dict) -> dict:
         summary["extra"] = _rank_extra(trainer, cfg, ctx, rec, summary, comm_source=comm_source,
                                        flops_source="trainer" if own_flops else "flop_counter",
                                        memory=memory)
+        if ckpt is not None:
+            summary["extra"]["checkpoint"] = ckpt.summary(rec)
+            if ckpt.prior_peak is not None and summary["peak_memory_bytes"] is not None:
+                summary["peak_memory_bytes"] = max(summary["peak_memory_bytes"], ckpt.prior_peak)
         # The timing rows are stored before the profiler window starts: nothing the
         # profiler does can lose them.
         writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer))
@@ -185,7 +207,21 @@ def run_point(spec: dict) -> dict:
             writer.finish_attempt(attempt_id, spec["point_id"], "completed", reason=warning)
         if hasattr(trainer, "close"):
             trainer.close()
+        if ckpt is not None:
+            ckpt.remove()
         return {"rank": ctx.rank, "wall_s": summary["wall_s"], "iterations": summary["iterations"]}
+    except Requeue as requeue:
+        # Every rank saved its checkpoint; rank 0 records the attempt and lets submitit
+        # requeue the job (it ends this process), the others end and are restarted with it.
+        if ctx.rank == 0:
+            writer.finish_attempt(attempt_id, spec["point_id"], "requeued", reason=str(requeue))
+            try:
+                ckpt.requeue()  # type: ignore[union-attr]
+            except Exception as exc:  # submitit would not requeue (e.g. too many time limits)
+                writer.finish_attempt(attempt_id, spec["point_id"], "failed",
+                                      reason=f"rank 0: {type(exc).__name__}: {exc}"[:500])
+                raise
+        return {"rank": ctx.rank, "requeued_at": requeue.iteration}
     except BaseException as exc:
         # Every rank reports its own failure; the store keeps the first (sql/ops.py), so
         # a rank that failed is named, not the peer that timed out waiting for it.

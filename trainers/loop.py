@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -28,15 +28,19 @@ class InjectedProfilerError(RuntimeError):
     """The failure the test knob asks for."""
 
 
-def train(trainer, rec: Recorder, total_iterations: int) -> None:
-    """Run ``total_iterations`` (warm-up included) and close the timed window."""
+def train(trainer, rec: Recorder, total_iterations: int, between: Optional[Callable[[int], None]] = None) -> None:
+    """Run ``total_iterations`` (warm-up included) from where ``rec`` stands (0, or the
+    iteration a resumed run's checkpoint holds) and close the timed window;
+    ``between(done)`` runs after each iteration, outside it (trainers/checkpoint.py)."""
     if hasattr(trainer, "run"):
         trainer.run(rec, total_iterations)
     else:
-        for _ in range(total_iterations):
+        for done in range(rec.iterations_done + 1, total_iterations + 1):
             rec.begin()
             loss = trainer.step(rec)
             rec.end(loss, trainer.images_per_step)
+            if between is not None:
+                between(done)
     rec.finish()
 
 

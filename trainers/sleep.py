@@ -80,6 +80,12 @@ class SleepTrainer:
         self.stall_s = float(params.get("stall_s") or 0.0)
         self._i = 0
 
+    def resume_at(self, iteration: int) -> None:
+        """Continue a checkpointed run at ``iteration`` (the fail knob counts from it; the
+        sleeps' deadlines start again from the first step)."""
+        self._i = int(iteration)
+        self._deadline = None
+
     def step(self, rec: Recorder) -> None:
         if self.rank == self.fail_rank and self._i == self.fail_at_iteration:
             raise RuntimeError(f"injected failure (trainer.params.fail_rank={self.rank}) at iteration {self._i}")

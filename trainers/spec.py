@@ -62,6 +62,9 @@ class TrainerDef:
     devices: tuple[Device, ...] = tuple(Device)  # platform.device values it runs on
     # trainer-specific rule over the whole resolved point config; raises ValueError (one line)
     check: Optional[Callable[[Mapping[str, Any]], None]] = None
+    # experiment.checkpoint=true: it resumes at an iteration (model, optimizer and its data
+    # position: the built trainer has resume_at(iteration)); trainers/checkpoint.py
+    checkpoint: bool = False
 
     @property
     def engines(self) -> tuple[str, ...]:

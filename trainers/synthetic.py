@@ -64,6 +64,10 @@ class SyntheticTrainer:
         self.inject_comm_delay_s = float(params.get("inject_comm_delay_s") or 0.0)
         self._i = 0
 
+    def resume_at(self, iteration: int) -> None:
+        """Continue a checkpointed run at ``iteration`` (its data position: the pool's batch)."""
+        self._i = int(iteration)
+
     def step(self, rec: Recorder) -> torch.Tensor:
         x, y = self.pool[self._i % len(self.pool)]
         self._i += 1

@@ -23,6 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from campaign_sql.engine import check_version, make_engine
+from campaign_sql.migrate import READABLE
 from campaign_sql.ops import AttemptKey, apply_op
 from campaign_sql.schema import attempt
 
@@ -44,7 +45,7 @@ class JobWriter:
         self.engine = make_engine(url, busy_timeout_s=busy_timeout_s)
         self._ids: dict[AttemptKey, int] = {}
         try:
-            check_version(self.engine)
+            check_version(self.engine, READABLE)
         except DBAPIError:
             if not self.spool_dir:
                 raise
@@ -88,21 +89,43 @@ class JobWriter:
         return None
 
     # ------------------------------------------------------------ operations
-    def start_attempt(self, point_id: int, *, job_id: str, world_size: int, provenance: Mapping[str, Any]) -> AttemptKey:
-        """Record a new attempt of ``point_id`` (running); returns its key."""
-        restart = os.environ.get("SLURM_RESTART_COUNT")
-        if restart is not None:
-            no = int(restart)
-        else:  # local requeues: count the attempts already there (0 if unreachable)
-            try:
-                no = self._retry(lambda conn: conn.execute(
-                    select(func.count()).select_from(attempt).where(attempt.c.point_id == point_id)).scalar_one())
-            except DBAPIError:
-                no = 0
+    def start_attempt(self, point_id: int, *, job_id: str, world_size: int, provenance: Mapping[str, Any],
+                      attempt_base: Optional[int] = None, restarts: Optional[int] = None) -> AttemptKey:
+        """Record that an attempt of ``point_id`` runs; returns its key.
+
+        ``attempt_base`` (the job's spec) is the attempt its submission opened; the job's
+        requeues are the next ones (``attempt_number``). ``restarts``: how often this
+        job has been requeued, when known without the store (a checkpoint says so)."""
+        no = self.attempt_number(point_id, attempt_base, restarts)
+        payload = {"job_id": job_id, "world_size": world_size, "started_at": time.time(), "provenance": dict(provenance)}
+        if attempt_base is not None and no > attempt_base:
+            payload["origin"] = "requeue"
         key = AttemptKey(point_id, no)
-        self._do(key, 0, "start", {"job_id": job_id, "world_size": world_size, "started_at": time.time(),
-                                   "provenance": dict(provenance)})
+        self._do(key, 0, "start", payload)
         return key
+
+    def attempt_number(self, point_id: int, base: Optional[int], restarts: Optional[int] = None) -> int:
+        """This run's attempt number: its submission's ``base`` plus the job's requeues so
+        far (SLURM counts them in ``SLURM_RESTART_COUNT``; elsewhere ``restarts`` or, failing
+        that, the attempts of this submission the store saw start). A job submitted before
+        attempts were numbered per submission (no base) counts as it always did."""
+        slurm = os.environ.get("SLURM_RESTART_COUNT")
+        if base is None:
+            if slurm is not None:
+                return int(slurm)
+            return self._count(select(func.count()).select_from(attempt).where(attempt.c.point_id == point_id))
+        if slurm is not None:
+            return base + int(slurm)
+        if restarts is not None:
+            return base + restarts
+        return base + self._count(select(func.count()).select_from(attempt).where(
+            attempt.c.point_id == point_id, attempt.c.attempt_no >= base, attempt.c.started_at.is_not(None)))
+
+    def _count(self, query) -> int:
+        try:
+            return int(self._retry(lambda conn: conn.execute(query).scalar_one()))
+        except DBAPIError:  # unreachable: the spool records it; ingest replays it as this number
+            return 0
 
     def write_rank(self, key: AttemptKey, rank: int, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *,
                    profile_row: Optional[Mapping[str, Any]] = None, breakdown_rows: Iterable[Mapping[str, Any]] = ()) -> None:

@@ -1,11 +1,19 @@
 """The callable submitit pickles for every campaign job. It lives on the host side so
 neither the launcher nor the backends import the job side (torch): the job's Python
-imports ``trainers.job`` when the callable runs."""
+imports ``trainers.job`` when the callable runs.
+
+A point with ``experiment.checkpoint=true`` gets a ``CheckpointingJobEntry``, a
+submitit ``Checkpointable``: on SLURM's signal (preemption, or ``signal_delay_s``
+before the time limit; a local job's controller sends the same) the job saves a
+checkpoint at the next iteration (trainers/checkpoint.py) and then lets submitit's
+own handler requeue it; the next run resumes from the checkpoint."""
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Callable
+
+from submitit.helpers import Checkpointable
 
 from campaign.redact import STORE_URL_ENV, redact
 
@@ -43,3 +51,22 @@ class JobEntry:
 
     def __repr__(self) -> str:  # shown in submitit's logs
         return f"JobEntry(point={self.spec.get('point_id')}, campaign={self.spec.get('campaign_id')})"
+
+
+# How often a checkpointing job may requeue itself at its time limit (submitit's
+# max_num_timeout; preemptions are not counted): a 160K-iteration schedule in slices of
+# a partition's time limit. A job that is not checkpointing is never requeued.
+MAX_TIME_LIMIT_REQUEUES = 100
+
+
+class CheckpointingJobEntry(Checkpointable, JobEntry):
+    """``JobEntry`` of a checkpointing point: submitit requeues it (``checkpoint()``
+    resubmits the same entry: the job finds its checkpoint files by its spec)."""
+
+
+def entry_for(spec: dict[str, Any], plain: Callable[[dict[str, Any]], JobEntry] = JobEntry) -> JobEntry:
+    """The entry a point's job runs: checkpointing (requeued on SLURM's signal) with
+    ``experiment.checkpoint=true``, else ``plain`` (the executor's own)."""
+    if spec.get("config", {}).get("experiment", {}).get("checkpoint"):
+        return CheckpointingJobEntry(spec)
+    return plain(spec)

@@ -145,14 +145,15 @@ class LocalBackend(Backend):
         writable, ...) comes back refused with the reason, the others still go."""
         import submitit
 
-        from campaign.backends.entry import JobEntry
+        from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, entry_for
 
         out = []
         for plan, spec in items:
             res = plan.resources
             spec = dict(spec, job_folder=str(folder))
             try:
-                ex = submitit.LocalExecutor(folder=folder, python=python)
+                ex = submitit.LocalExecutor(folder=folder, python=python,
+                                            **({"max_num_timeout": MAX_TIME_LIMIT_REQUEUES} if res.checkpoint else {}))
                 ex.update_parameters(
                     tasks_per_node=res.tasks_per_node,
                     timeout_min=res.timeout_min,
@@ -161,7 +162,7 @@ class LocalBackend(Backend):
                     setup=exclusive_setup(Path(folder).parent) if res.exclusive else (),
                 )
                 with detached_stdio(Path(folder) / "controllers.log"):
-                    job = ex.submit(JobEntry(spec))
+                    job = ex.submit(entry_for(spec))
             except Exception as exc:  # e.g. the folder is not writable, or is a file
                 out.append(Submitted(spec["point_id"], None, error=one_line(f"{type(exc).__name__}: {exc}")))
                 continue

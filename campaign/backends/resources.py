@@ -22,6 +22,8 @@ class Resources:
     mem_gb: Optional[float] = None  # host memory per node (sbatch --mem); None: the partition's default
     extra_sbatch: tuple[str, ...] = ()  # extra long options, e.g. ("--exclusive",)
     exclusive: bool = False  # local: one job at a time on this machine (a file lock)
+    max_running: Optional[int] = None  # SLURM: tasks of one job array running at once (--array=...%k)
+    checkpoint: bool = False  # the job checkpoints and requeues itself before its time limit
 
     def __post_init__(self) -> None:
         for name in ("nodes", "tasks_per_node", "cpus_per_task", "timeout_min"):

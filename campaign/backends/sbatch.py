@@ -22,9 +22,10 @@ from campaign.errors import ConfigError
 # The resolved resources that must be equal for points to share one job array.
 RESOURCE_KEYS = (
     "partition", "nodes", "tasks_per_node", "gpus_per_node", "cpus_per_task", "timeout_min",
-    "constraint", "account", "qos", "mem_gb", "extra_sbatch",
+    "constraint", "account", "qos", "mem_gb", "extra_sbatch", "max_running", "checkpoint",
 )
 DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize (indices 0..1000)
+DEFAULT_MAX_RUNNING = 256  # submitit's array throttle (--array=0-N%256) when platform.max_running is unset
 MAX_JOB_NAME = 96
 
 # extra_sbatch options campaign sets itself: overriding them breaks logs, arrays or
@@ -153,6 +154,8 @@ def sbatch_parameters(resources: Resources, name: str) -> dict[str, Any]:
         "qos": resources.qos or None,
         "mem": sbatch_mem(float(resources.mem_gb)) if resources.mem_gb else None,
     }
+    if resources.max_running:
+        params["array_parallelism"] = int(resources.max_running)  # --array=0-N%k
     if resources.tasks > 1:
         # A rank that exits with an error ends the job step at once: its peers would
         # otherwise sit in a collective until the process group's timeout (NCCL: 10 min).

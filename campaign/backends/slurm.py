@@ -21,8 +21,8 @@ from submitit.slurm.slurm import SlurmExecutor, SlurmJob
 
 from campaign.backends import sacct as sa
 from campaign.backends import sbatch as sb
-from campaign.backends.base import Backend, Observed, Submitted
-from campaign.backends.entry import JobEntry
+from campaign.backends.base import Backend, Limit, Observed, Submitted
+from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, JobEntry, entry_for
 from campaign.backends.resources import Resources
 from campaign.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
 from campaign.proc import CommandError, Completed, run
@@ -53,18 +53,31 @@ def run_sbatch(
     backoff_s: float = 1.0,
     runner: Optional[Callable[..., Completed]] = None,
     sleep: Callable[[float], None] = time.sleep,
+    find_queued: Optional[Callable[[], Optional[str]]] = None,
 ) -> str:
     """``sbatch script`` with a scrubbed environment; retries transient failures with
     back-off (1, 2, 4 s); returns sbatch's stdout or raises ``SubmitError`` with
-    SLURM's own message."""
+    SLURM's own message.
+
+    An sbatch that gets no answer in time (a saturated controller) may still have
+    queued the job: ``find_queued`` (the job id of this very submission, found in the
+    queue, or None) is asked after the back-off; a job found is taken as submitted,
+    otherwise sbatch is tried again. Without it, no answer is final."""
     env = sb.scrubbed_environ(os.environ)
     runner = runner or run
     message = ""
     for i in range(max(1, attempts)):
         try:
             done = runner(["sbatch", str(script)], timeout=SBATCH_TIMEOUT_S, env=env, check=False)
-        except CommandError as exc:  # missing, or no answer: it may have queued the job, so no retry
-            raise SubmitError(exc.detail) from exc
+        except CommandError as exc:  # missing, or no answer
+            if find_queued is None or not exc.detail.startswith("no answer"):
+                raise SubmitError(exc.detail) from exc
+            sleep(backoff_s * 2**i)
+            found = find_queued()
+            if found:
+                return f"Submitted batch job {found}\n"
+            message = f"sbatch: {exc.detail} (the job is not in the queue)"
+            continue
         if done.returncode == 0:
             return done.stdout
         message = sb.sbatch_message(done.stderr or done.stdout, done.returncode)
@@ -72,6 +85,22 @@ def run_sbatch(
             break
         sleep(backoff_s * 2**i)
     raise SubmitError(message)
+
+
+def queued_with_comment(comment: str, runner: Callable[..., Completed] = run) -> Optional[str]:
+    """The (array) job id of this user's job whose ``--comment`` is ``comment``, or None."""
+    import getpass
+
+    try:
+        done = runner(["squeue", "-h", "-t", "all", "-u", getpass.getuser(), "-o", "%F|%k"], timeout=QUERY_TIMEOUT_S,
+                      check=False)
+    except CommandError:
+        return None
+    for line in done.stdout.splitlines() if done.returncode == 0 else ():
+        job, _, text = line.partition("|")
+        if text.strip() == comment and job.strip().isdigit():
+            return job.strip()
+    return None
 
 
 class CampaignSlurmExecutor(SlurmExecutor):
@@ -85,9 +114,16 @@ class CampaignSlurmExecutor(SlurmExecutor):
         # submitit's PicklingExecutor._submit_command, with run_sbatch for its subprocess
         uid = uuid.uuid4().hex
         script = JobPaths.get_first_id_independent_folder(self.folder) / f".submission_file_{uid}.sh"
+        # The submission's own mark, so that one sbatch got no answer for is found in the
+        # queue (run_sbatch) instead of being submitted twice.
+        tag = f"campaign-submission-{uid}"
+        if "comment" not in (self.parameters.get("additional_parameters") or {}):  # a site's own comment wins
+            self.parameters["comment"] = tag
         script.write_text(self._make_submission_file_text(command, uid))
         try:
-            out = run_sbatch(script, attempts=self.sbatch_attempts, backoff_s=self.sbatch_backoff_s)
+            out = run_sbatch(script, attempts=self.sbatch_attempts, backoff_s=self.sbatch_backoff_s,
+                             find_queued=(lambda: queued_with_comment(tag)) if self.parameters.get("comment") == tag
+                             else None)
         except SubmitError:
             script.unlink(missing_ok=True)
             raise
@@ -128,18 +164,31 @@ class SlurmBackend(Backend):
     name = "slurm"
 
     def __init__(self) -> None:
+        self._config: Optional[str] = None  # `scontrol show config`, read once ("" if it failed)
         self._max_array: Optional[int] = None
 
     # ------------------------------------------------------------------ submit
+    def _cluster_config(self) -> str:
+        if self._config is None:
+            try:
+                self._config = run(["scontrol", "show", "config"], timeout=QUERY_TIMEOUT_S).stdout
+            except CommandError:
+                self._config = ""
+        return self._config
+
     def max_array_size(self) -> int:
         """The cluster's MaxArraySize (``scontrol show config``, read once)."""
         if self._max_array is None:
-            try:
-                text = run(["scontrol", "show", "config"], timeout=QUERY_TIMEOUT_S).stdout
-                self._max_array = sa.parse_max_array_size(text)
-            except CommandError:
-                self._max_array = sb.DEFAULT_MAX_ARRAY_SIZE
+            text = self._cluster_config()
+            self._max_array = sa.parse_max_array_size(text) if text else sb.DEFAULT_MAX_ARRAY_SIZE
         return self._max_array
+
+    def limits(self, plans: Sequence[Any]) -> list[Limit]:
+        """MaxJobCount and MaxSubmitJobs (association, QOS), with the room each leaves now
+        (campaign/backends/slurm_limits.py)."""
+        from campaign.backends.slurm_limits import slurm_limits
+
+        return slurm_limits(plans, self._cluster_config())
 
     def submit(self, items: Sequence[tuple[Any, dict]], folder: Path, python: Optional[str]) -> list[Submitted]:
         """One job array per resource group (split at MaxArraySize); a group sbatch
@@ -166,9 +215,10 @@ class SlurmBackend(Backend):
         ids = [spec["point_id"] for _, spec in chunk]
         try:
             params = sb.sbatch_parameters(resources, name)
-            ex = CampaignSlurmExecutor(folder, python=python)
+            ex = CampaignSlurmExecutor(folder, python=python,
+                                       **({"max_num_timeout": MAX_TIME_LIMIT_REQUEUES} if resources.checkpoint else {}))
             ex.update_parameters(**params)
-            jobs = ex.submit_array([SlurmJobEntry(spec) for _, spec in chunk])
+            jobs = ex.submit_array([entry_for(spec, SlurmJobEntry) for _, spec in chunk])
         except CampaignError as exc:
             return [Submitted(pid, None, error=str(exc)) for pid in ids]
         except (OSError, ValueError, RuntimeError) as exc:  # folder not writable, submitit's own checks

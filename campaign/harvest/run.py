@@ -10,7 +10,7 @@ import polars as pl
 from campaign.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
-from campaign.harvest.tables import TABLE_CHOICES, TABLES, build_tables
+from campaign.harvest.tables import POINT_TABLES, TABLE_CHOICES, TABLES, build_tables, table_function
 from campaign.text import printable
 
 COMPARE_BUILTIN = ("reference", "ideal")
@@ -124,7 +124,9 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     if table not in TABLE_CHOICES:
         raise ConfigError(f"unknown table '{table}'; available: {', '.join(TABLE_CHOICES)}")
     where = parse_where(where_items, where)
-    wanted = tuple(TABLES) if table == "all" else (table,)
+    if table in TABLES and not TABLES[table].of_points:
+        return _campaign_table(table, ref, store_url, fmt, out)
+    wanted = POINT_TABLES if table == "all" else (table,)
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
@@ -193,3 +195,22 @@ def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict
         return "campaign", TITLES["campaign"].format(other=other_id), pl.DataFrame()
     df = compare_campaigns((tables["scaling"], tables["throughput"]), (other["scaling"], other["throughput"]), other_id)
     return "campaign", TITLES["campaign"].format(other=other_id), df
+
+
+def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out: Optional[str]) -> int:
+    """A table built from the store and the campaign, not its completed points (``attempts``:
+    every attempt, whatever its state; campaign/harvest/attempts.py)."""
+    from campaign.store import open_store
+
+    title = TABLES[name].title
+    with open_store(store_url, readonly=True) as store:
+        campaign = store.resolve_campaign(ref)
+        df, warnings = table_function(name)(store, campaign)
+    for w in warnings:
+        print(f"warning: {printable(w)}", file=sys.stderr)
+    if fmt == "table" and out is None:
+        print(f"campaign {campaign['id']}\n{title}\n")
+        df = _printable_frame(df)
+    for path in write_tables([(name, title, df)], fmt, out):
+        print(f"wrote {path}", file=sys.stderr)
+    return 0

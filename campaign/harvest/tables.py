@@ -5,7 +5,10 @@ from its entry. Light on purpose (no polars): the CLI reads the names to build i
 A table is built by ``build`` (``module:function``) from its ``inputs``, in that order:
 ``points`` (the campaign's point frame, ``derive.point_frame``: one row per completed
 point), ``phases`` (the engines' own phase rows, ``derive.engine_phases``) or another
-registered table by name (built first). Adding a table = one entry here and its function.
+registered table by name (built first). A table not ``of_points`` is built from the store
+and the campaign instead (``function(store, campaign) -> (frame, warnings)``): every
+attempt, whatever its state (``attempts``); ``--table all`` means every table of points.
+Adding a table = one entry here and its function.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ class TableSpec:
     terminal: tuple[str, ...] = ()  # the columns the terminal shows (exports carry all); () = all
     optional: bool = False  # with --table all, shown only when it has rows (e.g. placement: only inter-node campaigns)
     empty: str = ""  # why an optional table has no rows (asked for alone, harvest says this and exits 1)
+    of_points: bool = True  # built from the completed points (False: from the store and the campaign)
 
     @property
     def needs_phases(self) -> bool:
@@ -74,20 +78,33 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
         terminal=("platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "span", "repeats",
                   "time_s", "iter_s", "images_per_s_per_gpu", "speedup", "throughput_vs_one_node",
                   "time_vs_one_node", "note")),
+    TableSpec(
+        "attempts", "every run of every point: state, reason, elapsed, node",
+        "attempts: every run of every point (a submission, or a requeue of its job); harvest's figures come from "
+        "each point's latest completed attempt",
+        "campaign.harvest.attempts:harvest_attempts", inputs=("store", "campaign"), of_points=False),
 )}
-TABLE_CHOICES = tuple(TABLES) + ("all",)
+POINT_TABLES = tuple(name for name, spec in TABLES.items() if spec.of_points)  # what --table all shows
+TABLE_CHOICES = POINT_TABLES + ("all",) + tuple(name for name in TABLES if name not in POINT_TABLES)
 
 
 def table_help() -> str:
     """The --table help text: every registered table with its few words."""
-    return "; ".join(f"{t.name}: {t.help}" for t in TABLES.values()) + "; all: every table"
+    return "; ".join([*(f"{n}: {TABLES[n].help}" for n in POINT_TABLES), "all: every table above",
+                      *(f"{t.name}: {t.help}" for t in TABLES.values() if not t.of_points)])
+
+
+def table_function(name: str):
+    """The function that builds the registered table ``name``."""
+    import importlib
+
+    module, func = TABLES[name].build.split(":")
+    return getattr(importlib.import_module(module), func)
 
 
 def build_tables(names, points, phases=None) -> dict:
     """The registered tables ``names`` (and the tables they are built from) from the point
     frame and phase rows, each built once, inputs first."""
-    import importlib
-
     built: dict = {}
 
     def build(name: str):
@@ -95,8 +112,7 @@ def build_tables(names, points, phases=None) -> dict:
             spec = TABLES[name]
             sources = {"points": points, "phases": phases}
             args = [sources[i] if i in sources else build(i) for i in spec.inputs]
-            module, func = spec.build.split(":")
-            built[name] = getattr(importlib.import_module(module), func)(*args)
+            built[name] = table_function(name)(*args)
         return built[name]
 
     for name in names:

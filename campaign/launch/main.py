@@ -3,7 +3,8 @@
 With ``-m`` the campaign launcher plugin composes every point, validates them all,
 registers the campaign, submits the jobs and returns. Without ``-m`` one point runs
 in the foreground and its status is printed. ``--retry CAMPAIGN`` submits the points
-of a stored campaign that never reached their scheduler.
+of a stored campaign that never reached their scheduler (``campaign resume`` reruns
+every point that did not complete); ``--max-retries K`` is the override ``max_retries=K``.
 
 This is the launch's CLI layer: the one place that turns exceptions into a line on
 stderr and an exit status (``campaign/errors.py``: 0, 2, 3, 130).
@@ -52,7 +53,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
             from campaign.launch.retry import retry_main
 
             return retry_main(argv[1:], prog=f"{prog} --retry")
-        return _hydra_app(argv, prog)
+        return _hydra_app(max_retries_override(argv), prog)
     except CampaignError as exc:
         _error(exc)
         return exc.exit_code
@@ -63,6 +64,24 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+
+
+def max_retries_override(argv: list[str]) -> list[str]:
+    """``--max-retries K`` (or ``--max-retries=K``) -> the override ``max_retries=K``: Hydra
+    takes no option of ours, the config key is where a point keeps its retry budget."""
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--max-retries" or arg.startswith("--max-retries="):
+            value = arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 1 if "=" in arg else 2
+            if not value.isdigit():
+                raise CampaignError(f"--max-retries takes a whole number of retries (>= 0), got {value!r}")
+            out.append(f"max_retries={value}")
+            continue
+        out.append(arg)
+        i += 1
+    return out
 
 
 def _hydra_app(argv: list[str], prog: str) -> int:

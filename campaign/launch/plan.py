@@ -151,11 +151,27 @@ def check_platform(plat: dict[str, Any]) -> None:
         raise ConfigError(f"platform.time_limit_min must be > 0 (minutes), got {plat.get('time_limit_min')}")
     if not float(plat.get("dist_timeout_min") or 0) > 0:
         raise ConfigError(f"platform.dist_timeout_min must be > 0 (minutes), got {plat.get('dist_timeout_min')}")
-    for key in ("cpus_per_task", "mem_per_gpu_gb"):
+    for key in ("cpus_per_task", "mem_per_gpu_gb", "max_submit", "max_running"):
         if plat.get(key) is not None and not plat[key] > 0:
             raise ConfigError(f"platform.{key} must be > 0 when set, got {plat[key]}")
     if plat["executor"] not in EXECUTORS:
         raise ConfigError(f"platform.executor must be one of {', '.join(EXECUTORS)}, got '{plat['executor']}'")
+
+
+def check_recovery(c: dict[str, Any]) -> None:
+    """``max_retries``, ``retry_on`` and ``experiment.checkpoint_every`` hold values that mean something."""
+    from campaign_sql.schema import FINAL_STATES
+
+    retries = c.get("max_retries", 0)
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise ConfigError(f"max_retries must be an integer >= 0, got {retries!r}")
+    valid = [s for s in FINAL_STATES if s != "completed"]
+    for state in c.get("retry_on") or ():
+        if state not in valid:
+            raise ConfigError(f"retry_on: unknown state {state!r}; valid: {', '.join(valid)}")
+    every = c["experiment"].get("checkpoint_every", 0)
+    if not isinstance(every, int) or every < 0:
+        raise ConfigError(f"experiment.checkpoint_every must be an integer >= 0 (iterations), got {every!r}")
 
 
 def plan_resources(c: dict[str, Any]) -> Resources:
@@ -188,6 +204,8 @@ def plan_resources(c: dict[str, Any]) -> Resources:
         mem_gb=None if not plat.get("mem_per_gpu_gb") else float(plat["mem_per_gpu_gb"]) * per_node,
         extra_sbatch=tuple(plat.get("extra_sbatch") or ()),
         exclusive=bool(plat.get("exclusive", False)),
+        max_running=int(plat["max_running"]) if plat.get("max_running") else None,
+        checkpoint=bool(c["experiment"].get("checkpoint", False)),
     )
 
 
@@ -219,6 +237,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"])
+    check_recovery(c)
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
                      batch_per_gpu=batch, iterations=iters, resources=plan_resources(c))
 

@@ -47,10 +47,16 @@ def print_submitted(campaign_id: str, points: Sequence[PointPlan], submitted: Se
     rows = []
     for p, s in zip(points, submitted):
         rows.append([p.idx, p.platform, p.gpus, p.config["trainer"]["name"], p.config["experiment"]["name"],
-                     s.job_id or "-", "submitted" if s.job_id else f"rejected: {redact(s.error)}"])
+                     s.job_id or "-", "submitted" if s.job_id else
+                     ("waiting for room" if getattr(s, "waiting", None) else f"rejected: {redact(s.error)}")])
     done = sum(1 for s in submitted if s.job_id)
     where = "in the foreground" if not multirun and done else ""
     print(f"campaign {campaign_id}: {done} of {len(points)} point(s) submitted {where}".rstrip())
+    held = [s.waiting for s in submitted if getattr(s, "waiting", None)]
+    if held:  # campaign/launch/waves.py
+        print(f"{len(held)} point(s) wait for room ({held[0].split('; ')[0].removeprefix('waiting for room: ')}): "
+              f"campaign resume {campaign_id}{store} submits the next wave as jobs end "
+              f"(or campaign status {campaign_id}{store} --wait --submit)")
     print(tabulate(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "job", "state"], tablefmt="simple"))
     if multirun:
         print(f"\nfollow it:  campaign status {campaign_id}{store} --wait")

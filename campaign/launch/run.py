@@ -81,7 +81,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     try:
         print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun)
         if wait:
-            wait_for(result.submitted)
+            wait_for_campaign(result)
     except KeyboardInterrupt:
         cid, store = result.campaign_id, store_option(result)
         raise Interrupted(f"interrupted; campaign {cid} was stored and submitted: campaign status {cid}{store} "
@@ -105,6 +105,26 @@ def wait_for(submitted: Sequence[Submitted]) -> None:
     for s in submitted:
         while s.job is not None and not s.job.done():
             time.sleep(POLL_S)
+
+
+def wait_for_campaign(result: LaunchResult) -> None:
+    """Block until every point has ended, submitting meanwhile what the campaign has due
+    (campaign/launch/resume.py ``submit_due``: the next wave as room frees, automatic
+    retries within ``max_retries``); each point's ``Submitted`` is its latest submission."""
+    from campaign.launch.resume import submit_due
+
+    while True:
+        wait_for(result.submitted)
+        done = submit_due(result.store_url, result.campaign_id) if result.campaign_id else []
+        index = {s.point_id: i for i, s in enumerate(result.submitted)}
+        for out in done:
+            for s in out.submitted:
+                if s.job_id or not result.submitted[index[s.point_id]].job_id:
+                    result.submitted[index[s.point_id]] = s
+        if not done:  # nothing waits, nothing to retry: every point has ended
+            return
+        if not any(s.job_id for out in done for s in out.submitted):
+            time.sleep(POLL_S * 4)  # no room yet: jobs (maybe others') must end first
 
 
 class PointReturn(JobReturn):
@@ -155,7 +175,9 @@ def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
     reasons = _reasons(result) if waited else {}
     for p, s in zip(result.points, result.submitted):
         where = dict(campaign_id=result.campaign_id, idx=p.idx, overrides=p.overrides)
-        if s.job_id is None:
+        if s.job_id is None and s.waiting:  # held back for room: not submitted yet, not failed
+            result.returns.append(_job_return(p, hydra_cfg, JobStatus.UNKNOWN))
+        elif s.job_id is None:
             exc = PointFailed(f"#{p.idx} {p.label()}: not submitted: {s.error}", submitted=False, **where)
             result.failures.append(exc)
             result.returns.append(_job_return(p, hydra_cfg, JobStatus.FAILED, exc, s.job_folder))
@@ -193,12 +215,13 @@ def check_outcome(result: LaunchResult) -> None:
     if unsent:
         what = f"none of its {total} point(s) was" if len(unsent) == total else f"{len(unsent)} of {total} point(s) were not"
         parts.append(f"{what} submitted ({_named(unsent)}); once the cause is fixed, "
-                     f"submit them with: campaign launch --retry {cid}{store}")
+                     f"submit them with: campaign resume {cid}{store}")
     if failed:
         if len(failed) == 1:
             again = shlex.join(["campaign", "launch", *(["-m"] if result.multirun else []), *failed[0].overrides])
         else:
             again = "campaign launch -m OVERRIDES (each point's are listed by campaign status)"
         parts.append(f"{len(failed)} of {total} point(s) failed ({_named(failed)}); "
-                     f"details: campaign status {cid}{store}; rerun with: {redact(again)}")
+                     f"details: campaign status {cid}{store}; rerun with: campaign resume {cid}{store} "
+                     f"(or a new campaign: {redact(again)})")
     raise LaunchIncomplete(f"campaign {cid}: " + "; ".join(parts))

@@ -23,14 +23,18 @@ def new_campaign_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
-def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, folder: Path) -> dict[str, Any]:
+def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, folder: Path,
+             attempt_base: Optional[int] = None) -> dict[str, Any]:
     """Everything a rank needs; pickled into the job by submitit. Secrets are redacted:
-    the job reads the real store URL from its environment (``CAMPAIGN_STORE_URL``)."""
+    the job reads the real store URL from its environment (``CAMPAIGN_STORE_URL``).
+    ``attempt_base``: the attempt this submission opened (its requeues number on from it)."""
     config = redact_obj(p.config)
     return {
         "spool_dir": str(folder / "spool"),
+        "checkpoint_dir": str(folder / "checkpoints"),
         "campaign_id": campaign_id,
         "point_id": point_id,
+        "attempt_base": attempt_base,
         "store_url": redact(store_url),
         "busy_timeout_s": float(p.config["store"].get("busy_timeout_s", 30.0)),
         "config": config,
@@ -102,8 +106,13 @@ def register_and_submit(
 
     Returns the campaign id and one ``Submitted`` per point. A point its scheduler
     refuses (or that cannot be handed to it at all) is marked ``rejected`` with the
-    reason; the rest still go. Nothing recorded holds a password (``campaign.redact``).
+    reason; the rest still go. Points beyond what the scheduler takes now (its caps on
+    queued jobs, ``platform.max_submit``: campaign/launch/waves.py) stay ``waiting``,
+    each with the cap that holds it back (``Submitted.waiting``). Nothing recorded holds
+    a password (``campaign.redact``).
     """
+    from campaign.launch.waves import wave_for
+
     store_url = absolute_store_url(store_url)
     campaign_id = new_campaign_id()
     results = Path(results_dir).resolve()
@@ -122,52 +131,65 @@ def register_and_submit(
             },
             [p.store_row() for p in points],
         )
-        submitted = submit_registered(store, points, ids, campaign_id, store_url, folder, python)
-    return campaign_id, submitted
+        wave = wave_for(points)
+        by_id: dict[int, Submitted] = {}
+        for i, why in wave.later.items():
+            store.hold([ids[i]], why)
+            by_id[ids[i]] = Submitted(ids[i], None, waiting=why)
+        if wave.now:
+            for s in submit_registered(store, [points[i] for i in wave.now], [ids[i] for i in wave.now], campaign_id,
+                                       store_url, folder, python):
+                by_id[s.point_id] = s
+    return campaign_id, [by_id[pid] for pid in ids]
 
 
 def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str,
-                      folder: Path, python: Optional[str]) -> list[Submitted]:
-    """Submit registered points and record the outcome: job ids for the submitted ones,
-    ``rejected`` with the reason for the others. Ctrl-C on the way records what was
-    submitted, rejects the rest, and raises ``Interrupted`` saying how to submit them."""
+                      folder: Path, python: Optional[str], *, origin: str = "launch",
+                      overrides: Optional[Sequence[str]] = None) -> list[Submitted]:
+    """Submit registered points as one submission each (an attempt opened per point,
+    ``origin`` and the ``overrides`` applied to it recorded on it) and record the outcome:
+    job ids for the submitted ones, ``rejected`` with the reason for the others. Ctrl-C on
+    the way records what was submitted, rejects the rest, and raises ``Interrupted``
+    saying how to submit them."""
     from campaign.errors import Interrupted
 
+    numbers = store.open_attempts(ids, origin=origin, overrides=redact_obj(list(overrides)) if overrides else None)
     done: dict[int, Submitted] = {}
     interrupted = False
     try:
         with private_files():
-            _submit(points, ids, campaign_id, store_url, folder, python, done)
+            _submit(points, ids, campaign_id, store_url, folder, python, done, numbers)
     except KeyboardInterrupt:
         interrupted = True
     submitted = [done.get(pid) or Submitted(pid, None, error="interrupted (Ctrl-C) before it was submitted")
                  for pid in ids]
     store.mark_submitted(
         [
-            {"point_id": s.point_id, "job_id": s.job_id, "job_folder": s.job_folder, "log_path": s.log_path}
+            {"point_id": s.point_id, "job_id": s.job_id, "job_folder": s.job_folder, "log_path": s.log_path,
+             "attempt_no": numbers.get(s.point_id)}
             for s in submitted
             if s.job_id is not None
         ]
     )
     for s in submitted:
         if s.job_id is None:
-            store.set_state(s.point_id, "rejected", redact(s.error))
+            store.reject(s.point_id, redact(s.error), numbers.get(s.point_id))
     if interrupted:
         left = sum(1 for s in submitted if s.job_id is None)
         raise Interrupted(f"interrupted while submitting campaign {campaign_id}: {len(ids) - left} of {len(ids)} "
-                          f"point(s) submitted; campaign launch --retry {campaign_id} submits the others")
+                          f"point(s) submitted; campaign resume {campaign_id} submits the others")
     return submitted
 
 
 def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str, folder: Path,
-            python: Optional[str], done: dict[int, Submitted]) -> None:
+            python: Optional[str], done: dict[int, Submitted], numbers: Optional[dict[int, int]] = None) -> None:
     """Hand every point to its backend, filling ``done`` (point id -> Submitted) as it goes;
     whatever a backend raises refuses its points (each gets the reason), so no point stays
     ``registered`` with no job."""
     image = _image_provenance(points)
     by_executor: dict[str, list[tuple[PointPlan, dict]]] = {}
     for p, pid in zip(points, ids):
-        spec = job_spec(p, pid, campaign_id, store_url, folder)
+        spec = job_spec(p, pid, campaign_id, store_url, folder, (numbers or {}).get(pid))
         if image and spec["container"] is not None:
             spec["container"].update(image)  # recorded in each attempt's provenance
         by_executor.setdefault(p.executor, []).append((p, spec))

@@ -28,6 +28,10 @@ def check_trainer(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"trainer={spec.name} does not run on platform.device={device} "
                           f"(platform={config['platform']['name']}); valid: {', '.join(devices)}")
     check_engine(config)
+    if config.get("experiment", {}).get("checkpoint") and not spec.checkpoint:
+        able = ", ".join(n for n in registry.builtin_names() if registry.spec_of(n).checkpoint)
+        raise ConfigError(f"trainer={spec.name} cannot resume from a checkpoint (experiment.checkpoint=true); "
+                          f"trainers that can: {able}")
     trainer["params"] = resolved_params(config, spec)
     trainer["module"] = registry.module_of(trainer)
     return trainer

@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import and_, func, insert, or_, select, update
+from sqlalchemy import and_, func, insert, literal, or_, select, update
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -16,6 +16,7 @@ from sqlalchemy.engine import make_url
 
 from campaign.errors import NotFoundError, SchemaVersionError, StoreError, one_line
 from campaign.store.advice import extra_advice, upgrade_advice
+from campaign.store.submissions import Submissions
 from campaign_sql.engine import (
     SchemaMismatch,
     check_version,
@@ -24,7 +25,9 @@ from campaign_sql.engine import (
     make_engine,
     postgres_driver,
     sqlite_path,
+    stored_version,
 )
+from campaign_sql.migrate import READABLE, migrate
 from campaign_sql.schema import ACTIVE_STATES, SCHEMA_VERSION, attempt, campaign, point
 
 
@@ -113,28 +116,35 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
             # journal to WAL, which would rewrite a file that is not a store.
             _check(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True), url, create, dispose=True)
         engine = make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True)
-        _check(engine, url, create)
+        version = _check(engine, url, create, readonly=readonly)
     except ValueError as exc:
         raise StoreError(f"store URL: {exc}; use e.g. sqlite:///results/campaign.db") from exc
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot open results store {describe_url(url)}: {_db_message(exc)}") from exc
-    return Store(engine, url, readonly=readonly)
+    return Store(engine, url, readonly=readonly, version=version)
 
 
-def _check(engine: Engine, url: str, create: bool, dispose: bool = False) -> None:
-    """The schema-version check of ``open_store``: a new store is made (with ``create``)
-    only in an empty database, never beside another application's tables."""
+def _check(engine: Engine, url: str, create: bool, dispose: bool = False, readonly: bool = True) -> int:
+    """The schema-version check of ``open_store``; returns the store's version. A new
+    store is made (with ``create``) only in an empty database, never beside another
+    application's tables; a store of an older version (``READABLE``) is read as it is
+    by a read-only engine and upgraded in place by a writing one (``sql/migrate.py``)."""
     try:
-        check_version(engine)
+        check_version(engine, READABLE)
     except SchemaMismatch as exc:
         if not (exc.found is None and create and _is_empty(engine)):
             engine.dispose()
             raise _version_error(url, exc.found) from None
         if not dispose:
             create_schema(engine)
+        return SCHEMA_VERSION
     else:
-        if create and not dispose:  # a store made before an index was added gets it (same schema version)
+        if dispose or readonly:
+            return int(stored_version(engine))
+        migrate(engine)
+        if create:  # a store made before an index was added gets it (same schema version)
             ensure_indexes(engine)
+        return SCHEMA_VERSION
     finally:
         if dispose:
             engine.dispose()
@@ -180,13 +190,14 @@ def _version_error(url: str, found: str | None) -> SchemaVersionError:
     )
 
 
-class Store:
+class Store(Submissions):
     """A results store opened and version-checked by ``open_store``."""
 
-    def __init__(self, engine: Engine, url: str, *, readonly: bool = False):
+    def __init__(self, engine: Engine, url: str, *, readonly: bool = False, version: int = SCHEMA_VERSION):
         self.engine = engine
         self.url = url
         self.readonly = readonly
+        self.version = version  # the store's schema version (older ones are read as they are)
 
     def close(self) -> None:
         self.engine.dispose()
@@ -208,22 +219,6 @@ class Store:
             ).all()
         ids = dict(rows)
         return [ids[r["idx"]] for r in point_rows]
-
-    def mark_submitted(self, updates: Iterable[Mapping[str, Any]]) -> None:
-        """Record job ids and folders; a point a job already moved on stays as the job left it."""
-        now = time.time()
-        with self._begin() as conn:
-            for u in updates:
-                conn.execute(
-                    update(point)
-                    .where(point.c.id == u["point_id"])
-                    .values(job_id=u["job_id"], job_folder=u.get("job_folder"), log_path=u.get("log_path"), submitted_at=now)
-                )
-                conn.execute(
-                    update(point)
-                    .where(and_(point.c.id == u["point_id"], point.c.state == "registered"))
-                    .values(state=u.get("state", "pending"), reason=u.get("reason"))
-                )
 
     def set_state(self, point_id: int, state: str, reason: str | None = None, *, only_from: Sequence[str] | None = ACTIVE_STATES,
                   failed_since: float | None = None, **values: Any) -> bool:
@@ -268,15 +263,17 @@ class Store:
         return [dict(r) for r in rows]
 
     def points(self, campaign_id: str) -> list[dict]:
-        """The campaign's points in sweep order, each with its latest attempt's fields."""
-        latest = (
-            select(attempt.c.point_id, func.max(attempt.c.attempt_no).label("attempt_no"))
-            .group_by(attempt.c.point_id)
-            .subquery()
-        )
+        """The campaign's points in sweep order, each with its latest attempt's fields, its
+        number of attempts and of automatic retries."""
+        counts = [func.max(attempt.c.attempt_no).label("attempt_no"), func.count().label("attempts")]
+        if self.version >= 2:  # automatic retries (max_retries) used so far
+            counts.append(func.count().filter(attempt.c.origin == "retry").label("retries"))
+        latest = select(attempt.c.point_id, *counts).group_by(attempt.c.point_id).subquery()
         q = (
             select(
                 point,
+                func.coalesce(latest.c.attempts, 0).label("attempts"),
+                (func.coalesce(latest.c.retries, 0) if self.version >= 2 else literal(0)).label("retries"),
                 attempt.c.id.label("attempt_id"),
                 attempt.c.attempt_no,
                 attempt.c.state.label("attempt_state"),

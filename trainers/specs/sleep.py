@@ -30,4 +30,5 @@ TRAINER = TrainerDef(
     params=SleepParams,
     build="trainers.sleep:build",
     check=_check,
+    checkpoint=True,
 )

@@ -18,4 +18,5 @@ TRAINER = TrainerDef(
     study="the whole job path (DDP, instrumentation, store) without a real workload",
     params=SyntheticParams,
     build="trainers.synthetic:build",
+    checkpoint=True,
 )

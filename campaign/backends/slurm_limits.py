@@ -1,0 +1,113 @@
+"""How many more jobs SLURM takes now: the caps a launch reads and the room each leaves.
+
+- ``MaxJobCount`` (``scontrol show config``): job records the controller holds, every
+  user's, finished ones included until ``MinJobAge`` passes (``squeue -t all``);
+- ``MaxSubmitJobs`` of the user's association and ``MaxSubmitJobsPerUser`` of a QOS
+  (``sacctmgr``, when accounting answers; a cluster without them has no such cap).
+
+An array task counts as one job (SLURM counts them so against MaxSubmitJobs), also
+while its array's pending rest is still one record: the room is never overstated.
+Parsing is pure; ``slurm_limits`` runs the queries (each failure just drops its cap).
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+import time
+from typing import Any, Callable, Optional, Sequence
+
+from campaign.backends.base import Limit
+from campaign.proc import CommandError, Completed, run
+
+QUERY_TIMEOUT_S = 20.0  # sacctmgr waits on slurmdbd: a launch does not wait longer for a cap
+CAPS_TTL_S = 300.0  # caps change rarely: `status --wait --submit` asks sacctmgr every 5 min, not every refresh
+_caps_cache: dict[tuple, tuple[float, Optional[str]]] = {}
+
+
+def parse_config_value(text: str, key: str) -> Optional[int]:
+    """An integer setting of ``scontrol show config`` (``MaxJobCount = 10000``), or None."""
+    m = re.search(rf"^\s*{re.escape(key)}\s*=\s*(\d+)", text, re.M)
+    return int(m.group(1)) if m and int(m.group(1)) > 0 else None
+
+
+def parse_assoc_max_submit(text: str, account: Optional[str]) -> Optional[int]:
+    """The smallest ``MaxSubmit`` of the user's associations (``sacctmgr -n -P show assoc
+    user=U format=account,maxsubmit``), of ``account`` only when one is named; None: no cap."""
+    caps = []
+    for line in text.splitlines():
+        cols = line.split("|")
+        if len(cols) >= 2 and cols[1].strip().isdigit() and (not account or cols[0].strip() == account):
+            caps.append(int(cols[1]))
+    return min(caps) if caps else None
+
+
+def parse_qos_max_submit(text: str) -> dict[str, int]:
+    """QOS name -> ``MaxSubmitJobsPerUser`` (``sacctmgr -n -P show qos format=name,maxsubmitpu``),
+    for the QOS that have one."""
+    out = {}
+    for line in text.splitlines():
+        cols = line.split("|")
+        if len(cols) >= 2 and cols[0].strip() and cols[1].strip().isdigit():
+            out[cols[0].strip()] = int(cols[1])
+    return out
+
+
+def parse_queue(text: str) -> list[tuple[str, str]]:
+    """``squeue -h -r -o '%q|%a'`` -> one (qos, account) per queued job or array task."""
+    return [(c[0].strip(), c[1].strip()) for c in (line.split("|") for line in text.splitlines()) if len(c) >= 2]
+
+
+def room_limits(plans: Sequence[Any], *, max_job_count: Optional[int], all_jobs: int,
+                assoc_max_submit: Optional[int], qos_max_submit: dict[str, int],
+                mine: Sequence[tuple[str, str]], default_qos: str = "normal") -> list[Limit]:
+    """The scheduler's caps that apply to ``plans`` (SLURM points, in order) and their room
+    (``platform.max_submit`` is the campaign's own: campaign/launch/waves.py). Pure."""
+    limits: list[Limit] = []
+    if max_job_count is not None:
+        limits.append(Limit(f"the cluster's MaxJobCount={max_job_count}", max_job_count - all_jobs, used=all_jobs))
+    if assoc_max_submit is not None:
+        limits.append(Limit(f"your association's MaxSubmitJobs={assoc_max_submit}", assoc_max_submit - len(mine),
+                            used=len(mine)))
+    by_qos: dict[str, list[int]] = {}
+    for i, p in enumerate(plans):
+        by_qos.setdefault(p.config["platform"].get("qos") or default_qos, []).append(i)
+    for qos, idx in by_qos.items():
+        if qos in qos_max_submit:
+            used = sum(1 for q, _ in mine if q == qos)
+            limits.append(Limit(f"MaxSubmitJobsPerUser={qos_max_submit[qos]} of QOS {qos}", qos_max_submit[qos] - used,
+                                frozenset(idx), used=used))
+    return limits
+
+
+def slurm_limits(plans: Sequence[Any], config_text: Optional[str],
+                 runner: Callable[..., Completed] = run) -> list[Limit]:
+    """Ask SLURM (``squeue``, ``sacctmgr``) what room its caps leave ``plans``; a query that
+    fails leaves its cap out (``config_text``: ``scontrol show config``, read by the caller)."""
+    user = getpass.getuser()
+
+    def ask(argv: list[str]) -> Optional[str]:
+        try:
+            done = runner(argv, timeout=QUERY_TIMEOUT_S, check=False)
+        except CommandError:
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    def cap(argv: list[str]) -> Optional[str]:
+        key = (runner, *argv)
+        if key not in _caps_cache or time.monotonic() - _caps_cache[key][0] > CAPS_TTL_S:
+            _caps_cache[key] = (time.monotonic(), ask(argv))
+        return _caps_cache[key][1]
+
+    max_job_count = parse_config_value(config_text or "", "MaxJobCount")
+    everyone = ask(["squeue", "-h", "-r", "-t", "all", "-o", "%i"]) if max_job_count else None
+    queue = ask(["squeue", "-h", "-r", "-u", user, "-o", "%q|%a"])
+    mine = parse_queue(queue or "")
+    accounts = {p.config["platform"].get("account") for p in plans}
+    assoc = cap(["sacctmgr", "-n", "-P", "show", "assoc", f"user={user}", "format=account,maxsubmit"])
+    qos = cap(["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"])
+    account = next(iter(accounts)) if len(accounts) == 1 else None
+    return room_limits(
+        plans, max_job_count=max_job_count if everyone is not None else None,
+        all_jobs=len((everyone or "").split()), assoc_max_submit=parse_assoc_max_submit(assoc or "", account),
+        qos_max_submit=parse_qos_max_submit(qos or ""), mine=mine if queue is not None else [])

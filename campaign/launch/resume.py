@@ -1,0 +1,293 @@
+"""``campaign resume [CAMPAIGN] [--state S,...] [--dry-run] [KEY=VALUE ...]``: run again,
+as new attempts of the same points in the same campaign, every point that did not
+complete: failed, timeout, cancelled, out of memory, node failure, preempted, lost,
+refused at submit (``rejected``) or still ``waiting`` for room. Completed points and
+those still running (or pending, requeued, or whose results wait in spool files) are
+left alone. Overrides apply to the resubmitted points only and are recorded on their
+attempt. Campaigns larger than the scheduler's caps go out in waves (waves.py).
+
+The same machinery submits what a campaign has due without a user asking
+(``submit_due``): the next wave once room frees, and points that failed for a reason
+in their ``retry_on`` within ``max_retries`` (``campaign status --wait --submit``, and a
+launch that waits).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from campaign.backends import Submitted
+from campaign.errors import ConfigError, LaunchIncomplete
+from campaign.launch.plan import PointPlan
+from campaign.redact import redact
+from campaign.launch.waves import in_flight
+from campaign.state import FAILED_STATES
+
+RESUMABLE = FAILED_STATES + ("waiting",)
+SHOWN = 3
+
+
+@dataclass
+class Resubmission:
+    """What one resume (or one ``submit_due``) did."""
+
+    campaign_id: str
+    store_url: str
+    rows: list[dict] = field(default_factory=list)  # the points chosen (effective states before)
+    plans: list[PointPlan] = field(default_factory=list)
+    submitted: list[Submitted] = field(default_factory=list)  # one per row
+    left: Counter = field(default_factory=Counter)  # states of the points left alone
+    skipped: int = 0  # chosen points another command took meanwhile
+    dry_run: bool = False  # nothing was submitted (``submitted`` says which would wait)
+
+
+def parse_states(text: Optional[str]) -> Optional[list[str]]:
+    """``--state failed,timeout`` -> the states, each one a resume can take."""
+    if not text:
+        return None
+    states = [s.strip() for s in text.split(",") if s.strip()]
+    bad = [s for s in states if s not in RESUMABLE]
+    if bad or not states:
+        raise ConfigError(f"--state {text!r}: {bad[0] if bad else 'empty'} is not a state a resume reruns; "
+                          f"valid: {', '.join(RESUMABLE)}")
+    return states
+
+
+def choose(points: Sequence[dict], states: Optional[Sequence[str]] = None) -> tuple[list[dict], Counter]:
+    """The points to rerun (effective state resumable, and in ``states`` if given) and the
+    count of the others by state."""
+    chosen, left = [], Counter()
+    for p in points:
+        if p["state"] in RESUMABLE and (states is None or p["state"] in states):
+            chosen.append(p)
+        else:
+            left[p["state"]] += 1
+    return chosen, left
+
+
+def replan(rows: Sequence[dict], store_url: str, results_dir: str,
+           overrides: Sequence[tuple[str, Any]] = ()) -> list[PointPlan]:
+    """The stored points planned again (with ``overrides``), checked that they are still
+    the same points (schedule unchanged)."""
+    from campaign.launch.overrides import apply_overrides
+    from campaign.launch.plan import plan_point
+
+    plans = []
+    for r in rows:
+        try:
+            config = apply_overrides(dict(r["config"] or {}), overrides)
+            config["store"] = dict(config["store"], url=store_url)  # the stored one is redacted
+            config["results_dir"] = results_dir
+            p = plan_point(config, r["idx"], list(r.get("overrides") or []), repeat=r.get("repeat") or 0)
+        except ConfigError as exc:
+            raise ConfigError(f"point #{r['idx']}: {exc}") from None
+        except (KeyError, TypeError, ValueError) as exc:  # a stored config this campaign cannot read
+            raise ConfigError(f"point #{r['idx']}: its stored config cannot be planned again ({type(exc).__name__}: "
+                              f"{exc}); launch the point anew") from None
+        for what, was, now in (("images per GPU", r.get("batch_per_gpu"), p.batch_per_gpu),
+                               ("iterations", r.get("iterations"), p.iterations)):
+            if was is not None and was != now:
+                raise ConfigError(f"point #{r['idx']}: the overrides change its {what} ({was} -> {now}), which makes "
+                                  "another point: launch a campaign for it")
+        plans.append(p)
+    return plans
+
+
+def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[PointPlan], *, store_url: str,
+             origin: str, overrides: Sequence[str] = (), flying: Optional[dict[str, int]] = None) -> Resubmission:
+    """Submit the wave of ``rows`` the scheduler has room for and keep the rest
+    ``waiting``, each point taken first (``Store.claim``: a point another command took
+    meanwhile is skipped); a point already waiting that still has no room is left as it
+    is (nothing written). ``flying``: the campaign's points in their scheduler now, per
+    platform (``waves.in_flight``), against ``platform.max_submit``. Returns what happened."""
+    from campaign.launch.submit import job_python, submit_registered
+    from campaign.launch.waves import wave_for
+    from campaign.redact import redact_obj
+
+    out = Resubmission(camp["id"], store_url)
+    wave = wave_for(plans, flying)
+    by_id: dict[int, Submitted] = {}
+    now: list[int] = []
+    for i, (r, p) in enumerate(zip(rows, plans)):
+        why = wave.later.get(i)
+        if why is not None and r["state"] == "waiting":
+            out.rows.append(r)
+            out.plans.append(p)
+            by_id[r["id"]] = Submitted(r["id"], None, waiting=why)
+            continue
+        if not store.claim(r):
+            out.skipped += 1
+            continue
+        out.rows.append(r)
+        out.plans.append(p)
+        if overrides:
+            store.update_config(r["id"], redact_obj(p.config))
+        if why is not None:
+            store.hold([r["id"]], why, origin=origin, overrides=overrides)
+            by_id[r["id"]] = Submitted(r["id"], None, waiting=why)
+        else:
+            now.append(len(out.rows) - 1)
+    if now:
+        plans_now, ids = [out.plans[i] for i in now], [out.rows[i]["id"] for i in now]
+        folder = Path(str(camp.get("results_dir") or plans_now[0].config["results_dir"])) / "jobs" / camp["id"]
+        for s in submit_registered(store, plans_now, ids, camp["id"], store_url, folder, job_python(plans_now),
+                                   origin=origin, overrides=overrides):
+            by_id[s.point_id] = s
+    out.submitted = [by_id[r["id"]] for r in out.rows]
+    return out
+
+
+def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]] = None, dry_run: bool = False,
+           overrides: Sequence[str] = ()) -> Resubmission:
+    """``campaign resume``: choose, plan, check and resubmit (module docstring); prints
+    what it resubmits and returns at once."""
+    from campaign.launch.overrides import parse_overrides
+    from campaign.launch.preflight import preflight
+    from campaign.launch.submit import absolute_store_url, private_files
+    from campaign.state import effective_points
+    from campaign.store import open_store
+
+    parsed = parse_overrides(overrides)
+    store_url = absolute_store_url(store_url)
+    # Read-only until there is something to submit: a resume with nothing to do (or a
+    # dry run) leaves the store as it was, an older schema version included.
+    with open_store(store_url, readonly=True) as store:
+        camp = store.resolve_campaign(ref)
+        points, warnings = effective_points(store, camp)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    chosen, left = choose(points, states)
+    results = str(camp.get("results_dir") or "results")
+    plans = replan(chosen, store_url, results, parsed) if chosen else []
+    if plans:
+        preflight(plans)
+    if dry_run or not chosen:
+        out = Resubmission(camp["id"], store_url, chosen, plans, [], left, dry_run=dry_run)
+        if plans:  # which would go now and which would wait for room
+            from campaign.launch.waves import wave_for
+
+            wave = wave_for(plans, in_flight(points))
+            out.submitted = [Submitted(r["id"], None, waiting=wave.later.get(i)) for i, r in enumerate(chosen)]
+        print_plan(out, dry_run=dry_run, overrides=overrides)
+        return out
+    with private_files(), open_store(store_url) as store:
+        out = resubmit(store, camp, chosen, plans, store_url=store_url, origin="resume",
+                       overrides=[redact(o) for o in overrides], flying=in_flight(points))
+        out.left = left
+    print_plan(out, overrides=overrides)
+    return out
+
+
+def due(points: Sequence[dict]) -> tuple[list[dict], list[dict]]:
+    """What a campaign has due without a user asking: (points waiting for room, points
+    that ended in one of their ``retry_on`` states with automatic retries left)."""
+    waiting = [p for p in points if p["state"] == "waiting"]
+    retry = []
+    for p in points:
+        config = p.get("config") or {}
+        allowed = int(config.get("max_retries") or 0)
+        if p["state"] in (config.get("retry_on") or ()) and int(p.get("retries") or 0) < allowed:
+            retry.append(p)
+    return waiting, retry
+
+
+def submit_due(store_url: str, campaign_id: str) -> list[Resubmission]:
+    """Submit what ``campaign_id`` has due (``due``): automatic retries, then the next
+    wave. Opens the store for writing only when something is due."""
+    from campaign.launch.submit import absolute_store_url, private_files
+    from campaign.state import effective_points
+    from campaign.store import open_store
+
+    store_url = absolute_store_url(store_url)
+    with open_store(store_url, readonly=True) as store:
+        camp = store.resolve_campaign(campaign_id)
+        waiting, retry = due(effective_points(store, camp)[0])
+    if not waiting and not retry:
+        return []
+    done = []
+    with private_files(), open_store(store_url) as store:
+        points = effective_points(store, camp)[0]  # again, now that it may write
+        waiting, retry = due(points)
+        flying = in_flight(points)
+        results = str(camp.get("results_dir") or "results")
+        # a waiting point keeps the attempt its launch or resume opened (and its origin)
+        for rows, origin in ((retry, "retry"), (waiting, "resume")):
+            if rows:
+                out = resubmit(store, camp, rows, replan(rows, store_url, results), store_url=store_url,
+                               origin=origin, flying=flying)
+                done.append(out)
+                for r, s in zip(out.rows, out.submitted):  # what went now is in flight for the next rows
+                    if s.job_id:
+                        flying[r["platform"]] = flying.get(r["platform"], 0) + 1
+    return done
+
+
+def due_lines(done: Sequence[Resubmission]) -> list[str]:
+    """One line per point ``submit_due`` submitted, refused, or held back again after a retry."""
+    lines = []
+    for out in done:
+        for r, s in zip(out.rows, out.submitted):
+            retried = r["state"] != "waiting"
+            what = (f"{r['state']}: automatic retry {int(r.get('retries') or 0) + 1} of "
+                    f"{(r.get('config') or {}).get('max_retries')}" if retried else "waited for room")
+            if s.job_id:
+                lines.append(f"#{r['idx']} {what}: submitted, job {s.job_id}")
+            elif s.waiting:
+                if retried:  # (a point that waited and still waits says nothing new)
+                    lines.append(f"#{r['idx']} {what}: {s.waiting}")
+            else:
+                lines.append(f"#{r['idx']} {what}: rejected: {redact(s.error)}")
+    return lines
+
+
+def print_plan(out: Resubmission, *, dry_run: bool = False, overrides: Sequence[str] = ()) -> None:
+    """What a resume resubmits (or would), one row per point, and the commands that follow it."""
+    from tabulate import tabulate
+
+    from campaign.text import printable
+
+    cid = out.campaign_id
+    kept = ", ".join(f"{n} {s}" for s, n in sorted(out.left.items()))
+    if not out.rows:
+        print(printable(f"campaign {cid}: nothing to resume" + (f" ({kept})" if kept else "")))
+        return
+    rows = []
+    for i, (r, p) in enumerate(zip(out.rows, out.plans)):
+        s = out.submitted[i] if i < len(out.submitted) else None
+        if dry_run:
+            now = "would wait for room" if s is not None and s.waiting else "would go"
+        else:
+            now = "-" if s is None else (f"job {s.job_id}" if s.job_id else
+                                         ("waiting for room" if s.waiting else f"rejected: {redact(s.error)}"))
+        rows.append([printable(c) for c in (f"#{r['idx']}", p.platform, p.gpus, p.config["trainer"]["name"],
+                                              r["state"], (r.get("reason") or "")[:60], now)])
+    head = "would resubmit" if dry_run else "resubmitted"
+    went = sum(1 for s in out.submitted if s.job_id)
+    print(printable(f"campaign {cid}: {head} {len(out.rows)} point(s) as new attempts"
+                    + ("" if dry_run else f" ({went} submitted)")
+                    + (f"; with {shlex.join(overrides)}" if overrides else "")
+                    + (f"; left alone: {kept}" if kept else "")))
+    print(tabulate(rows, headers=["point", "platform", "gpus", "trainer", "was", "why", "now"], tablefmt="simple"))
+    if out.skipped:
+        print(f"({out.skipped} point(s) were taken by another command meanwhile)")
+    if not dry_run:
+        print(f"\nfollow it:  campaign status {cid} --wait")
+        print(f"attempts:   campaign harvest {cid} --table attempts")
+    print(flush=True)
+
+
+def check_resubmitted(out: Resubmission) -> None:
+    """``LaunchIncomplete`` (exit 3) when a resubmitted point was refused: one line naming
+    them and the command that tries again."""
+    refused = [(r, s) for r, s in zip(out.rows, out.submitted) if not s.job_id and not s.waiting]
+    if not refused or out.dry_run:
+        return
+    named = "; ".join(f"#{r['idx']}: {redact(s.error)}" for r, s in refused[:SHOWN])
+    more = f"; and {len(refused) - SHOWN} more" if len(refused) > SHOWN else ""
+    raise LaunchIncomplete(f"campaign {out.campaign_id}: {len(refused)} of {len(out.rows)} point(s) were not submitted "
+                           f"({named}{more}); once the cause is fixed: campaign resume {out.campaign_id}")

@@ -1,0 +1,82 @@
+"""Forward migrations of the results store: one function per version step, additive only.
+
+A store written by an older campaign is upgraded in place by the first command that
+writes to it (``campaign launch``, ``resume``, ``cancel``, ``ingest``: ``open_store``
+without ``readonly``); the read commands (``status``, ``harvest``) never migrate and
+read every version in ``READABLE`` (a column a version lacks reads as absent).
+
+Steps only add (tables, columns, indexes), so that a job of the previous version still
+writes to an upgraded store, and each runs in its own transaction that also records
+the new version: a step that fails leaves the store at the version before it. Two
+commands that upgrade the same store at once: the one that loses the race finds the
+version already moved on and goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlalchemy import Column, Table, select, update
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.schema import CreateColumn
+
+from campaign_sql.schema import SCHEMA_VERSION, attempt, meta
+
+READABLE = (1, 2)  # versions the read commands read as they are
+
+
+def _add_columns(conn: Connection, table: Table, columns: list[Column]) -> None:
+    """``ALTER TABLE ... ADD COLUMN`` for each of ``columns`` (as ``schema.py`` declares
+    them), rendered by the store's own dialect; a column already there is skipped."""
+    from sqlalchemy import inspect
+
+    have = {c["name"] for c in inspect(conn).get_columns(table.name)}
+    preparer = conn.dialect.identifier_preparer
+    for column in columns:
+        if column.name in have:
+            continue
+        ddl = str(CreateColumn(column).compile(dialect=conn.dialect))
+        conn.exec_driver_sql(f"ALTER TABLE {preparer.format_table(table)} ADD COLUMN {ddl}")
+
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Attempts of resubmissions (campaign resume, max_retries): where each came from,
+    the overrides it ran with, when it was submitted and on which nodes it ran."""
+    _add_columns(conn, attempt, [attempt.c.origin, attempt.c.overrides, attempt.c.submitted_at, attempt.c.node_list])
+
+
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}  # from version -> the step to the next
+
+
+def _version(conn: Connection) -> int:
+    return int(conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar_one())
+
+
+def can_migrate(found: int) -> bool:
+    """Whether a store of version ``found`` can be brought to ``SCHEMA_VERSION``."""
+    return all(v in STEPS for v in range(found, SCHEMA_VERSION))
+
+
+def migrate(engine: Engine) -> list[int]:
+    """Bring the store to ``SCHEMA_VERSION``, one step per transaction; returns the
+    versions it upgraded from (empty when it was current)."""
+    done = []
+    while True:
+        with engine.connect() as conn:
+            found = _version(conn)
+        if found >= SCHEMA_VERSION:
+            return done
+        step = STEPS[found]
+        try:
+            with engine.begin() as conn:
+                if _version(conn) != found:  # another command upgraded it meanwhile
+                    continue
+                step(conn)
+                conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(found + 1)))
+        except SQLAlchemyError:
+            with engine.connect() as conn:
+                if _version(conn) > found:  # lost the race to another command's upgrade
+                    continue
+            raise
+        done.append(found)

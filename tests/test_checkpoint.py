@@ -1,0 +1,162 @@
+"""Checkpointing runs (experiment.checkpoint=true): a run stopped by the preemption
+signal and resumed is the same run (same iterations once each, same training, its
+timings one consistent set with the gap between attempts apart), in process and as a
+real local job whose ranks get USR2 (what a local controller sends at the time limit).
+A timing run does not checkpoint, and a trainer that cannot resume is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from conftest import TINY, campaign_id_from  # noqa: E402
+from trainers import loop  # noqa: E402
+from trainers.checkpoint import Checkpointer, Requeue  # noqa: E402
+from trainers.dist import DistContext  # noqa: E402
+from trainers.instrument import Recorder  # noqa: E402
+from trainers.synthetic import SyntheticTrainer  # noqa: E402
+
+WARMUP, TOTAL = 2, 12
+CFG = {"trainer": {"name": "synthetic", "optimizer": "sgd", "lr": 0.05, "momentum": 0.9, "weight_decay": 0.0,
+                   "params": {"width": 4, "depth": 2}},
+       "dataset": {"channels": 3, "num_classes": 10, "image_size": 8, "length": 64}}
+PLAN = {"batch_per_gpu": 4, "seed": 3, "warmup": WARMUP, "iterations": TOTAL - WARMUP}
+
+
+@pytest.fixture
+def ctx():
+    saved = signal.getsignal(signal.SIGUSR2)
+    yield DistContext(rank=0, world_size=1, local_rank=0, local_world_size=1, num_nodes=1,
+                      device=torch.device("cpu"), backend="none", emulated=False, host="here")
+    signal.signal(signal.SIGUSR2, saved)
+
+
+def _attempt(ctx, folder, attempt_no, *, every=0, signal_after=None):
+    spec = {"checkpoint_dir": str(folder), "point_id": 7, "config": CFG, "plan": PLAN}
+    trainer, rec = SyntheticTrainer(ctx, CFG, PLAN), Recorder(ctx.device, warmup=WARMUP)
+    ckpt = Checkpointer(ctx, spec, TOTAL, every=every, attempt_no=attempt_no)
+    ckpt.install()
+    resumed = ckpt.load(trainer, rec)
+    hook = ckpt.hook(trainer, rec)
+
+    def between(done):
+        if done == signal_after:
+            os.kill(os.getpid(), signal.SIGUSR2)  # the handler only raises the checkpointer's flag
+            time.sleep(0.01)
+        hook(done)
+
+    loop.train(trainer, rec, TOTAL, between)
+    return trainer, rec, ckpt, resumed
+
+
+def test_a_run_stopped_by_the_signal_resumes_as_the_same_run(ctx, tmp_path):
+    with pytest.raises(Requeue, match=f"checkpointed at iteration 5 of {TOTAL} on SIGUSR2"):
+        _attempt(ctx, tmp_path, 0, every=4, signal_after=5)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p7-r0-i5.pt"]  # the interval's i4 replaced
+    trainer, rec, ckpt, resumed = _attempt(ctx, tmp_path, 1)
+    assert resumed == 5
+    rows = rec.rows()
+    assert [r["iter"] for r in rows] == list(range(TOTAL)) and sum(r["warmup"] for r in rows) == WARMUP
+    summary = rec.summary(rows)
+    assert summary["iterations"] == TOTAL - WARMUP and summary["images"] == 4 * (TOTAL - WARMUP)
+    info = ckpt.summary(rec)
+    first, second = info["segments"]
+    assert (first["attempt"], first["first_iter"], first["end_iter"]) == (0, 0, 5)
+    assert (second["attempt"], second["first_iter"], second["end_iter"]) == (1, 5, TOTAL)
+    assert info["resumed"] == 1 and second["gap_before_s"] >= 0 and info["gap_s"] == second["gap_before_s"]
+    # the window is the segments' sum (the gap and the saving are not in it) and covers the timed iterations
+    assert summary["wall_s"] == pytest.approx(first["wall_s"] + second["wall_s"], rel=1e-9)
+    assert summary["wall_s"] >= sum(r["iter_s"] for r in rows if not r["warmup"])
+    # the same training as a run never stopped (model, optimizer and data position restored)
+    fresh, fresh_rec, _, _ = _attempt(ctx, tmp_path / "fresh", 0)
+    assert [r["loss"] for r in rows] == pytest.approx([r["loss"] for r in fresh_rec.rows()], rel=1e-5)
+    for a, b in zip(trainer.model.parameters(), fresh.model.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+    ckpt.remove()
+    assert list(tmp_path.glob("*.pt")) == []
+
+
+def test_a_checkpoint_of_another_run_is_not_resumed(ctx, tmp_path):
+    with pytest.raises(Requeue):
+        _attempt(ctx, tmp_path, 0, signal_after=3)
+    other = dict(PLAN, seed=4)
+    spec = {"checkpoint_dir": str(tmp_path), "point_id": 7, "config": CFG, "plan": other}
+    trainer, rec = SyntheticTrainer(ctx, CFG, other), Recorder(ctx.device, warmup=WARMUP)
+    assert Checkpointer(ctx, spec, TOTAL).load(trainer, rec) is None and rec.iterations_done == 0
+
+
+def test_a_trainer_that_cannot_resume_is_refused_at_launch(ws):
+    res = ws.launch("-m", "trainer=vit", "experiment.checkpoint=true")
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr
+    assert "trainer=vit cannot resume from a checkpoint (experiment.checkpoint=true); trainers that can: sleep, " \
+           "synthetic" in res.stderr
+    assert not ws.db.exists()
+
+
+def _ranks(job_id: str, folder: str) -> list[int]:
+    from campaign.backends.local import ProcessTable
+
+    return ProcessTable().job(job_id, folder)[1]
+
+
+def _until(what, pred, timeout=240.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.slow
+def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws):
+    """The ranks get USR2 mid-run (as from the local controller before the time limit):
+    the job checkpoints, requeues itself, its next attempt continues at that iteration,
+    and the completed attempt holds every timed iteration once."""
+    res = ws.launch("-m", "gpus=2", "experiment=smoke", "experiment.base_iterations=120", "experiment.checkpoint=true",
+                    "experiment.checkpoint_every=10", "+trainer.params.inject_data_delay_s=0.05", *TINY[2:])
+    assert res.returncode == 0, res.stderr
+    cid = campaign_id_from(res.stdout)
+    (job_id, folder), = ws.query("select job_id, job_folder from point where campaign_id = ?", cid)
+    ckpts = ws.results / "jobs" / cid / "checkpoints"
+    _until("the first interval checkpoint", lambda: list(ckpts.glob("p*-r1-i*.pt")))
+    for pid in _ranks(job_id, folder):  # what a local controller sends every rank at the time limit
+        os.kill(pid, signal.SIGUSR2)
+    done = ws.campaign("status", cid, "--wait", "--interval", "0.5", "--timeout", "300", timeout=360)
+    assert done.returncode == 0, done.stdout + done.stderr
+    attempts = ws.query("select attempt_no, state, origin, reason from attempt order by attempt_no")
+    assert [(n, s, o) for n, s, o, _ in attempts] == [(0, "requeued", "launch"), (1, "completed", "requeue")]
+    stopped = int(attempts[0][3].split("checkpointed at iteration ")[1].split()[0])
+    assert 10 <= stopped < 61 and attempts[0][3].endswith("of 61 on SIGUSR2 (preemption or time limit); requeued")
+    # one consistent set of rows, all in the completed attempt: each iteration once per rank
+    per_rank = ws.query("select i.rank, count(*), count(distinct i.iter), min(i.iter), max(i.iter), sum(i.warmup) "
+                        "from iteration i join attempt a on a.id = i.attempt_id group by a.attempt_no, i.rank")
+    assert per_rank == [(0, 61, 61, 0, 60, 1), (1, 61, 61, 0, 60, 1)]
+    ((extra, wall, iterations),) = ws.query("select r.extra, r.wall_s, r.iterations from rank_timing r join attempt a "
+                                            "on a.id = r.attempt_id where r.rank = 0")
+    segments = json.loads(extra)["checkpoint"]["segments"]
+    assert [(s["attempt"], s["first_iter"], s["end_iter"]) for s in segments] == [(0, 0, stopped), (1, stopped, 61)]
+    assert segments[1]["gap_before_s"] > 0 and iterations == 60
+    assert wall == pytest.approx(sum(s["wall_s"] for s in segments), rel=1e-6)
+    table = json.loads(ws.campaign("harvest", cid, "--table", "attempts", "--to", "json").stdout)
+    assert [(r["attempt"], r["iterations"]) for r in table] == [(0, f"0-{stopped - 1}"), (1, f"{stopped}-60")]
+    assert table[1]["gap_before_s"] == segments[1]["gap_before_s"]
+    scaling = json.loads(ws.campaign("harvest", cid, "--to", "json").stdout)
+    assert scaling[0]["time_s"] == pytest.approx(max(w for (w,) in ws.query("select wall_s from rank_timing")))
+    assert list(ckpts.glob("*.pt")) == []  # removed once the run completed
+
+
+def test_a_timing_run_does_not_checkpoint(ws):
+    res = ws.launch("-m", "gpus=1", *TINY)
+    cid = campaign_id_from(res.stdout)
+    ws.campaign("status", cid, "--wait", "--interval", "0.5")
+    assert not (ws.results / "jobs" / cid / "checkpoints").exists()
+    (extra,) = ws.query("select extra from rank_timing")[0]
+    assert "checkpoint" not in json.loads(extra)
