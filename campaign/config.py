@@ -117,6 +117,7 @@ class DatasetSpec:
 class StoreSpec:
     url: str = MISSING  # SQLAlchemy URL of the results store, e.g. sqlite:///results/campaign.db
     busy_timeout_s: float = 30.0  # how long a writer waits on a locked database before spooling
+    heartbeat_s: float = 10.0  # seconds between a running rank's progress rows (campaign status: i/n, rate, ETA); 0: none
 
 
 @dataclass

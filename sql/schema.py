@@ -1,8 +1,11 @@
 """Tables of the results store, schema version ``SCHEMA_VERSION``.
 
-campaign 1--n point 1--n attempt 1--n rank_timing / iteration / profile / breakdown
+campaign 1--n point 1--n attempt 1--n rank_timing / iteration / profile / breakdown / progress
 A point is one sweep point (platform x gpus x ... x repeat) and one scheduler job;
 an attempt is one run of that job (a requeued job has several).
+
+A change of the schema gets a new version and, where an older store can be brought to
+it in place, a step in ``migrate.py`` (additive: new tables, new nullable columns).
 """
 
 from sqlalchemy import (
@@ -20,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: progress (heartbeats of running ranks)
 
 metadata = MetaData()
 
@@ -172,6 +175,23 @@ breakdown = Table(
     Column("median_s", Float),
     Column("p95_s", Float),
     Column("count", Integer),
+)
+
+# Heartbeats of running ranks (trainers/heartbeat.py): one row per rank at the start of
+# its loop, then every store.heartbeat_s seconds while it trains, written by a thread
+# of the job (off the timed path: it reads the rank's iteration counter, never the
+# device). campaign status derives each running point's progress, rate and ETA from
+# them. Schema version 2 (migrate.py adds it to a version-1 store).
+progress = Table(
+    "progress",
+    metadata,
+    Column("attempt_id", Integer, ForeignKey("attempt.id", ondelete="CASCADE"), primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("seq", Integer, primary_key=True),  # 0, 1, 2, ... per rank: the rank's n-th heartbeat
+    Column("at", Float, nullable=False),  # unix time of the reading
+    Column("iteration", Integer, nullable=False),  # iterations the rank had finished then (warm-up included)
+    Column("total", Integer, nullable=False),  # iterations the rank runs (warm-up included)
+    Column("warmup", Integer, nullable=False),  # of which warm-up
 )
 
 FINAL_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline", "rejected", "lost")

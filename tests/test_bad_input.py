@@ -96,7 +96,7 @@ def test_schema_version_mismatch_is_refused(ws):
     before = _digest(ws.db)
     for res in (ws.campaign("status"), ws.campaign("harvest"), ws.launch("-m", "gpus=1", *TINY)):
         assert res.returncode == 2
-        assert "has schema version 0, this campaign needs 1" in res.stderr, res.stderr
+        assert "has schema version 0, this campaign needs 2" in res.stderr, res.stderr
         assert res.stderr.count("\n") == 1
     assert _digest(ws.db) == before
 

@@ -80,7 +80,7 @@ def test_newer_schema_names_the_upgrade(tmp_path):
         open_store(url)
     # This install's own source, never `pip install -U campaign`: that is another project on PyPI.
     message = str(err.value)
-    assert f"newer than this campaign's 1; upgrade this install of campaign: git -C {ROOT} pull && " \
+    assert f"newer than this campaign's 2; upgrade this install of campaign: git -C {ROOT} pull && " \
            f"pip install -U -e {ROOT} (the package named campaign on PyPI is another project)" in message
     assert "pip install -U campaign" not in message and "pip install campaign" not in message
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from trainers import comm, dist, loop, registry
+from trainers import comm, dist, heartbeat, loop, registry
 from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
 from trainers.memory import PeakMemory
@@ -152,7 +152,15 @@ def run_point(spec: dict) -> dict:
                        expected_iterations=plan["warmup"] + plan["iterations"])
         timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
         memory.start()
-        loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
+        # progress rows for campaign status, from a thread that reads the loop's counter
+        # (trainers/heartbeat.py: nothing in the loop, no device synchronisation)
+        beat = heartbeat.start(writer, attempt_id, ctx.rank, total=plan["warmup"] + plan["iterations"],
+                               warmup=plan["warmup"], counter=lambda: rec.iterations_done,
+                               interval_s=cfg["store"].get("heartbeat_s"))
+        try:
+            loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
+        finally:
+            beat.stop()
         rows = rec.rows()
         summary = rec.summary(rows)
         flops = own_flops or rec.flops_per_iter
