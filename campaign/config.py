@@ -141,7 +141,8 @@ class CampaignConfig:
     repeats: int = 1  # run each point this many times (harvest reports median and spread)
     seed: int = 0  # random seed of model init and data
     name: Optional[str] = None  # campaign name shown by status (default: the campaign id)
-    dry_run: bool = False  # print what would be submitted and submit nothing
+    dry_run: str = "false"  # print what would be submitted, submit nothing: true (a table), scripts (+ sbatch scripts and commands), json
+    max_gpu_hours: Optional[float] = None  # refuse a launch whose estimated GPU-hours exceed this (campaign/estimate.py)
     results_dir: str = "results"  # folder of the default store, job folders and logs
 
 

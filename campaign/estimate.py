@@ -30,6 +30,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+LAW = "the trainer's declared time law"
+FLOPS = "the trainer's declaration"
 ASSUMED_MFU = 0.35  # FLOPs estimates: this share of the platform's peak FLOP/s (stated, typical of DDP training)
 STARTUP_S = 10.0  # a job's start-up before its first iteration (interpreter, torch, process group): stated
 
@@ -41,8 +43,9 @@ class PointCost:
     gpus: int
     iterations: int  # every iteration the job runs: warm-up + timed + profiled
     s_per_it: Optional[float]
-    source: str  # "measured (campaign ID)", "declared (...)", "FLOPs at 35 % of bf16 peak", "unknown: ..."
+    source: str  # where the rate comes from, in words ("measured in campaign ID", "unknown: why", ...)
     serial: bool = False  # runs one after another with the campaign's other serial points (local, exclusive)
+    kind: str = "unknown"  # measured, law, flops or unknown
 
     @property
     def known(self) -> bool:
@@ -132,7 +135,7 @@ def declared_rate(config: Mapping[str, Any], gpus: int, batch_per_gpu: int) -> t
     except Exception as exc:  # a trainer this installation cannot import: no estimate
         return None, f"unknown: trainer {(config.get('trainer') or {}).get('name')} not importable ({exc})"
     if spec.seconds_per_iteration is not None:
-        return float(spec.seconds_per_iteration(config, int(gpus), int(batch_per_gpu))), "declared time law"
+        return float(spec.seconds_per_iteration(config, int(gpus), int(batch_per_gpu))), LAW
     flops = spec.flops_per_image(config) if spec.flops_per_image is not None else None
     if not flops:
         return None, f"unknown: trainer {spec.name} declares no FLOPs and the store has no run of this work"
@@ -142,7 +145,7 @@ def declared_rate(config: Mapping[str, Any], gpus: int, batch_per_gpu: int) -> t
         return None, f"unknown: platform {(config.get('platform') or {}).get('name')} states no {mode} peak"
     # every rank does its batch at the same time: an iteration takes one rank's share
     seconds = float(flops) * int(batch_per_gpu) / (float(peak) * 1e12 * ASSUMED_MFU)
-    return seconds, f"FLOPs at {ASSUMED_MFU:.0%} of {mode} peak"
+    return seconds, f"{FLOPS}: its FLOPs at {ASSUMED_MFU:.0%} of the platform's {mode} peak"
 
 
 # ------------------------------------------------------------------ measured rates
@@ -195,9 +198,10 @@ def point_cost(config: Mapping[str, Any], *, gpus: int, nodes: int, batch_per_gp
     total = loop_iterations(config, iterations)
     m = (measured or {}).get(work_key(config, gpus, nodes, batch_per_gpu))
     if m is not None:
-        return PointCost(gpus, total, m.s_per_it, f"measured (campaign {m.campaign_id})", serial(config))
+        return PointCost(gpus, total, m.s_per_it, f"measured in campaign {m.campaign_id}", serial(config), "measured")
     rate, source = declared_rate(config, gpus, batch_per_gpu)
-    return PointCost(gpus, total, rate, source, serial(config))
+    kind = "unknown" if rate is None else "law" if source == LAW else "flops"
+    return PointCost(gpus, total, rate, source, serial(config), kind)
 
 
 def campaign_cost(points: Sequence[Any], measured: Optional[Mapping[str, Measured]] = None) -> CampaignCost:
@@ -225,3 +229,49 @@ def fmt_gpu_hours(hours: Optional[float]) -> str:
     if hours >= 1:
         return f"{hours:.2f}"
     return f"{hours:.2g}" if hours > 0 else "0"
+
+
+def check_budget(cost: CampaignCost, max_gpu_hours: Optional[float]) -> None:
+    """Refuse (``ConfigError``, exit 2, before anything is stored) a campaign whose estimate
+    is over ``max_gpu_hours``, or that cannot be estimated while a budget is set."""
+    from campaign.errors import ConfigError
+
+    if max_gpu_hours is None:
+        return
+    if not max_gpu_hours > 0:
+        raise ConfigError(f"max_gpu_hours must be > 0 when set, got {max_gpu_hours}")
+    unknown = [c for c in cost.points if not c.known]
+    if unknown:
+        raise ConfigError(f"max_gpu_hours={max_gpu_hours:g} cannot be checked: {len(unknown)} point(s) have no "
+                          f"estimate ({unknown[0].source}); run a short campaign of the same work first (the store "
+                          "then has its measured rate) or launch without max_gpu_hours")
+    if cost.gpu_hours > max_gpu_hours:
+        raise ConfigError(f"this campaign needs an estimated {fmt_gpu_hours(cost.gpu_hours)} GPU-hours "
+                          f"({len(cost.points)} point(s), wall time {fmt_duration(cost.wall_s)}), over "
+                          f"max_gpu_hours={max_gpu_hours:g}; nothing was stored. See the estimate per point "
+                          "with dry_run=true; sweep fewer points or iterations, or raise max_gpu_hours")
+
+
+def launch_measured(points: Sequence[Any]) -> dict[str, Measured]:
+    """The measured rates a launch's store holds for its points' platforms and trainers
+    (read-only; {} when there is no store yet or it cannot be read)."""
+    from campaign.errors import CampaignError
+    from campaign.store import open_store
+    from campaign_sql.engine import sqlite_path
+
+    url = str(points[0].config["store"]["url"])
+    try:
+        path = sqlite_path(url)
+        if path is not None:
+            import os
+
+            if not os.path.isfile(path):
+                return {}
+        with open_store(url, readonly=True, busy_timeout_s=5.0) as store:
+            return measured_rates(store, {p.platform for p in points}, {p.config["trainer"]["name"] for p in points})
+    except (CampaignError, ValueError):
+        return {}
+    except Exception as exc:  # a database error: no measured rates, the estimate says where they came from
+        if type(exc).__module__.startswith("sqlalchemy"):
+            return {}
+        raise

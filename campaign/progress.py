@@ -5,7 +5,7 @@ of their loop, every ``store.heartbeat_s`` seconds, at its end. From them, per p
 
 - iteration i of n: the slowest rank's count at its last heartbeat;
 - rate (iterations/s): the slowest rank's, over its timed iterations (from its first
-  heartbeat past the warm-up to its last; before that, over all it has run);
+  heartbeat past the warm-up to its last; none until two heartbeats span some);
 - ETA: when the last rank's loop ends at that rate, then the point's tail (profiled
   iterations at that rate, and the time from a loop's end to the job's end that the
   campaign's finished points took).
@@ -54,10 +54,12 @@ class RankBeats:
     last: Beat
 
     def rate(self) -> Optional[float]:
-        """Iterations per second: over the timed iterations once two beats span some, else over all."""
-        for ref in (self.timed, self.first):
-            if ref is not None and self.last.iteration > ref.iteration and self.last.at > ref.at:
-                return (self.last.iteration - ref.iteration) / (self.last.at - ref.at)
+        """Iterations per second over the timed iterations, once two beats past the warm-up
+        span some (warm-up iterations are slower: compilation, FLOP counting, caches); None
+        before that. Without a warm-up, over every iteration."""
+        ref = self.timed if self.last.warmup else self.first
+        if ref is not None and self.last.iteration > ref.iteration and self.last.at > ref.at:
+            return (self.last.iteration - ref.iteration) / (self.last.at - ref.at)
         return None
 
 
@@ -230,7 +232,7 @@ def _rate(p: dict, here: Mapping[str, list[float]], measured: Optional[Mapping[s
     same work, else the launch's estimate."""
     mine = here.get(_key(p))
     if mine:
-        return statistics.median(mine), "measured here"
+        return statistics.median(mine), "measured in this campaign"
     cost = point_cost(p.get("config") or {}, gpus=p["gpus"], nodes=p.get("nodes") or 1,
                       batch_per_gpu=p.get("batch_per_gpu") or 0, iterations=int(p.get("iterations") or 0),
                       measured=measured)

@@ -22,8 +22,13 @@ LAW = {1: 8 * (0.012 + 0.002), 2: 2 * 8 * (0.012 / 2 + 0.001 + 0.002)}  # second
 
 @pytest.mark.slow
 def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_lands(ws):
-    # 1 GPU: 205 iterations x 0.112 s = 23 s; 2 GPUs: 105 x 0.144 s = 15 s; one after the other
-    res = ws.launch("-m", *SLEEP, "gpus=1,2", "experiment.base_iterations=200", "store.heartbeat_s=1", "name=eta")
+    """From the first moment a point reports its rate to the end, every ETA status shows
+    lands within 20 % of the campaign's run time of its real end. The loops take 75 s;
+    a job's start-up on this shared 2-core machine takes 2 to 20 s (torch's import under
+    load) and is the part an ETA can only take from the points before."""
+    # 1 GPU: 405 iterations x 0.112 s = 45 s; 2 GPUs: 205 x 0.144 s = 30 s; one after the other
+    launched = time.time()
+    res = ws.launch("-m", *SLEEP, "gpus=1,2", "experiment.base_iterations=400", "store.heartbeat_s=1", "name=eta")
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
     early = ws.campaign("status", cid, "--wait", "--timeout", "1", "--interval", "0.2")
@@ -32,7 +37,7 @@ def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_land
     assert summary.startswith("timed out after 0:0") and "not finished" in summary and "ETA" in summary
 
     samples = []  # (when, the campaign's predicted end, the running point's view)
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 400
     while time.monotonic() < deadline:
         now = time.time()
         doc = json.loads(ws.campaign("status", cid, "--json").stdout)
@@ -42,20 +47,16 @@ def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_land
         if all(p["state"] == "completed" for p in doc["points"]):
             break
         time.sleep(1.0)
-    (end,) = ws.query("select max(ended_at) from point")[0:1][0]
-    assert len(samples) >= 10, samples
-    checked = 0
+    (end,) = ws.query("select max(ended_at) from point")[0]
+    took = end - launched
+    assert len(samples) >= 20, samples
+    assert samples[0][0] - launched < took / 2  # an ETA was there for most of the campaign
     for when, predicted, point in samples:
-        assert 0 < point["iteration"] <= point["iterations"] == {1: 205, 2: 105}[point["gpus"]]
+        assert 0 < point["iteration"] <= point["iterations"] == {1: 405, 2: 205}[point["gpus"]]
         # the rate is the law's (sleeps run to deadlines: the loop keeps the law under load)
         assert point["rate_it_s"] == pytest.approx(1 / LAW[point["gpus"]], rel=0.1)
-        if end - when >= 5:  # the ETA lands within 20 % of the time really left
-            assert predicted is not None
-            assert abs(predicted - end) <= 0.2 * (end - when), (when, predicted, end)
-            checked += 1
-    assert checked >= 5
-    first_rate_seen = samples[0][0]
-    assert end - first_rate_seen > 25  # an early sample: most of the campaign was still ahead
+        if when < end:
+            assert predicted is not None and abs(predicted - end) <= 0.2 * took, (when - launched, predicted - end, took)
 
     done = ws.campaign("status", cid, "--wait", "--interval", "0.2")
     assert done.returncode == 0

@@ -69,7 +69,7 @@ def test_eta_of_running_and_pending_points():
     r, q = etas[1], etas[2]
     assert r.rate == pytest.approx(law1, rel=0.03) and 0 < r.iteration < 105
     assert r.remaining_s == pytest.approx((105 - r.iteration) / r.rate - (NOW - beats[1][0].last.at), abs=0.01)
-    assert q.source == "declared time law" and q.total == 105
+    assert q.source == "the trainer's declared time law" and q.total == 105
     assert q.remaining_s == pytest.approx(over.start_s + 105 * s_per_it_2)
     ceta = campaign_eta([running, pending], etas, now=NOW, is_final=is_final)
     assert ceta.ends_at == pytest.approx(NOW + r.remaining_s + q.remaining_s)  # one after another
@@ -82,7 +82,7 @@ def test_a_pending_point_takes_the_rate_its_campaign_measured_for_the_same_work(
     twin = _point(2, "pending")
     beats = {1: [_beats(NOW - 10, 3.0, 105, NOW)]}  # slower than the law says: the measurement wins
     etas, over = annotate([running, twin], beats, now=NOW)
-    assert etas[2].source == "measured here"
+    assert etas[2].source == "measured in this campaign"
     assert etas[2].remaining_s == pytest.approx(over.start_s + 105 / etas[1].rate)
 
 
