@@ -224,7 +224,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
-                              stack=tables.get("phase_stack"), hardware=tables.get("hardware"))
+                              stack=tables.get("phase_stack"), hardware=tables.get("hardware"), campaign=campaign)
         print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
     return 0
 
