@@ -248,8 +248,8 @@ def check_budget(cost: CampaignCost, max_gpu_hours: Optional[float]) -> None:
     if cost.gpu_hours > max_gpu_hours:
         raise ConfigError(f"this campaign needs an estimated {fmt_gpu_hours(cost.gpu_hours)} GPU-hours "
                           f"({len(cost.points)} point(s), wall time {fmt_duration(cost.wall_s)}), over "
-                          f"max_gpu_hours={max_gpu_hours:g}; nothing was stored. See the estimate per point "
-                          "with dry_run=true; sweep fewer points or iterations, or raise max_gpu_hours")
+                          f"max_gpu_hours={max_gpu_hours:g}; nothing was stored. --dry-run shows the estimate per "
+                          "point; sweep fewer points or iterations, or raise max_gpu_hours")
 
 
 def launch_measured(points: Sequence[Any]) -> dict[str, Measured]:

@@ -52,6 +52,22 @@ def test_rows_at_start_every_interval_and_end(attempt):
     assert not any(t.name.startswith("campaign-heartbeat") for t in threading.enumerate())
 
 
+def test_a_beat_marks_the_timed_windows_start(attempt):
+    """Long before the first interval, a beat tells where the warm-up ended: the rate over
+    the timed iterations is known one interval into the window, not two."""
+    url, writer, key = attempt
+    count = {"i": 0}
+    beat = heartbeat.start(writer, key, 0, total=40, warmup=5, counter=lambda: count["i"], interval_s=30)
+    for _ in range(40):
+        count["i"] += 1
+        time.sleep(0.02)
+    beat.stop()
+    rows = _rows(url)
+    assert [r[3] for r in rows][0] == 0 and rows[-1][3] == 40 and len(rows) == 3
+    assert 5 < rows[1][3] < 40  # past the warm-up, before the end
+    assert rows[1][2] - rows[0][2] < 1.0
+
+
 def test_no_heartbeat_with_interval_zero_or_a_spooling_writer(attempt):
     url, writer, key = attempt
     assert isinstance(heartbeat.start(writer, key, 0, total=1, warmup=0, counter=lambda: 0, interval_s=0),

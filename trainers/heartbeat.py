@@ -6,8 +6,10 @@ daemon thread of the rank wakes every ``store.heartbeat_s`` seconds, reads the
 Recorder's iteration counter (a Python int the loop increments anyway: reading it
 never touches the device, so no host-device synchronisation) and inserts one row in a
 short transaction of its own (a pooled connection of the job writer's engine). The loop
-itself does nothing for it. One row is written as the loop starts and one as it ends,
-so a point's rows also give its start-up and its tail.
+itself does nothing for it. One row is written as the loop starts, one as its timed
+window opens (the thread reads the counter every 0.1 s until then), and one as it ends,
+so a point's rows also give its start-up, its warm-up and its tail, and its rate is
+known one interval into the timed window.
 
 A heartbeat that cannot be written (the store locked past a short wait, out of reach,
 the writer spooling, or an attempt that is not in the store) is skipped: progress is a
@@ -27,6 +29,7 @@ from campaign_sql.schema import attempt, progress
 
 DEFAULT_INTERVAL_S = 10.0  # store.heartbeat_s's default (campaign/config.py)
 STOP_WAIT_S = 5.0  # how long stop() waits for a heartbeat being written
+WARMUP_POLL_S = 0.1  # during the warm-up, how often the thread reads the counter (to beat as the window opens)
 
 
 class Heartbeat:
@@ -68,8 +71,19 @@ class Heartbeat:
 
     def _run(self) -> None:
         self.beat()
-        while not self._stop.wait(self.interval_s):
-            self.beat()
+        next_at = time.monotonic() + self.interval_s
+        timed = self.warmup <= 0  # the timed window has begun (one beat marks its start)
+        while True:
+            now = time.monotonic()
+            wait = next_at - now if timed else min(next_at - now, WARMUP_POLL_S)
+            if self._stop.wait(max(wait, 0.0)):
+                return
+            if not timed and self.counter() > self.warmup:  # the first timed iteration has begun
+                timed = True
+                self.beat()
+            if time.monotonic() >= next_at:
+                self.beat()
+                next_at = time.monotonic() + self.interval_s
 
     def start(self) -> "Heartbeat":
         """Start the thread (its first row is written at once)."""

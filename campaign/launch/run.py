@@ -70,10 +70,10 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     first = points[0].config
     result = LaunchResult(None, points, str(first["store"]["url"]), str(first["results_dir"]), multirun)
     dry = dry_run_mode(first.get("dry_run"))
-    notes = preflight(points, dry_run=dry is not None)
     # what it will cost (the store's measured rates, else the trainers' declarations); over budget: refused
     cost = campaign_cost(points, launch_measured(points))
     check_budget(cost, first.get("max_gpu_hours"))
+    notes = preflight(points, dry_run=dry is not None)
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
     if dry is not None:
         print_dry_run(points, cost, dry, python=job_python(points), notes=notes)
