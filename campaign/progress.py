@@ -5,7 +5,7 @@ of their loop, every ``store.heartbeat_s`` seconds, at its end. From them, per p
 
 - iteration i of n: the slowest rank's count at its last heartbeat;
 - rate (iterations/s): the slowest rank's, over its timed iterations (from its first
-  heartbeat past the warm-up to its last; none until two heartbeats span some);
+  heartbeat past the warm-up to its last, once 20 iterations lie between them);
 - ETA: when the last rank's loop ends at that rate, then the point's tail (profiled
   iterations at that rate, and the time from a loop's end to the job's end that the
   campaign's finished points took).
@@ -33,6 +33,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from campaign.estimate import STARTUP_S, loop_iterations, point_cost, serial, work_key
 
+NOT_STARTED = ("registered", "waiting", "pending", "requeued")  # states of a point whose loop has not begun
+RATE_MIN_ITERATIONS = 20  # a rate from fewer iterations could be off by 1/n (whole iterations per beat)
+RATE_MIN_SPAN_S = 300.0  # ... unless iterations are slow: then from two, five minutes apart
 STALE_BEATS = 3  # a running point whose last heartbeat is older than this many intervals (and 60 s): stalled?
 STALE_MIN_S = 60.0
 
@@ -54,20 +57,27 @@ class RankBeats:
     last: Beat
 
     def rate(self) -> Optional[float]:
-        """Iterations per second over the timed iterations, once two beats past the warm-up
-        span some (warm-up iterations are slower: compilation, FLOP counting, caches); None
-        before that. Without a warm-up, over every iteration."""
+        """Iterations per second over the timed iterations (warm-up ones are slower:
+        compilation, FLOP counting, caches; without a warm-up, over every iteration), once
+        enough of them lie between two beats for the count's step (a beat sees whole
+        iterations) to matter little: ``RATE_MIN_ITERATIONS``, or two over
+        ``RATE_MIN_SPAN_S`` for slow iterations; None before that."""
         ref = self.timed if self.last.warmup else self.first
-        if ref is not None and self.last.iteration > ref.iteration and self.last.at > ref.at:
-            return (self.last.iteration - ref.iteration) / (self.last.at - ref.at)
+        if ref is None or self.last.at <= ref.at:
+            return None
+        done, span = self.last.iteration - ref.iteration, self.last.at - ref.at
+        if done >= RATE_MIN_ITERATIONS or (done >= 2 and span >= RATE_MIN_SPAN_S):
+            return done / span
         return None
 
 
 def read_beats(store: Any, attempt_ids: Iterable[int]) -> dict[int, list[RankBeats]]:
     """attempt id -> its ranks' heartbeats (three rows per rank, read by key); {} for a
     store from before heartbeats (schema version 1)."""
+    from campaign_sql.schema import PROGRESS_SINCE
+
     ids = sorted({int(a) for a in attempt_ids if a is not None})
-    if not ids or not store.has(2):
+    if not ids or not store.has(PROGRESS_SINCE):
         return {}
     from sqlalchemy import and_, func, select
 
@@ -208,7 +218,7 @@ def annotate(points: Sequence[dict], beats: Mapping[int, list[RankBeats]], *, no
             if not loop.done and quiet > max(STALE_BEATS * interval, STALE_MIN_S):
                 eta.stalled_s, eta.remaining_s = quiet, None
             out[p["id"]] = eta
-        elif state in ("registered", "pending", "requeued") or (state == "running" and loop is None):
+        elif state in NOT_STARTED or (state == "running" and loop is None):
             s_per_it, source = _rate(p, here, measured)
             total = loop_iterations(config, int(p.get("iterations") or 0))
             eta = PointETA(total=total, source=source)

@@ -25,7 +25,7 @@ from tabulate import tabulate
 
 from campaign.errors import EXIT_TIMEOUT
 from campaign.estimate import fmt_duration
-from campaign.progress import CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
+from campaign.progress import NOT_STARTED, CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
 from campaign.state import FAILED_STATES, SPOOLED, effective_points, is_final
 from campaign.store import find_campaign_noted, open_store
 from campaign.text import printable
@@ -170,7 +170,7 @@ class Follower:
         if self._measured is None:
             from campaign.estimate import measured_rates
 
-            waiting = [p for p in points if p["state"] in ("registered", "pending", "requeued")]
+            waiting = [p for p in points if p["state"] in NOT_STARTED]
             self._measured = measured_rates(self.store, {p["platform"] for p in waiting},
                                             {p["trainer"] for p in waiting}) if waiting else {}
         return self._measured

@@ -203,10 +203,11 @@ def stored_version(engine: Engine) -> str | None:
         return conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
 
 
-def check_version(engine: Engine) -> None:
-    """Raise ``SchemaMismatch`` unless the store holds this schema version."""
+def check_version(engine: Engine, accept: Iterable[int] = (SCHEMA_VERSION,)) -> None:
+    """Raise ``SchemaMismatch`` unless the store holds one of the ``accept`` versions
+    (by default this schema version alone)."""
     found = stored_version(engine)
-    if found != str(SCHEMA_VERSION):
+    if found not in {str(v) for v in accept}:
         raise SchemaMismatch(found)
 
 

@@ -1,51 +1,69 @@
-"""Forward, additive migrations of the results store: one function per version step.
+"""Forward migrations of the results store: one function per version step, additive only.
 
-``STEPS[v]`` brings a store of schema version ``v - 1`` to ``v`` in place: it only adds
-(tables, indexes, nullable columns), so what an older campaign wrote stays as it was
-and a reader that knows the older shape still reads it. Each step is idempotent (a
-launch that died half-way, or two launches at once, can run it again) and ends by
-recording its version. ``campaign launch`` migrates the store it registers in
-(``open_store(create=True)``); read commands open a store of any version from
-``OLDEST`` on without changing it and read what that version has.
+A store written by an older campaign is upgraded in place by the first command that
+writes to it (``campaign launch``, ``cancel``, ``ingest``: ``open_store`` without
+``readonly``); the read commands (``status``, ``harvest``) never migrate and read every
+version in ``READABLE`` (what a version lacks reads as absent: a version-1 store has no
+heartbeats, so status shows no progress for its points).
+
+Steps only add (tables, columns, indexes), so that a job of the previous version still
+writes to an upgraded store, and each runs in its own transaction that also records
+the new version: a step that fails leaves the store at the version before it. Two
+commands that upgrade the same store at once: the one that loses the race finds the
+version already moved on and goes on.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
 
-from campaign_sql.engine import stored_version
 from campaign_sql.schema import SCHEMA_VERSION, meta, progress
 
-OLDEST = 1  # the oldest schema version a migration path starts from
+READABLE = (1, 2)  # versions the read commands read as they are
 
 
-def _to_2(conn: Connection) -> None:
-    """Version 2: the ``progress`` table (heartbeats of running ranks)."""
+def _v1_to_v2(conn: Connection) -> None:
+    """Heartbeats of running ranks: the ``progress`` table (and its indexes)."""
     progress.create(conn, checkfirst=True)
     for index in progress.indexes:
         index.create(conn, checkfirst=True)
 
 
-STEPS: dict[int, Callable[[Connection], None]] = {2: _to_2}
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}  # from version -> the step to the next
 
 
-def migratable(found: str | None) -> bool:
-    """Whether a store of schema version ``found`` can be brought to this one (or is it)."""
-    return found is not None and found.isdigit() and OLDEST <= int(found) <= SCHEMA_VERSION
+def _version(conn: Connection) -> int:
+    return int(conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar_one())
+
+
+def can_migrate(found: int) -> bool:
+    """Whether a store of version ``found`` can be brought to ``SCHEMA_VERSION``."""
+    return all(v in STEPS for v in range(found, SCHEMA_VERSION))
 
 
 def migrate(engine: Engine) -> list[int]:
-    """Apply every step from the store's version to ``SCHEMA_VERSION``, each in its own
-    transaction; returns the versions reached (empty: the store was current). The caller
-    has checked ``migratable``."""
-    found = int(stored_version(engine) or SCHEMA_VERSION)
+    """Bring the store to ``SCHEMA_VERSION``, one step per transaction; returns the
+    versions it upgraded from (empty when it was current)."""
     done = []
-    for version in range(found + 1, SCHEMA_VERSION + 1):
-        with engine.begin() as conn:
-            STEPS[version](conn)
-            conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(version)))
-        done.append(version)
-    return done
+    while True:
+        with engine.connect() as conn:
+            found = _version(conn)
+        if found >= SCHEMA_VERSION:
+            return done
+        step = STEPS[found]
+        try:
+            with engine.begin() as conn:
+                if _version(conn) != found:  # another command upgraded it meanwhile
+                    continue
+                step(conn)
+                conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(found + 1)))
+        except SQLAlchemyError:
+            with engine.connect() as conn:
+                if _version(conn) > found:  # lost the race to another command's upgrade
+                    continue
+            raise
+        done.append(found)

@@ -24,6 +24,7 @@ from sqlalchemy import (
 )
 
 SCHEMA_VERSION = 2  # 2: progress (heartbeats of running ranks)
+PROGRESS_SINCE = 2  # the version that added the progress table (status reads heartbeats from there on)
 
 metadata = MetaData()
 

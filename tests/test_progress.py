@@ -125,3 +125,12 @@ def test_render_shows_varying_values_shares_the_rest_and_draws_the_bar():
     assert filled == round((1 + 40 / 105) / 3 * 24)
     assert progress_line(campaign_eta([_point(0, "completed")], {}, now=NOW, is_final=is_final), NOW) == \
         "[" + "#" * 24 + "] 1/1 done; every point has ended"
+
+
+def test_a_rate_waits_for_enough_timed_iterations():
+    start, window = Beat(NOW, 0, 500, 5), Beat(NOW + 0.7, 6, 500, 5)
+    # 2 iterations in 0.3 s: a beat sees whole iterations, so that could be 1 or 3 (+-50 %)
+    assert RankBeats(start, window, Beat(NOW + 1.0, 8, 500, 5)).rate() is None
+    assert RankBeats(start, window, Beat(NOW + 3.0, 26, 500, 5)).rate() == pytest.approx(20 / 2.3)
+    slow = Beat(NOW + 400, 8, 500, 5)  # slow iterations: two of them, minutes apart, will do
+    assert RankBeats(start, window, slow).rate() == pytest.approx(2 / 399.3)

@@ -26,7 +26,7 @@ from campaign_sql.engine import (
     sqlite_path,
     stored_version,
 )
-from campaign_sql.migrate import migratable, migrate
+from campaign_sql.migrate import READABLE, migrate
 from campaign_sql.schema import ACTIVE_STATES, SCHEMA_VERSION, attempt, campaign, point
 
 
@@ -103,9 +103,9 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
     with ``readonly``, through a connection that cannot write (``campaign status`` and
     ``harvest``: a 0-byte or foreign file is refused and left byte for byte as it was).
 
-    A store of an older schema version that ``campaign_sql.migrate`` can bring to this
-    one is migrated in place with ``create`` (a launch) and read as it is otherwise
-    (``Store.version`` says which; nothing else is written to it).
+    A store of an older schema version (``campaign_sql.migrate.READABLE``) is upgraded in
+    place by a writing open and read as it is by a read-only one (``Store.version`` says
+    which).
 
     Raises ``StoreError`` for a missing store (without ``create``), an unreachable
     database or a file that is not a database, ``SchemaVersionError`` for a store of
@@ -132,7 +132,7 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
             # journal to WAL, which would rewrite a file that is not a store.
             _check(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True), url, create, dispose=True)
         engine = make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True)
-        version = _check(engine, url, create)
+        version = _check(engine, url, create, readonly=readonly)
     except ValueError as exc:
         raise StoreError(f"store URL: {exc}; use e.g. sqlite:///results/campaign.db") from exc
     except SQLAlchemyError as exc:
@@ -140,31 +140,30 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
     return Store(engine, url, readonly=readonly, version=version)
 
 
-def _check(engine: Engine, url: str, create: bool, dispose: bool = False) -> int:
-    """The schema-version check of ``open_store``: a new store is made (with ``create``)
-    only in an empty database, never beside another application's tables; an older one
-    is migrated (with ``create``) or read as it is. Returns the store's version."""
+def _check(engine: Engine, url: str, create: bool, dispose: bool = False, readonly: bool = True) -> int:
+    """The schema-version check of ``open_store``; returns the store's version. A new
+    store is made (with ``create``) only in an empty database, never beside another
+    application's tables; a store of an older version (``READABLE``) is read as it is
+    by a read-only engine and upgraded in place by a writing one (``sql/migrate.py``)."""
     try:
-        check_version(engine)
+        check_version(engine, READABLE)
     except SchemaMismatch as exc:
-        if migratable(exc.found):
-            if create and not dispose:
-                migrate(engine)
-                ensure_indexes(engine)
-                return SCHEMA_VERSION
-            return int(exc.found)
         if not (exc.found is None and create and _is_empty(engine)):
             engine.dispose()
             raise _version_error(url, exc.found) from None
         if not dispose:
             create_schema(engine)
+        return SCHEMA_VERSION
     else:
-        if create and not dispose:  # a store made before an index was added gets it (same schema version)
+        if dispose or readonly:
+            return int(stored_version(engine))
+        migrate(engine)
+        if create:  # a store made before an index was added gets it (same schema version)
             ensure_indexes(engine)
+        return SCHEMA_VERSION
     finally:
         if dispose:
             engine.dispose()
-    return SCHEMA_VERSION
 
 
 def _is_empty(engine: Engine) -> bool:

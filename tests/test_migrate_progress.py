@@ -1,6 +1,7 @@
-"""Forward migrations of the results store (sql/migrate.py): a launch brings an older store
-to this schema in place, keeping what it holds; read commands read an older store as it is
-and change nothing; a store no migration reaches is refused as before."""
+"""The forward migration that adds heartbeats (sql/migrate.py, the ``progress`` table): a
+launch brings an older store to this schema in place, keeping what it holds; read commands
+read an older store as it is (no progress) and change nothing; a store no migration
+reaches is refused as before."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ from sqlalchemy import inspect
 
 from campaign.errors import SchemaVersionError
 from campaign.store import open_store
-from campaign_sql.migrate import OLDEST, STEPS, migrate
-from campaign_sql.schema import SCHEMA_VERSION
+from campaign_sql.migrate import READABLE, STEPS, can_migrate, migrate
+from campaign_sql.schema import PROGRESS_SINCE, SCHEMA_VERSION
 
 
 def _version_1_store(path) -> str:
-    """A store as schema version 1 made it: today's, without what version 2 added."""
+    """A store as schema version 1 made it: today's, without the heartbeats' table."""
     url = f"sqlite:///{path}"
     with open_store(url, create=True) as s:
         s.register({"id": "20260101-000000-aaaa", "name": "old", "created_at": time.time() - 60},
@@ -37,8 +38,9 @@ def _digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_every_version_since_the_oldest_has_its_step():
-    assert sorted(STEPS) == list(range(OLDEST + 1, SCHEMA_VERSION + 1))
+def test_every_readable_version_has_its_steps():
+    assert all(can_migrate(v) for v in READABLE) and SCHEMA_VERSION in READABLE
+    assert PROGRESS_SINCE in READABLE and STEPS[PROGRESS_SINCE - 1].__doc__.startswith("Heartbeats")
 
 
 def test_read_commands_read_an_older_store_as_it_is(tmp_path, ws):
@@ -46,7 +48,7 @@ def test_read_commands_read_an_older_store_as_it_is(tmp_path, ws):
     url = _version_1_store(path)
     before = _digest(path)
     with open_store(url, readonly=True) as s:
-        assert s.version == 1 and not s.has(2)
+        assert s.version == 1 and not s.has(PROGRESS_SINCE)
         assert s.resolve_campaign(None)["name"] == "old"
     res = ws.campaign("status", "--store", url)
     assert res.returncode == 0, res.stderr
@@ -58,7 +60,7 @@ def test_a_launch_migrates_an_older_store_in_place(tmp_path):
     path = tmp_path / "old.db"
     url = _version_1_store(path)
     with open_store(url, create=True) as s:
-        assert s.version == SCHEMA_VERSION and s.has(2)
+        assert s.version == SCHEMA_VERSION and s.has(PROGRESS_SINCE)
         assert inspect(s.engine).has_table("progress")
         assert [c["name"] for c in s.campaigns()] == ["old"]  # what it held is kept
         assert s.points("20260101-000000-aaaa")[0]["state"] == "completed"
@@ -72,7 +74,7 @@ def test_a_step_run_twice_changes_nothing(tmp_path):
     url = _version_1_store(path)
     with open_store(url, create=True) as s:
         with s.engine.begin() as conn:
-            STEPS[2](conn)  # a second launch racing the first, or one that died half-way
+            STEPS[PROGRESS_SINCE - 1](conn)  # a second launch racing the first, or one that died half-way
         assert migrate(s.engine) == []
 
 
