@@ -65,9 +65,10 @@ def _stamp(fig, label: Optional[str]) -> None:
         return
     old = fig.get_suptitle()
     fig.suptitle(f"{old}\n{label}" if old else label, fontsize="medium" if old else "small")
-    engine = fig.get_layout_engine()
-    if engine is None or type(engine).__name__ == "TightLayoutEngine":
-        fig.tight_layout()
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        fig.tight_layout()  # room above the axes for the suptitle (constrained layout makes its own)
 
 
 def _gpu_axis(ax, gpus: list[int]) -> None:
