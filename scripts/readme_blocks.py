@@ -100,6 +100,8 @@ _ID = re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{4}\b")
 _CLOCK = re.compile(r"\b\d{1,2}:\d{2}:\d{2}\b|\b\d+:\d{2}\b")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:,\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
 _BAR = re.compile(r"\[[#.]+\]")
+# a line that ends a table: blank, the states' counts, the bar, the estimate and its sources, notes
+_AFTER_TABLE = re.compile(r"^(\s*$|\[|estimate:|\d+ point\(s\)|  rate of |note:|follow it:|results:)")
 
 
 def shape(text: str) -> list[object]:
@@ -119,7 +121,7 @@ def shape(text: str) -> list[object]:
             in_table = True
             out.append("----")
             continue
-        if in_table and line.strip() and not line.startswith(("[", "estimate", "N point", "  ")):
+        if in_table and not _AFTER_TABLE.match(line):
             rows.append(norm)
             continue
         if in_table:

@@ -39,16 +39,18 @@ def test_an_exact_block_is_what_its_commands_print(name, tmp_path):
 
 
 def test_shape_keeps_text_and_drops_what_a_run_changes():
-    a = "campaign 20261124-011044-b4bb: 2 of 2\n#  x\n-- --\n0 running 40/105 8.9 0:07\n1 pending - ~0:14\n[###...] ETA 01:02:03"
-    b = "campaign 20261125-000000-aaaa: 2 of 2\n#  x\n-- --\n1 running 7/55 6.1 0:20\n0 pending - ~1:14\n[#.....] ETA 11:02:03"
+    a = ("campaign 20261124-011044-b4bb: 2 of 2\n  #  x\n---  --\n  0  running 40/105 8.9 0:07\n  1  pending - ~0:14\n"
+         "2 point(s): 1 running, 1 pending\n[###...] ETA 01:02:03")
+    b = ("campaign 20261125-000000-aaaa: 2 of 2\n  #  x\n---  --\n  0  pending - ~1:14\n  1  running 7/55 6.1 0:20\n"
+         "2 point(s): 1 running, 1 pending\n[#.....] ETA 11:02:03")  # the other point ran first
     assert rb.shape(a) == rb.shape(b)
     assert rb.shape(a) != rb.shape(b.replace("pending", "failed"))
 
 
 @pytest.mark.slow
 def test_the_main_job_blocks_have_the_shape_the_commands_print(ws):
-X what the README's blocks
-    show, up to the numbers, ids and times a run changes."""
+    """The main job (scripts/main-job.sh's commands) prints what the README's blocks show,
+    up to the numbers, ids and times a run changes."""
     launch = ws.campaign("launch", "-m", "platform=local", "gpus=1,2", "experiment=weak_scaling",
                          "experiment.base_iterations=600", "experiment.profile_iterations=8", "store.heartbeat_s=1",
                          "name=main-job")
