@@ -165,16 +165,18 @@ def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]
     from campaign_sql.schema import attempt, campaign, point, rank_timing
 
     per_rank = rank_timing.c.wall_s / func.nullif(rank_timing.c.iterations, 0)
+    done = (select(attempt.c.id).select_from(attempt.join(point, point.c.id == attempt.c.point_id))
+            .where(and_(attempt.c.state == "completed", point.c.platform.in_(sorted(set(platforms))),
+                        point.c.trainer.in_(sorted(set(trainers))))))
+    # the slowest rank's per attempt (grouped apart: PostgreSQL groups no JSON column)
+    slowest = (select(rank_timing.c.attempt_id, func.max(per_rank).label("s_per_it"))
+               .where(rank_timing.c.attempt_id.in_(done)).group_by(rank_timing.c.attempt_id).subquery("slowest"))
     q = (
         select(point.c.config, point.c.gpus, point.c.nodes, point.c.batch_per_gpu, campaign.c.id, campaign.c.created_at,
-               func.max(per_rank).label("s_per_it"))
+               slowest.c.s_per_it)
         .select_from(point.join(campaign, campaign.c.id == point.c.campaign_id)
                      .join(attempt, attempt.c.point_id == point.c.id)
-                     .join(rank_timing, rank_timing.c.attempt_id == attempt.c.id))
-        .where(and_(attempt.c.state == "completed", point.c.platform.in_(sorted(set(platforms))),
-                    point.c.trainer.in_(sorted(set(trainers)))))
-        .group_by(attempt.c.id, point.c.config, point.c.gpus, point.c.nodes, point.c.batch_per_gpu, campaign.c.id,
-                  campaign.c.created_at)
+                     .join(slowest, slowest.c.attempt_id == attempt.c.id))
     )
     found: dict[str, dict[str, Any]] = {}
     with store.engine.connect() as conn:

@@ -83,7 +83,7 @@ def point_view(p: dict, now: float, eta: Optional[PointETA] = None, values: Opti
 
 def summary_line(views: list[dict]) -> str:
     counts = Counter(v["state"] for v in views)
-    order = ["completed", "running", "pending", "registered", SPOOLED, *FAILED_STATES, "requeued"]
+    order = ["completed", "running", "pending", "registered", "waiting", SPOOLED, *FAILED_STATES, "requeued"]
     parts = [f"{counts[s]} {s}" for s in order if counts.get(s)]
     return f"{len(views)} point(s): " + ", ".join(parts)
 
@@ -133,8 +133,7 @@ def render(campaign: dict, views: list[dict], ceta: Optional[CampaignETA] = None
     """The status text: a head line (the campaign, what its points share), one row per
     point, the states' counts and the progress bar with the ETA."""
     now = time.time() if now is None else now
-    names = sorted({k for v in views for k in v["values"]}, key=lambda k: next(
-        i for i, v in enumerate(views) if k in v["values"]))
+    names = list(dict.fromkeys(k for v in views for k in v["values"]))  # in the sweep's order
     shown = [a for a in SHARED_AXES if len({v[a] for v in views}) > 1]
     shared = [f"{a}={views[0][a]}" for a in SHARED_AXES if a not in shown and views]
     extra = (["nodes"] if len({v["nodes"] for v in views}) > 1 else []) + \
