@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 from campaign.backends import get_backend
 from campaign.errors import NotFoundError
 from campaign.state import effective_points, is_final
-from campaign.store import open_store
+from campaign.store import find_campaign_noted, open_store
 from campaign.text import printable
 from campaign_sql.schema import ACTIVE_STATES
 
@@ -23,7 +23,7 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
     # Read-only until there is something to record: a cancel with nothing to do (or a
     # bad --point) leaves the store's file as it was, WAL checkpoint included.
     with open_store(store_url, readonly=True) as store:
-        campaign = store.resolve_campaign(ref)
+        campaign = find_campaign_noted(store, ref)  # a name shared by several: the latest, said on stderr
         all_points, _ = effective_points(store, campaign)
     if points:
         known = {p["idx"] for p in all_points}

@@ -4,7 +4,7 @@ Each subcommand parses its arguments, calls one function, and maps
 ``CampaignError`` to ``error: <one line>`` on stderr with exit status 2.
 
 Exit status of the read commands (README, "Exit status"): ``status`` 0 (``--wait``:
-1 when a point did not complete); ``harvest`` 0, 1 when nothing completed to
+1 when a point did not complete, 124 when ``--timeout`` ran out first); ``harvest`` 0, 1 when nothing completed to
 harvest; ``cancel`` 0; ``ingest`` 0, 1 when a malformed spool file was quarantined;
 any of them 2 for bad input or a store it cannot use, 130 on Ctrl-C.
 """
@@ -84,17 +84,23 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
 
     st = sub.add_parser("status", help="what ran, what pends, what failed and why",
-                        description="One row per point of a campaign (the latest by default).",
-                        epilog="examples:\n  campaign status\n  campaign status 20261121-1057 --wait\n  campaign status --watch\n"
-                               "  campaign status --json | jq .counts",
+                        description="One row per point of a campaign (the latest by default): its state, "
+                                    "progress (iteration i/n, iterations/s, time left) and the values that differ "
+                                    "between the points; then the campaign's progress bar and ETA.",
+                        epilog="examples:\n  campaign status\n  campaign status main-job --wait\n"
+                               "  campaign status 20261121-1057 --wait --timeout 600   # exit 124 if still running then\n"
+                               "  campaign status --watch\n  campaign status --json | jq .progress",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    st.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
+    st.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (a name several campaigns "
+                                               "share: the latest of them; default: the latest campaign)")
     _store_arg(st)
     st.add_argument("--json", action="store_true", help="machine-readable output")
-    st.add_argument("--wait", action="store_true", help="block until every point is final; exit 1 if any did not complete")
+    st.add_argument("--wait", action="store_true", help="block until every point is final, then one summary line; "
+                                                        "exit 1 if any did not complete")
     st.add_argument("--watch", action="store_true", help="redraw the table live until every point is final (Ctrl-C stops)")
     st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --wait/--watch (default 2)")
-    st.add_argument("--timeout", type=float, default=None, help="give up waiting after this many seconds")
+    st.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                    help="with --wait: give up after this many seconds (exit 124, with a summary and the ETA)")
     st.add_argument("--submit", action="store_true",
                     help="with --wait: also submit what the campaign has due (writes the store): the next wave of "
                          "waiting points as room frees, and points that failed for a retry_on reason within "
@@ -110,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                                "  campaign harvest --plots results/figures\n"
                                "  campaign harvest --table attempts            # every run of every point, failed ones too",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    hv.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
+    hv.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (a name several campaigns "
+                                               "share: the latest of them; default: the latest campaign)")
     _store_arg(hv)
     hv.add_argument("--to", dest="fmt", default="table", help="table (default), csv, json, markdown or parquet")
     hv.add_argument("--out", default=None, help="write to this file instead of standard output")

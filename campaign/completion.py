@@ -14,8 +14,10 @@ from importlib import resources
 
 SHELLS = ("bash", "zsh")
 # Launch words besides the group options: the sweep flag, the retry and common keys.
-LAUNCH_WORDS = ("-m", "--multirun", "--retry", "--max-retries", "--help", "--cfg", "gpus=", "nodes=", "repeats=", "seed=", "name=",
-                "dry_run=true", "results_dir=", "store.url=", "hydra.launcher.wait=true", "hydra.searchpath=")
+LAUNCH_WORDS = ("-m", "--multirun", "--retry", "--max-retries", "--help", "--cfg", "--dry-run", "--show-scripts", "--json", "gpus=",
+                "nodes=", "repeats=", "seed=", "name=", "dry_run=true", "dry_run=scripts", "dry_run=json",
+                "max_gpu_hours=", "results_dir=", "store.url=", "store.heartbeat_s=", "hydra.launcher.wait=true",
+                "hydra.searchpath=")
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, list[str]]:

@@ -120,6 +120,7 @@ class DatasetSpec:
 class StoreSpec:
     url: str = MISSING  # SQLAlchemy URL of the results store, e.g. sqlite:///results/campaign.db
     busy_timeout_s: float = 30.0  # how long a writer waits on a locked database before spooling
+    heartbeat_s: float = 10.0  # seconds between a running rank's progress rows (campaign status: i/n, rate, ETA); 0: none
 
 
 @dataclass
@@ -143,7 +144,8 @@ class CampaignConfig:
     repeats: int = 1  # run each point this many times (harvest reports median and spread)
     seed: int = 0  # random seed of model init and data
     name: Optional[str] = None  # campaign name shown by status (default: the campaign id)
-    dry_run: bool = False  # print what would be submitted and submit nothing
+    dry_run: str = "false"  # print what would be submitted, submit nothing: true (a table), scripts (+ sbatch scripts and commands), json
+    max_gpu_hours: Optional[float] = None  # refuse a launch whose estimated GPU-hours exceed this (campaign/estimate.py)
     max_retries: int = 0  # resubmit a point that ends in a retry_on state up to this many times (campaign launch --max-retries K)
     retry_on: List[str] = field(default_factory=lambda: ["node_fail", "preempted", "boot_fail"])  # states max_retries resubmits
     results_dir: str = "results"  # folder of the default store, job folders and logs

@@ -199,27 +199,46 @@ def container_python(
     return shlex.join(argv)
 
 
-def check_container(spec: "ContainerSpec") -> None:
+def check_container(spec: "ContainerSpec", *, here: bool = True) -> None:
     """Launch-time validation: raises ``ConfigError`` with one actionable line.
 
-    An unknown runtime, an image that is unset, missing or not a file, a runtime
-    that is not on PATH, or a ``container.binds``/``container.env`` entry that the
-    runtime's flags cannot carry. ``runtime: none`` always passes.
+    An unknown runtime, an image that is unset, or a ``container.binds``/``container.env``
+    entry that the runtime's flags cannot carry; with ``here`` (a launch, not a dry run)
+    also an image that is missing or not a file and a runtime that is not on PATH
+    (``check_container_here``). ``runtime: none`` always passes.
     """
     _check_runtime(spec.runtime)
     if spec.runtime == "none":
         return
     if not spec.image:
         raise ConfigError(f"container.image is not set for container={spec.runtime}; {BUILD_HINT}")
-    if not os.path.exists(spec.image):
-        raise ConfigError(f"container image {spec.image} not found; {BUILD_HINT}")
-    if not os.path.isfile(spec.image):
-        raise ConfigError(f"container image {spec.image} is not a file; point container.image at the .sif that singularity/build.sh writes")
-    if shutil.which(spec.runtime) is None:
-        raise ConfigError(
-            f"{spec.runtime} not found on PATH; load its module (module load {spec.runtime}) or use container=none"
-        )
     container_python(spec, binds=[], gpu=False)  # refuses binds and env the flags cannot carry
+    if here:
+        check_container_here(spec)
+
+
+def check_container_here(spec: "ContainerSpec") -> None:
+    """What running the container needs of this machine: the image file and the runtime on
+    PATH. A dry run executes nothing and skips it (it says what would be missing)."""
+    lacking = container_lacks(spec)
+    if lacking:
+        raise ConfigError(lacking[0])
+
+
+def container_lacks(spec: "ContainerSpec") -> List[str]:
+    """What this machine lacks to run the container: the image, the runtime (one line each)."""
+    out: List[str] = []
+    if spec.runtime == "none" or not spec.image:
+        return out
+    if not os.path.exists(spec.image):
+        out.append(f"container image {spec.image} not found; {BUILD_HINT}")
+    elif not os.path.isfile(spec.image):
+        out.append(f"container image {spec.image} is not a file; point container.image at the .sif that "
+                   "singularity/build.sh writes")
+    if shutil.which(spec.runtime) is None:
+        out.append(f"{spec.runtime} not found on PATH; load its module (module load {spec.runtime}) or use "
+                   "container=none")
+    return out
 
 
 def _sidecar_sha256(image: str) -> Optional[str]:

@@ -18,6 +18,7 @@ EXIT_OK = 0
 EXIT_USAGE = 2  # refused: bad input or an impossible action; nothing stored or changed
 EXIT_INCOMPLETE = 3  # stored, but some points were not submitted or did not complete
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+EXIT_TIMEOUT = 124  # campaign status --wait --timeout ran out with points unfinished (as timeout(1) exits)
 
 
 class CampaignError(Exception):

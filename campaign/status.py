@@ -1,9 +1,14 @@
-"""``campaign status``: what ran, what pends, what failed and why.
+"""``campaign status``: what ran, what runs (how far, how fast, until when), what pends,
+what failed and why.
 
 Each point's state is its effective state (campaign.state: the store, the executors'
 view of the points the store has unfinished, the spool folder), the same one
-``campaign harvest`` counts. Status reads the store through a read-only connection
+``campaign harvest`` counts. Progress, rate and ETA come from the running ranks'
+heartbeats (campaign.progress). Status reads the store through a read-only connection
 and writes nothing: what it observes is derived again at every refresh.
+
+The table has a column per value that differs between the campaign's points (by its
+override name, campaign.varying); what every point shares is said once, above it.
 """
 
 from __future__ import annotations
@@ -18,11 +23,18 @@ from typing import Any, Callable, Optional
 
 from tabulate import tabulate
 
+from campaign.errors import EXIT_TIMEOUT
+from campaign.estimate import fmt_duration
+from campaign.progress import NOT_STARTED, CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
 from campaign.state import FAILED_STATES, SPOOLED, effective_points, is_final
-from campaign.store import open_store
+from campaign.store import find_campaign_noted, open_store
 from campaign.text import printable
+from campaign.varying import varying
 
-__all__ = ["FAILED_STATES", "show_status", "watch_status", "point_view", "render"]
+__all__ = ["FAILED_STATES", "EXIT_TIMEOUT", "show_status", "watch_status", "point_view", "render", "snapshot"]
+
+BAR_WIDTH = 24
+SHARED_AXES = ("trainer", "experiment")  # a column when they differ, said above the table when shared
 
 
 def _elapsed(p: dict, now: float) -> Optional[float]:
@@ -37,11 +49,7 @@ def _elapsed(p: dict, now: float) -> Optional[float]:
     return max(0.0, end - start) if end else None
 
 
-def _fmt_s(s: Optional[float]) -> str:
-    if s is None:
-        return "-"
-    s = int(round(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+_fmt_s = fmt_duration
 
 
 def failing_log(reason: Optional[str], log_path: str) -> str:
@@ -54,17 +62,22 @@ def failing_log(reason: Optional[str], log_path: str) -> str:
     return theirs if os.path.exists(theirs) else log_path
 
 
-def point_view(p: dict, now: float) -> dict[str, Any]:
+def point_view(p: dict, now: float, eta: Optional[PointETA] = None, values: Optional[dict] = None) -> dict[str, Any]:
+    """One point as status shows it (and ``--json`` gives it): its effective state, why,
+    elapsed time, progress (iteration i of n, rate in iterations/s, seconds left: running,
+    until it ends; not started, how long it will take once it starts) and its varying values."""
     reason = p.get("reason")
     log_path = p.get("log_path")
     if p["state"] in FAILED_STATES and log_path:
         log_path = failing_log(reason, log_path)
         reason = f"{reason or p['state']} (log: {log_path})"
+    eta = eta or PointETA()
     return {
-        "idx": p["idx"], "platform": p["platform"], "gpus": p["gpus"], "trainer": p["trainer"],
-        "experiment": p["experiment"], "repeat": p["repeat"], "state": p["state"], "job_id": p.get("job_id"),
-        "attempts": p.get("attempts", 0),
-        "elapsed_s": _elapsed(p, now), "reason": reason, "log_path": log_path,
+        "idx": p["idx"], "platform": p["platform"], "gpus": p["gpus"], "nodes": p.get("nodes"),
+        "trainer": p["trainer"], "experiment": p["experiment"], "repeat": p["repeat"], "values": dict(values or {}),
+        "state": p["state"], "job_id": p.get("job_id"), "attempts": p.get("attempts", 0), "elapsed_s": _elapsed(p, now),
+        "iteration": eta.iteration, "iterations": eta.total, "rate_it_s": eta.rate, "eta_s": eta.remaining_s,
+        "eta_source": eta.source, "stalled_s": eta.stalled_s, "reason": reason, "log_path": log_path,
     }
 
 
@@ -75,28 +88,123 @@ def summary_line(views: list[dict]) -> str:
     return f"{len(views)} point(s): " + ", ".join(parts)
 
 
-def render(campaign: dict, views: list[dict]) -> str:
-    rows = [[printable(c) for c in (v["idx"], v["platform"], v["gpus"], v["trainer"], v["experiment"], v["state"],
-                                      v["job_id"] or "-", v.get("attempts", 0), _fmt_s(v["elapsed_s"]), v["reason"] or "")]
-            for v in views]
-    head = printable(f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else ""))
-    table = tabulate(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "state", "job", "attempts", "elapsed",
-                              "reason"],
-                     tablefmt="simple")
-    return f"{head}\n{table}\n{summary_line(views)}"
+def clock(at: float, now: float) -> str:
+    """A time of day (``14:05:09``), with the date when it is not today's."""
+    t = time.localtime(at)
+    return time.strftime("%H:%M:%S" if time.localtime(now)[:3] == t[:3] else "%b %d %H:%M:%S", t)
+
+
+def eta_text(ceta: CampaignETA, now: float) -> str:
+    """``ETA 14:05:09 (in 3:12)``; with a scheduler's queue, a lower bound saying so."""
+    if ceta.running + ceta.pending == 0:
+        return "every point has ended"
+    if ceta.ends_at is None:
+        return f"ETA unknown ({ceta.unknown} point(s) without an estimate or a heartbeat yet)"
+    text = f"ETA {clock(ceta.ends_at, now)} (in {fmt_duration(ceta.ends_at - now)})"
+    return text + (", not counting the queue's wait" if ceta.queue else "")
+
+
+def progress_line(ceta: CampaignETA, now: float) -> str:
+    """The campaign's bar: ``[#######.................] 1/2 done, 1 running, 0 pending; ETA ...``."""
+    filled = int(round(ceta.fraction * BAR_WIDTH))
+    bar = "#" * filled + "." * (BAR_WIDTH - filled)
+    total = ceta.done + ceta.running + ceta.pending
+    if ceta.done == total:
+        return f"[{bar}] {ceta.done}/{total} done; every point has ended"
+    return (f"[{bar}] {ceta.done}/{total} done, {ceta.running} running, {ceta.pending} pending; "
+            f"{eta_text(ceta, now)}")
+
+
+def _progress(v: dict) -> str:
+    if v["iteration"] is None or not v["iterations"] or v["state"] != "running":
+        return "-"
+    return f"{v['iteration']}/{v['iterations']}"
+
+
+def _eta_cell(v: dict) -> str:
+    if v["stalled_s"] is not None:
+        return f"stalled? no heartbeat for {fmt_duration(v['stalled_s'])}"
+    if v["eta_s"] is None or is_final(v["state"]):
+        return "-"
+    return fmt_duration(v["eta_s"]) if v["state"] == "running" else f"~{fmt_duration(v['eta_s'])}"
+
+
+def render(campaign: dict, views: list[dict], ceta: Optional[CampaignETA] = None, now: Optional[float] = None) -> str:
+    """The status text: a head line (the campaign, what its points share), one row per
+    point, the states' counts and the progress bar with the ETA."""
+    now = time.time() if now is None else now
+    names = list(dict.fromkeys(k for v in views for k in v["values"]))  # in the sweep's order
+    shown = [a for a in SHARED_AXES if len({v[a] for v in views}) > 1]
+    shared = [f"{a}={views[0][a]}" for a in SHARED_AXES if a not in shown and views]
+    extra = (["nodes"] if len({v["nodes"] for v in views}) > 1 else []) + \
+            (["repeat"] if any(v["repeat"] for v in views) else []) + \
+            (["attempts"] if any((v.get("attempts") or 0) > 1 for v in views) else [])  # resubmitted or requeued
+    headers = ["#", "platform", "gpus", *extra, *shown, *names, "state", "progress", "it/s", "ETA", "elapsed", "job",
+               "reason"]
+    rows = []
+    for v in views:
+        rate = f"{v['rate_it_s']:.3g}" if v["rate_it_s"] and v["state"] == "running" else "-"
+        cells = [v["idx"], v["platform"], v["gpus"], *(v[k] for k in extra), *(v[k] for k in shown),
+                 *(v["values"].get(k) or "-" for k in names), v["state"], _progress(v), rate, _eta_cell(v),
+                 _fmt_s(v["elapsed_s"]), v["job_id"] or "-", v["reason"] or ""]
+        rows.append([printable(c) for c in cells])
+    head = f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else "")
+    if shared:
+        head += ": " + " ".join(shared)
+    table = tabulate(rows, headers=headers, tablefmt="simple")
+    out = [printable(head), table, summary_line(views)]
+    if ceta is not None:
+        out.append(progress_line(ceta, now))
+    return "\n".join(out)
+
+
+class Follower:
+    """One campaign's snapshots, refreshed: the store's points (effective states), their
+    heartbeats and the ETA; the store's previous rates are read once."""
+
+    def __init__(self, store: Any, campaign: dict):
+        self.store, self.campaign = store, campaign
+        self._measured: Optional[dict] = None
+
+    def _measured_rates(self, points: list[dict]) -> dict:
+        if self._measured is None:
+            from campaign.estimate import measured_rates
+
+            waiting = [p for p in points if p["state"] in NOT_STARTED]
+            self._measured = measured_rates(self.store, {p["platform"] for p in waiting},
+                                            {p["trainer"] for p in waiting}) if waiting else {}
+        return self._measured
+
+    def snapshot(self, now: Optional[float] = None) -> tuple[list[dict], CampaignETA, list[str]]:
+        """(the point views, the campaign's ETA, warnings) now."""
+        points, warnings = effective_points(self.store, self.campaign)
+        now = time.time() if now is None else now
+        unfinished = any(not is_final(p["state"]) for p in points)
+        beats = read_beats(self.store, [p.get("attempt_id") for p in points])
+        etas, _ = annotate(points, beats, now=now, measured=self._measured_rates(points) if unfinished else {})
+        _, values = varying([p.get("overrides") for p in points])
+        views = [point_view(p, now, etas.get(p["id"]), vals) for p, vals in zip(points, values)]
+        return views, campaign_eta(points, etas, now=now, is_final=is_final), warnings
+
+
+def snapshot(store: Any, campaign: dict, now: Optional[float] = None) -> tuple[list[dict], CampaignETA, list[str]]:
+    """One snapshot of ``campaign`` (``Follower.snapshot``)."""
+    return Follower(store, campaign).snapshot(now)
 
 
 def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -> int:
-    """Redraw the status table every ``interval`` seconds until every point is final.
+    """Redraw the status table and progress bar every ``interval`` seconds until every
+    point is final.
 
     Exit status: 0 (Ctrl-C: ``KeyboardInterrupt`` reaches the CLI, which exits 130)."""
     tty = sys.stdout.isatty()
     with open_store(store_url, readonly=True) as store:
-        campaign = store.resolve_campaign(ref)
+        campaign = find_campaign_noted(store, ref)
+        follower = Follower(store, campaign)
         while True:
-            points, warnings = effective_points(store, campaign)
-            views = [point_view(p, time.time()) for p in points]
-            text = render(campaign, views)
+            now = time.time()
+            views, ceta, warnings = follower.snapshot(now)
+            text = render(campaign, views, ceta, now)
             stamp = time.strftime("%H:%M:%S")
             if tty:
                 print("\033[H\033[2J", end="")
@@ -112,6 +220,22 @@ def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -
             time.sleep(interval)
 
 
+def _live(views: list[dict], ceta: CampaignETA, waited: float, now: float) -> str:
+    pending = sum(1 for v in views if not is_final(v["state"]))
+    return f"waiting for {pending} of {len(views)} point(s) [{_fmt_s(waited)}] {summary_line(views)}; {eta_text(ceta, now)}"
+
+
+def final_line(views: list[dict], waited: float, timed_out: bool, ceta: CampaignETA, now: float) -> str:
+    """The one line a ``--wait`` ends with."""
+    if timed_out:
+        left = sum(1 for v in views if not is_final(v["state"]))
+        return (f"timed out after {_fmt_s(waited)}: {left} of {len(views)} point(s) not finished "
+                f"({summary_line(views).split(': ', 1)[1]}); {eta_text(ceta, now)}")
+    bad = sum(1 for v in views if v["state"] != "completed")
+    verdict = "every point completed" if not bad else f"{bad} of {len(views)} point(s) did not complete"
+    return f"waited {_fmt_s(waited)}: {verdict} ({summary_line(views).split(': ', 1)[1]})"
+
+
 def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wait: bool = False,
                 interval: float = 2.0, timeout: Optional[float] = None,
                 submit: Optional[Callable[[str], list[str]]] = None) -> int:
@@ -121,18 +245,19 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
     submits what the campaign has due (the next wave, automatic retries) and returns a
     line per point; without it, a wait ends when only points waiting for room are left.
 
-    Exit status: 0, or 1 when waiting ended with a point that did not complete (or
-    ``--timeout`` ran out first).
+    Exit status: 0; with ``wait`` 1 when a point did not complete, ``EXIT_TIMEOUT`` (124)
+    when ``timeout`` ran out with points unfinished. A wait ends with one line on stderr.
     """
     with open_store(store_url, readonly=True) as store:
-        campaign = store.resolve_campaign(ref)
+        campaign = find_campaign_noted(store, ref)
+        follower = Follower(store, campaign)
         start = time.time()
         tty = sys.stderr.isatty()
         last_line = None
+        timed_out = False
         while True:
-            points, warnings = effective_points(store, campaign)
             now = time.time()
-            views = [point_view(p, now) for p in points]
+            views, ceta, warnings = follower.snapshot(now)
             pending = [v for v in views if not is_final(v["state"])]
             lines = submit(campaign["id"]) if submit is not None and wait else []
             for line in lines:
@@ -140,29 +265,36 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
             if lines:  # points went (or were held back): look again before deciding anything
                 continue
             stuck = submit is None and pending and all(v["state"] == "waiting" for v in pending)
-            if not wait or not pending or stuck or (timeout is not None and now - start > timeout):
-                if wait and stuck:
-                    print(f"{chr(10) if tty else ''}{len(pending)} point(s) wait for room in the scheduler: campaign "
-                          f"resume {campaign['id']} submits them (or campaign status --wait --submit)",
-                          file=sys.stderr)
+            if not wait or not pending:
+                break
+            if stuck:
+                print(f"{chr(10) if tty else ''}{len(pending)} point(s) wait for room in the scheduler: campaign "
+                      f"resume {campaign['id']} submits them (or campaign status --wait --submit)", file=sys.stderr)
+                break
+            if timeout is not None and now - start > timeout:
+                timed_out = True
                 break
             counts = summary_line(views)
             if tty:  # one live line
-                line = f"waiting for {len(pending)} of {len(views)} point(s) [{_fmt_s(now - start)}] {counts}"
-                print("\r" + line + "\033[K", end="", file=sys.stderr, flush=True)
+                print("\r" + _live(views, ceta, now - start, now) + "\033[K", end="", file=sys.stderr, flush=True)
             elif counts != last_line:  # a log: one line per change
-                print(f"[{_fmt_s(now - start)}] {counts}", file=sys.stderr, flush=True)
+                print(f"[{_fmt_s(now - start)}] {counts}; {eta_text(ceta, now)}", file=sys.stderr, flush=True)
             last_line = counts
             time.sleep(interval)
-        if wait and tty:
+        if wait and tty and last_line is not None:
             print(file=sys.stderr)
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if as_json:  # json escapes control characters itself
         counts = Counter(v["state"] for v in views)
-        print(json.dumps({"campaign": campaign, "points": views, "counts": dict(counts)}, indent=2, default=str))
+        print(json.dumps({"campaign": campaign, "points": views, "counts": dict(counts), "progress": json_safe(ceta)},
+                         indent=2, default=str))
     else:
-        print(render(campaign, views))
-    if wait and any(v["state"] != "completed" for v in views):
-        return 1
+        print(render(campaign, views, ceta, now))
+    if wait:
+        print(printable(final_line(views, time.time() - start, timed_out, ceta, now)), file=sys.stderr)
+        if timed_out:
+            return EXIT_TIMEOUT
+        if any(v["state"] != "completed" for v in views):
+            return 1
     return 0

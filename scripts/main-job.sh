@@ -1,14 +1,44 @@
 #!/usr/bin/env bash
-# main-job.sh - the README's first command: a small real weak-scaling campaign on this
-# machine (platform=local: one CPU process per "GPU", gloo), end to end: launch, wait
-# for the jobs, harvest speedup and parallel efficiency. A couple of minutes on 2 cores.
+# main-job.sh [--readme] [OVERRIDES...] - the README's first command: a small real
+# weak-scaling campaign on this machine (platform=local: one CPU process per "GPU",
+# gloo), end to end: launch (with its estimate), follow it (progress, ETA), harvest
+# speedup and parallel efficiency, draw the figures. A couple of minutes on 2 cores.
+#
+# --readme: also write what it printed into README.md's main-job blocks and its
+# speedup figure into docs/main-job-speedup.png (scripts/readme_blocks.py; the campaign
+# then runs in a fresh results folder, so that its estimate is the one a first run gets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh train
+README=
+if [[ ${1:-} == --readme ]]; then
+  README=1
+  shift
+fi
+[[ -n ${CAMPAIGN_NO_SETUP:-} ]] || bash scripts/setup.sh train
+if [[ -n $README ]]; then
+  CAMPAIGN_RESULTS=$(mktemp -d "${TMPDIR:-/tmp}/main-job.XXXXXX")
+fi
 export CAMPAIGN_RESULTS=${CAMPAIGN_RESULTS:-$PWD/results}
 mkdir -p "$CAMPAIGN_RESULTS"
-.venv/bin/python -m campaign.launch -m platform=local gpus=1,2 experiment=weak_scaling \
-  experiment.base_iterations=${BASE_ITERATIONS:-600} experiment.profile_iterations=8 name=main-job "$@"
-.venv/bin/campaign status --wait
-.venv/bin/campaign harvest
-.venv/bin/campaign harvest --to csv --out "$CAMPAIGN_RESULTS/main-job.csv"
+out="$CAMPAIGN_RESULTS/main-job-outputs"
+mkdir -p "$out"
+py=.venv/bin/python
+# a heartbeat a second (default 10 s): its points are short, and campaign status shows their rate
+launch=(campaign launch -m platform=local gpus=1,2 experiment=weak_scaling
+        "experiment.base_iterations=${BASE_ITERATIONS:-600}" experiment.profile_iterations=8 store.heartbeat_s=1
+        name=main-job "$@")
+{ echo "\$ ${launch[*]}"; $py -m "${launch[@]}"; } | tee "$out/launch.txt"
+if [[ -n $README ]]; then  # campaign status at the first moment a point reports its rate
+  { echo "\$ campaign status main-job"; $py scripts/readme_blocks.py snapshot main-job; } > "$out/status.txt"
+fi
+.venv/bin/campaign status main-job --wait
+{ echo "\$ campaign harvest main-job"; .venv/bin/campaign harvest main-job; } | tee "$out/harvest.txt"
+.venv/bin/campaign harvest main-job --to csv --out "$CAMPAIGN_RESULTS/main-job.csv"
+.venv/bin/campaign harvest main-job --plots "$CAMPAIGN_RESULTS/figures"
+if [[ -n $README ]]; then
+  for block in launch status harvest; do
+    $py scripts/readme_blocks.py set "main-job-$block" "$out/$block.txt"
+  done
+  cp "$CAMPAIGN_RESULTS/figures/speedup.png" docs/main-job-speedup.png
+  echo "README.md's main-job blocks and docs/main-job-speedup.png written from campaign in $CAMPAIGN_RESULTS"
+fi

@@ -3,7 +3,8 @@
 A store written by an older campaign is upgraded in place by the first command that
 writes to it (``campaign launch``, ``resume``, ``cancel``, ``ingest``: ``open_store``
 without ``readonly``); the read commands (``status``, ``harvest``) never migrate and
-read every version in ``READABLE`` (a column a version lacks reads as absent).
+read every version in ``READABLE`` (what a version lacks reads as absent: a column of
+version 2, or version 3's heartbeats, so status shows no progress for its points).
 
 Steps only add (tables, columns, indexes), so that a job of the previous version still
 writes to an upgraded store, and each runs in its own transaction that also records
@@ -21,9 +22,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.schema import CreateColumn
 
-from campaign_sql.schema import SCHEMA_VERSION, attempt, meta
+from campaign_sql.schema import SCHEMA_VERSION, attempt, meta, progress
 
-READABLE = (1, 2)  # versions the read commands read as they are
+READABLE = (1, 2, 3)  # versions the read commands read as they are
 
 
 def _add_columns(conn: Connection, table: Table, columns: list[Column]) -> None:
@@ -46,7 +47,14 @@ def _v1_to_v2(conn: Connection) -> None:
     _add_columns(conn, attempt, [attempt.c.origin, attempt.c.overrides, attempt.c.submitted_at, attempt.c.node_list])
 
 
-STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}  # from version -> the step to the next
+def _v2_to_v3(conn: Connection) -> None:
+    """Heartbeats of running ranks: the ``progress`` table (and its indexes)."""
+    progress.create(conn, checkfirst=True)
+    for index in progress.indexes:
+        index.create(conn, checkfirst=True)
+
+
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}  # from version -> the step to the next
 
 
 def _version(conn: Connection) -> int:

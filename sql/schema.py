@@ -1,6 +1,6 @@
 """Tables of the results store, schema version ``SCHEMA_VERSION``.
 
-campaign 1--n point 1--n attempt 1--n rank_timing / iteration / profile / breakdown
+campaign 1--n point 1--n attempt 1--n rank_timing / iteration / profile / breakdown / progress
 A point is one sweep point (platform x gpus x ... x repeat); an attempt is one run of
 it: each submission of the point (launch, ``campaign resume``, an automatic retry) opens
 one, and each requeue of that job (SLURM's, or a checkpointed job's own) one more. A
@@ -23,7 +23,8 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress (heartbeats)
+PROGRESS_SINCE = 3  # the version that added the progress table (status reads heartbeats from there on)
 
 metadata = MetaData()
 
@@ -180,6 +181,23 @@ breakdown = Table(
     Column("median_s", Float),
     Column("p95_s", Float),
     Column("count", Integer),
+)
+
+# Heartbeats of running ranks (trainers/heartbeat.py): one row per rank at the start of
+# its loop, then every store.heartbeat_s seconds while it trains, written by a thread
+# of the job (off the timed path: it reads the rank's iteration counter, never the
+# device). campaign status derives each running point's progress, rate and ETA from
+# them. Schema version 3 (migrate.py adds it to an older store).
+progress = Table(
+    "progress",
+    metadata,
+    Column("attempt_id", Integer, ForeignKey("attempt.id", ondelete="CASCADE"), primary_key=True),
+    Column("rank", Integer, primary_key=True),
+    Column("seq", Integer, primary_key=True),  # 0, 1, 2, ... per rank: the rank's n-th heartbeat
+    Column("at", Float, nullable=False),  # unix time of the reading
+    Column("iteration", Integer, nullable=False),  # iterations the rank had finished then (warm-up included)
+    Column("total", Integer, nullable=False),  # iterations the rank runs (warm-up included)
+    Column("warmup", Integer, nullable=False),  # of which warm-up
 )
 
 FINAL_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline", "rejected", "lost")

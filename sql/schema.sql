@@ -1,4 +1,4 @@
--- campaign results store, schema version 2 (SQLite rendering of sql/schema.py)
+-- campaign results store, schema version 3 (SQLite rendering of sql/schema.py)
 
 CREATE TABLE campaign (
 	id VARCHAR(64) NOT NULL, 
@@ -113,6 +113,18 @@ CREATE TABLE profile (
 	exposed_comm_s FLOAT, 
 	top_ops JSON, 
 	PRIMARY KEY (attempt_id, rank), 
+	FOREIGN KEY(attempt_id) REFERENCES attempt (id) ON DELETE CASCADE
+);
+
+CREATE TABLE progress (
+	attempt_id INTEGER NOT NULL, 
+	rank INTEGER NOT NULL, 
+	seq INTEGER NOT NULL, 
+	at FLOAT NOT NULL, 
+	iteration INTEGER NOT NULL, 
+	total INTEGER NOT NULL, 
+	warmup INTEGER NOT NULL, 
+	PRIMARY KEY (attempt_id, rank, seq), 
 	FOREIGN KEY(attempt_id) REFERENCES attempt (id) ON DELETE CASCADE
 );
 

@@ -26,7 +26,7 @@ def test_campaign_launch_is_python_m_campaign_launch(ws):
     front = ws.campaign("launch", *args)
     module = ws.launch(*args)
     assert front.returncode == module.returncode == 0, front.stderr + module.stderr
-    assert front.stdout == module.stdout and "dry run: 2 point(s), nothing submitted" in front.stdout
+    assert front.stdout == module.stdout and "dry run: 2 point(s) in 2 local job(s)" in front.stdout
 
 
 def test_campaign_launch_refusals_and_help(ws):

@@ -225,3 +225,30 @@ def test_breakdown_figure_stacks_each_runs_phases(runs):
     assert list(iteration.get_ydata()) == pytest.approx(tops, rel=0.01)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         "iteration (measured)", "communication (trainer's own phase)", "forward", "data wait"]
+
+
+def test_the_readmes_known_answer_block_is_this_campaigns_harvest(runs):
+    """README.md's sleep-harvest block (scripts/readme_blocks.py) has the shape of this
+    campaign's `campaign harvest` and the law's speedups and efficiencies."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("readme_blocks", root / "scripts" / "readme_blocks.py")
+    rb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rb)
+    assert rb.SLEEP_LAW == ["trainer=sleep", "gpus=1,2,4", "platform.gpus_per_node=4", "experiment=weak_scaling",
+                            *LAW[:3], *LAW[3:]]  # the same campaign as this module's
+    ws, full, _ = runs
+    shown = rb.blocks(rb.README.read_text())["sleep-harvest"]
+    printed = ws.campaign("harvest", full).stdout
+    assert rb.shape(shown.split("\n", 1)[1]) == rb.shape(printed)
+    lines = shown.splitlines()  # $ command, campaign, title, blank, header, rule, rows
+    head = lines[4].split()
+    rows = [dict(zip(head, ln.split())) for ln in lines[6:] if ln.strip()]
+    assert [int(r["gpus"]) for r in rows] == list(GPUS)
+    for r in rows:
+        n = int(r["gpus"])
+        assert float(r["speedup"]) == pytest.approx(t(1) / t(n), rel=0.02)
+        assert float(r["efficiency"]) == pytest.approx(t(1) / t(n) / n, rel=0.02)
+        assert float(r["time_s"]) == pytest.approx(BASE * BATCH * t(n), rel=0.02)

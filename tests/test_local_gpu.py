@@ -127,8 +127,10 @@ def test_points_beyond_the_machine_are_left_out(tmp_path):
     res = ws.launch("-m", "platform=local_gpu", "gpus=1,2,4", "dry_run=true")
     assert res.returncode == 0, res.stderr
     assert "local_gpu has 2 GPUs per node; gpus=4 does not fit" in res.stdout + res.stderr
-    assert "dry run: 2 point(s), nothing submitted" in res.stdout
-    assert "resources: nodes=1 gpus/node=2 tasks/node=2 cpus/task=" in res.stdout
+    assert "dry run: 2 point(s) in 2 local job(s)" in res.stdout
+    json_run = ws.launch("-m", "platform=local_gpu", "gpus=1,2,4", "--json")
+    resources = [json.loads(line)["resources"] for line in json_run.stdout.splitlines()]
+    assert [(r["nodes"], r["gpus_per_node"], r["tasks_per_node"]) for r in resources] == [(1, 1, 1), (1, 2, 2)]
 
 
 @pytest.mark.slow

@@ -57,15 +57,15 @@ def test_fast_composer_gives_the_config_hydra_composes(ws):
     """A point of a sweep (composer: group choices composed once, value overrides applied
     to the resolved copy) has exactly the config Hydra composes for that point alone."""
     overrides = ["platform=v100", "trainer.params.width=8", "seed=3", "experiment.images_per_gpu=4",
-                 "platform.cpus_per_task=2", "dry_run=true"]
+                 "platform.cpus_per_task=2", "dry_run=json"]
     sweep = ws.launch("-m", "gpus=1,2", *overrides)
     single = ws.launch("gpus=2", *overrides)
     assert sweep.returncode == 0 and single.returncode == 0, sweep.stderr + single.stderr
 
-    def config_of(out: str, gpus: int) -> str:
-        lines = out.splitlines()
-        head = next(i for i, ln in enumerate(lines) if f" gpus={gpus} " in ln and ln.startswith("["))
-        return next(ln for ln in lines[head:] if ln.strip().startswith("config:"))
+    def config_of(out: str, gpus: int) -> dict:
+        import json
+
+        return next(d["config"] for d in map(json.loads, out.splitlines()) if f" gpus={gpus} " in d["label"])
 
     assert config_of(sweep.stdout, 2) == config_of(single.stdout, 2)
-    assert '"images_per_gpu": 4' in config_of(sweep.stdout, 2) and '"seed"' not in config_of(sweep.stdout, 2)
+    assert config_of(sweep.stdout, 2)["experiment"]["images_per_gpu"] == 4 and "seed" not in config_of(sweep.stdout, 2)

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from trainers import comm, dist, loop, registry
+from trainers import comm, dist, heartbeat, loop, registry
 from trainers.checkpoint import Checkpointer, Requeue
 from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
@@ -173,7 +173,15 @@ def run_point(spec: dict) -> dict:
         memory.start()
         if ckpt is not None:
             ckpt.load(trainer, rec)  # a resumed run continues where its checkpoint stands
-        loop.train(trainer, rec, plan["warmup"] + plan["iterations"], ckpt.hook(trainer, rec) if ckpt else None)
+        # progress rows for campaign status, from a thread that reads the loop's counter
+        # (trainers/heartbeat.py: nothing in the loop, no device synchronisation)
+        beat = heartbeat.start(writer, attempt_id, ctx.rank, total=plan["warmup"] + plan["iterations"],
+                               warmup=plan["warmup"], counter=lambda: rec.iterations_done,
+                               interval_s=cfg["store"].get("heartbeat_s"))
+        try:
+            loop.train(trainer, rec, plan["warmup"] + plan["iterations"], ckpt.hook(trainer, rec) if ckpt else None)
+        finally:
+            beat.stop()
         rows = rec.rows()
         summary = rec.summary(rows)
         flops = own_flops or rec.flops_per_iter

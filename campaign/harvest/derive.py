@@ -1,7 +1,8 @@
 """From the store's rows to the point frame every harvested table starts from.
 
 One row per completed point (SQL aggregates over ranks, query.py), with its series
-``variant`` (the overrides that differ between the campaign's points), its ``image``
+``variant`` (the overrides that differ between the campaign's points, as one label; the
+``varying`` struct holds them one field per override, campaign.varying), its ``image``
 (the container image its harvested attempt ran in: the sha256's first 12 hex digits,
 the path where no sha256 was recorded, null without a container) and, for a sampled
 run, the projection to its full schedule (projection.py). The tables
@@ -10,7 +11,6 @@ themselves: views.py (time to solution, throughput), utilisation.py.
 
 from __future__ import annotations
 
-import json
 from typing import Optional, Sequence
 
 import polars as pl
@@ -18,34 +18,26 @@ import polars as pl
 from campaign.harvest.projection import project_points
 from campaign.harvest.query import breakdown_query, completed_points_query, job_iterations_query
 from campaign.harvest.views import SERIES, scaling_table, throughput_table  # noqa: F401  (public names)
+from campaign.varying import label, typed, varying
 
 IMAGE_SHORT = 12  # hex digits of the sha256 that name an image (as `docker images` shows it)
 _SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")
-_NOT_VARIANT = ("dry_run", "name", "store.url", "results_dir")
-
-
-def _overrides(overrides: object) -> dict[str, str]:
-    """key -> value of a point's overrides, without the sweep axes harvest reports itself."""
-    if isinstance(overrides, str):
-        overrides = json.loads(overrides)
-    out = {}
-    for o in overrides or []:
-        key, _, value = o.partition("=")
-        key = key.lstrip("+~")
-        if key in _SWEEP_KEYS or key.startswith("hydra.") or key in _NOT_VARIANT:
-            continue
-        out[key] = value
-    return out
+VARYING = "varying"  # the point frame's struct column: one field per varying override (campaign.varying)
 
 
 def variants(all_overrides: Sequence[object]) -> list[str]:
     """Per point, the overrides that differ between the campaign's points: what makes
     its series (e.g. ``trainer.optimizer=adamw``). Settings shared by every point, and
     the axes harvest has columns for, are left out."""
-    parsed = [_overrides(o) for o in all_overrides]
-    keys = sorted({k for d in parsed for k in d})
-    varying = [k for k in keys if len({d.get(k) for d in parsed}) > 1]
-    return [" ".join(f"{k}={d[k]}" for k in varying if k in d) for d in parsed]
+    _, values = varying(all_overrides, skip=_SWEEP_KEYS)
+    return [label(v) for v in values]
+
+
+def varying_columns(all_overrides: Sequence[object]) -> tuple[list[str], list[pl.Series]]:
+    """The varying overrides' names and, per name, its values over the points (numbers
+    where every value is one: campaign.varying.typed)."""
+    names, values = varying(all_overrides, skip=_SWEEP_KEYS)
+    return names, [pl.Series(n, typed([v[n] for v in values]), strict=False) for n in names]
 
 
 def image_label() -> pl.Expr:
@@ -91,8 +83,11 @@ def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None
             return df.with_columns(pl.lit("").alias("variant"), pl.lit(None, dtype=pl.Utf8).alias("image"))
         sampled = df.filter(pl.col("timed_iterations") < pl.col("iterations"))["attempt_id"].to_list()
         iters = _frame(conn, job_iterations_query(sampled)) if sampled else None
-    df = df.drop("overrides").with_columns(pl.Series("variant", variants(df["overrides"].to_list()), dtype=pl.Utf8),
-                                           image_label())
+    overrides = df["overrides"].to_list()
+    names, columns = varying_columns(overrides)
+    df = df.drop("overrides").with_columns(pl.Series("variant", variants(overrides), dtype=pl.Utf8), image_label())
+    if names:  # one struct column, so that the tables' group-bys leave it alone (run.py puts it back as columns)
+        df = df.with_columns(pl.DataFrame(columns).to_struct(VARYING))
     return project_points(df, iters)
 
 

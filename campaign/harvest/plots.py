@@ -29,7 +29,8 @@ def _plt():
 
 def _labels(df: pl.DataFrame) -> dict[tuple, str]:
     """Series key -> legend label naming only what differs between the series (a
-    container image as ``image <short sha256>``, ``image none`` without one)."""
+    container image as ``image <short sha256>``, ``image none`` without one); labels
+    are unique (one legend entry per series)."""
     keys = df.select(SERIES).unique(maintain_order=True).rows()
     varying = [i for i, _ in enumerate(SERIES) if len({k[i] for k in keys}) > 1] or [0]
 
@@ -38,7 +39,38 @@ def _labels(df: pl.DataFrame) -> dict[tuple, str]:
             return f"{value} node{'' if str(value) == '1' else 's'}"
         return f"image {value or 'none'}" if name == "image" else (str(value) if value else "")
 
-    return {k: " ".join(p for i in varying if (p := part(SERIES[i], k[i]))) or str(k[0]) for k in keys}
+    out = {k: " ".join(p for i in varying if (p := part(SERIES[i], k[i]))) or str(k[0]) for k in keys}
+    seen: dict[str, int] = {}
+    for k, label in out.items():  # two series one label would name (a key's value empty in one of them)
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            out[k] = f"{label} ({seen[label]})"
+    return out
+
+
+def campaign_label(campaign: Optional[dict]) -> Optional[str]:
+    """``main-job · campaign 20261124-011044-b4bb · 2026-11-24``: what every figure says it shows."""
+    if not campaign:
+        return None
+    import time
+
+    parts = [str(campaign["name"])] if campaign.get("name") else []
+    parts.append(f"campaign {campaign['id']}")
+    if campaign.get("created_at"):
+        parts.append(time.strftime("%Y-%m-%d", time.localtime(float(campaign["created_at"]))))
+    return " · ".join(parts)
+
+
+def _stamp(fig, label: Optional[str]) -> None:
+    """Put the campaign's label above the figure (under a suptitle it has)."""
+    if not label:
+        return
+    old = fig.get_suptitle()
+    fig.suptitle(f"{old}\n{label}" if old else label, fontsize="medium" if old else "small")
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        fig.tight_layout()  # room above the axes for the suptitle (constrained layout makes its own)
 
 
 def _gpu_axis(ax, gpus: list[int]) -> None:
@@ -53,22 +85,27 @@ def _gpu_axis(ax, gpus: list[int]) -> None:
 
 
 def _series_lines(ax, df: pl.DataFrame, y: str, *, ideal: Optional[str] = None, ideal_label: str = "ideal",
-                  lo: Optional[str] = None, hi: Optional[str] = None, scale: float = 1.0) -> None:
+                  lo: Optional[str] = None, hi: Optional[str] = None, scale: float = 1.0,
+                  missing: str = "no value") -> None:
+    """One line per series, one legend entry each (a series without any value of ``y``
+    too, saying ``missing``); projected points hollow, under one neutral legend entry."""
     labels = _labels(df)
-    ideal_labelled = False
+    ideal_labelled = projected_labelled = False
     for i, (key, label) in enumerate(labels.items()):
         s = df.filter(pl.all_horizontal([pl.col(k).eq_missing(v) for k, v in zip(SERIES, key)])).sort("gpus")
         s = s.filter(pl.col(y).is_not_null())
-        if s.height == 0:
-            continue
         color = f"C{i % 10}"
+        if s.height == 0:  # named all the same, so the legend lists every series
+            ax.plot([], [], marker="o", linestyle="none", color=color, alpha=0.4, label=f"{label} ({missing})")
+            continue
         x, yv = s["gpus"].to_list(), [v * scale for v in s[y].to_list()]
         flags = s["projected"].fill_null(False).to_list() if "projected" in s.columns else [False] * s.height
         ax.plot(x, yv, marker="o", color=color, label=label, markevery=[i for i, f in enumerate(flags) if not f])
         if "projected" in s.columns and s["projected"].any():
             p = s.filter(pl.col("projected"))
             px, py = p["gpus"].to_list(), [v * scale for v in p[y].to_list()]
-            ax.plot(px, py, "o", markerfacecolor="white", color=color, label=f"{label} (projected)")
+            ax.plot(px, py, "o", markerfacecolor="white", color=color)
+            projected_labelled = True
             if lo and hi and p[lo].null_count() == 0:
                 err = [[a - b * scale for a, b in zip(py, p[lo].to_list())], [b * scale - a for a, b in zip(py, p[hi].to_list())]]
                 ax.errorbar(px, py, yerr=err, fmt="none", ecolor=color, capsize=3)
@@ -79,6 +116,8 @@ def _series_lines(ax, df: pl.DataFrame, y: str, *, ideal: Optional[str] = None, 
                 ideal_labelled = True
     if ideal_labelled:  # one neutral legend entry for every series' dashed ideal
         ax.plot([], [], "--", color="gray", label=ideal_label)
+    if projected_labelled:  # and one for every series' projected (hollow) points
+        ax.plot([], [], "o", markerfacecolor="white", color="gray", label="projected (hollow)")
 
 
 def _headroom(ax) -> None:
@@ -120,7 +159,7 @@ def speedup_figure(scaling: pl.DataFrame):
     """Speedup T(1)/T(N) vs GPUs, with the ideal S = N."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    _series_lines(ax, scaling, "speedup")
+    _series_lines(ax, scaling, "speedup", missing="no 1-GPU baseline")
     gpus = _gpus(scaling)
     ax.plot(gpus, gpus, "k--", alpha=0.6, label="ideal (S = N)")
     _gpu_axis(ax, gpus)
@@ -134,7 +173,7 @@ def efficiency_figure(scaling: pl.DataFrame):
     """Parallel efficiency speedup/N vs GPUs, with the ideal 1."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    _series_lines(ax, scaling, "efficiency", scale=100.0)
+    _series_lines(ax, scaling, "efficiency", scale=100.0, missing="no 1-GPU baseline")
     gpus = _gpus(scaling)
     ax.axhline(100.0, color="k", linestyle="--", alpha=0.6, label="ideal (100 %)")
     _gpu_axis(ax, gpus)
@@ -346,14 +385,15 @@ def placement_figure(placement: pl.DataFrame):
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
                   other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
                   stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None,
-                  placement: Optional[pl.DataFrame] = None) -> list[Path]:
+                  placement: Optional[pl.DataFrame] = None, campaign: Optional[dict] = None) -> list[Path]:
     """Draw every figure the tables allow and save each as PNG and SVG in ``out_dir``.
 
     ``other``: another campaign's (scaling, utilisation) tables; its platforms join the
     platform comparison panel (drawn when two or more platforms were measured).
     ``stack``: the phase stack (``utilisation.phase_stack``) of the breakdown figure;
     ``hardware``: the hardware table (MFU and bus bandwidth figure); ``placement``: the
-    intra- vs inter-node table (drawn when some point spanned nodes)."""
+    intra- vs inter-node table (drawn when some point spanned nodes); ``campaign``: the
+    campaign's row, whose name, id and date every figure carries above it."""
     plt = _plt()
     out = Path(out_dir)
     try:
@@ -376,9 +416,11 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         "placement": placement_figure(placement) if placement is not None else None,
     }
     paths = []
+    label = campaign_label(campaign)
     for name, fig in figures.items():
         if fig is None:
             continue
+        _stamp(fig, label)
         for ext in ("png", "svg"):
             path = out / f"{name}.{ext}"
             fig.savefig(path, dpi=120 if ext == "png" else None)

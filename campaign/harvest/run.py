@@ -47,14 +47,51 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
     return out
 
 
+# Spread over repeats: said only when some point ran more than once.
+SPREAD = ("time_min_s", "time_max_s", "time_olympic_s", "iter_iqr_s")
+
+
+def varying_names(df: pl.DataFrame) -> list[str]:
+    """The varying overrides' columns of a table (``with_varying`` puts them between
+    ``variant`` and ``image``)."""
+    if "variant" not in df.columns or "image" not in df.columns:
+        return []
+    cols = df.columns
+    return cols[cols.index("variant") + 1:cols.index("image")]
+
+
+def with_varying(df: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with one column per varying override after ``variant`` (from the point
+    frame's ``varying`` struct, matched on the series' ``variant`` label)."""
+    from campaign.harvest.derive import VARYING
+
+    if VARYING not in points.columns or "variant" not in df.columns or df.height == 0:
+        return df
+    values = points.select("variant", VARYING).unique("variant", maintain_order=True).unnest(VARYING)
+    names = [c for c in values.columns if c != "variant"]
+    joined = df.join(values, on="variant", how="left", nulls_equal=True)
+    at = df.columns.index("variant") + 1
+    return joined.select(df.columns[:at] + names + df.columns[at:])
+
+
 def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
     shown = TABLES[name].terminal if name in TABLES else TERMINAL_COLUMNS.get(name)
-    cols = [c for c in (shown or df.columns) if c in df.columns]
+    names = varying_names(df)
+    cols = []
+    for c in shown or df.columns:
+        if c == "variant" and names:  # the values one column each, not folded into one label
+            cols += names
+        elif c in df.columns and c not in names:
+            cols.append(c)
     for key in ("variant", "image"):  # a series key no point has says nothing
         if key in cols and df[key].fill_null("").eq("").all():
             cols.remove(key)
     if name != "placement" and "placement" in cols and "nodes" in df.columns and df["nodes"].max() == 1:
         cols.remove("placement")  # every point on one node: the GPU count says it all
+    if "repeats" in df.columns and df["repeats"].max() == 1:
+        cols = [c for c in cols if c not in SPREAD]
+    if "note" in cols and df["note"].fill_null("").eq("").all():
+        cols.remove("note")
     return df.select(cols)
 
 
@@ -110,14 +147,14 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
     out = build_tables(dict.fromkeys(names), points, phases)
     if stack:
         out["phase_stack"] = phase_stack(points, phases)
-    return out
+    return {name: with_varying(df, points) for name, df in out.items()}
 
 
 def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Optional[str] = None,
             where: Optional[dict] = None, table: str = "scaling", compare: Optional[str] = None,
             plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None) -> int:
     """Harvest one campaign: print or write its tables (or a comparison), draw its figures."""
-    from campaign.store import open_store
+    from campaign.store import find_campaign_noted, open_store
 
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format '{fmt}'; available: {', '.join(FORMATS)}")
@@ -129,12 +166,12 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     wanted = POINT_TABLES if table == "all" else (table,)
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
-        campaign = store.resolve_campaign(ref)
+        campaign = find_campaign_noted(store, ref)  # a name several share: the latest, said on stderr
         cid = campaign["id"]
         mine, points, warnings = completed_where(store, campaign, where)
         tables = _tables(store, cid, mine, wanted, stack=plots is not None)
         if compare is not None and compare not in COMPARE_BUILTIN:
-            other_campaign = store.resolve_campaign(compare)
+            other_campaign = find_campaign_noted(store, compare)
             other_id = other_campaign["id"]
             theirs, _, more = completed_where(store, other_campaign, where)
             warnings += more
@@ -177,7 +214,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
                               stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
-                              placement=tables.get("placement"))
+                              placement=tables.get("placement"), campaign=campaign)
         print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
     return 0
 

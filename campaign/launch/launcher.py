@@ -86,7 +86,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
     idx = 0
     for overrides in job_overrides:
         overrides = list(overrides)
-        where = " ".join(overrides) or "(defaults)"
+        where = " ".join(o for o in overrides if not o.startswith("dry_run=")) or "(defaults)"
         try:
             cfg = composer.compose(overrides)
         except (HydraException, OmegaConfBaseException, ValueError, ConfigError) as exc:

@@ -5,6 +5,7 @@ registers the campaign, submits the jobs and returns. Without ``-m`` one point r
 in the foreground and its status is printed. ``--retry CAMPAIGN`` submits the points
 of a stored campaign that never reached their scheduler (``campaign resume`` reruns
 every point that did not complete); ``--max-retries K`` is the override ``max_retries=K``.
+``--dry-run``, ``--show-scripts`` and ``--json`` are ``dry_run=true|scripts|json``.
 
 This is the launch's CLI layer: the one place that turns exceptions into a line on
 stderr and an exit status (``campaign/errors.py``: 0, 2, 3, 130).
@@ -19,6 +20,18 @@ from typing import Optional, Sequence
 from campaign.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
 
 PROG = "campaign launch"
+# campaign's own flags, given as the overrides they stand for (a dry run: campaign/launch/dryrun.py)
+FLAGS = {"--dry-run": "dry_run=true", "--show-scripts": "dry_run=scripts", "--json": "dry_run=json"}
+
+
+def expand_flags(argv: Sequence[str]) -> list[str]:
+    """``--dry-run``, ``--show-scripts`` and ``--json`` as the ``dry_run=`` override they
+    stand for (the last one given wins; a ``dry_run=`` override beside one is replaced)."""
+    flags = [FLAGS[a] for a in argv if a in FLAGS]
+    if not flags:
+        return list(argv)
+    rest = [a for a in argv if a not in FLAGS and not a.startswith("dry_run=")]
+    return rest + flags[-1:]
 
 
 def _error(message: object) -> None:
@@ -53,7 +66,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
             from campaign.launch.retry import retry_main
 
             return retry_main(argv[1:], prog=f"{prog} --retry")
-        return _hydra_app(max_retries_override(argv), prog)
+        return _hydra_app(expand_flags(max_retries_override(argv)), prog)
     except CampaignError as exc:
         _error(exc)
         return exc.exit_code

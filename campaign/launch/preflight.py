@@ -18,7 +18,7 @@ from campaign.launch.plan import PointPlan
 from campaign.redact import redact
 
 # Values one campaign has once: the store it registers in, the folder its jobs write to.
-ONE_PER_CAMPAIGN = (("results_dir",), ("store", "url"), ("name",), ("dry_run",))
+ONE_PER_CAMPAIGN = (("results_dir",), ("store", "url"), ("name",), ("dry_run",), ("max_gpu_hours",))
 CONNECT_TIMEOUT_S = 10  # a database server that does not answer by then is refused
 
 
@@ -48,15 +48,9 @@ def check_store(url: str) -> None:
     from campaign.store.store import check_store_url
 
     check_store_url(url)
+    refuse_memory_store(url)
     u = make_url(url)
-    shown = redact(url)
     if u.get_backend_name() == "sqlite":
-        memory = not u.database or u.database == ":memory:" or "mode=memory" in str(url) or (
-            str(u.database).startswith("file::memory:"))
-        if memory:
-            raise StoreError(f"store URL {shown!r} is an in-memory database: the jobs (other processes) "
-                             "cannot write to it and it is gone when the launch ends; use a file, "
-                             "e.g. store.url=sqlite:///results/campaign.db")
         path = Path(u.database).expanduser()
         if path.exists() and not path.is_file():
             raise StoreError(f"store {path} is not a file; name a SQLite file with store.url=sqlite:///PATH")
@@ -65,6 +59,21 @@ def check_store(url: str) -> None:
             raise StoreError(f"store {path} is not writable by this user; fix its permissions or use another store.url")
         return
     _check_server(url)
+
+
+def refuse_memory_store(url: str) -> None:
+    """An in-memory SQLite store is no store for jobs (other processes): refused."""
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() != "sqlite":
+        return
+    memory = not u.database or u.database == ":memory:" or "mode=memory" in str(url) or (
+        str(u.database).startswith("file::memory:"))
+    if memory:
+        raise StoreError(f"store URL {redact(url)!r} is an in-memory database: the jobs (other processes) "
+                         "cannot write to it and it is gone when the launch ends; use a file, "
+                         "e.g. store.url=sqlite:///results/campaign.db")
 
 
 def _check_server(url: str) -> None:
@@ -129,20 +138,76 @@ def check_slurm(points: Sequence[PointPlan]) -> None:
                               f"available: {', '.join(partitions)} (set platform.partition)")
 
 
-def preflight(points: Sequence[PointPlan]) -> None:
-    """Every check of this module, for the planned points of one campaign."""
-    from campaign.container import check_container
+def writable_here(folder: Path | str, what: str) -> None:
+    """``check_writable_folder`` that makes nothing (a dry run): the folder, or the nearest
+    folder above it that exists, can be written by this user."""
+    folder = Path(folder).expanduser().absolute()
+    probe = folder
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError(f"{what} {folder} is not a folder; choose another one")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {folder} is not writable by this user; choose another one (results_dir=PATH) "
+                          "or fix its permissions")
+
+
+def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str]:
+    """Every check of this module, for the planned points of one campaign.
+
+    A dry run executes nothing: what this machine lacks for the jobs (a container runtime
+    or image, SLURM, a dataset, a store server, a writable folder) is returned as notes
+    instead of refused, and nothing is created; what no machine could run (bad values)
+    is refused all the same. Returns the notes (none for a launch, which refuses)."""
+    from campaign.container import check_container, check_container_here, container_lacks
     from campaign.datasets import check_dataset
+    from campaign.errors import CampaignError
+
+    notes: list[str] = []
+
+    def here(check, *args) -> None:
+        if not dry_run:
+            check(*args)
+            return
+        try:
+            check(*args)
+        except CampaignError as exc:
+            notes.append(str(exc))
 
     check_one_per_campaign(points)
     first = points[0].config
-    check_store(str(first["store"]["url"]))
-    check_writable_folder(first["results_dir"], "results_dir")
+    url = str(first["store"]["url"])
+    if dry_run:
+        from campaign.store.store import check_store_url
+
+        from sqlalchemy.engine import make_url
+
+        check_store_url(url)
+        refuse_memory_store(url)
+        u = make_url(url)
+        if u.get_backend_name() == "sqlite":
+            here(writable_here, Path(u.database).parent, "the store's folder")
+        else:
+            here(_check_server, url)
+        here(writable_here, first["results_dir"], "results_dir")
+    else:
+        check_store(url)
+        check_writable_folder(first["results_dir"], "results_dir")
     seen: set = set()
     for p in points:
         for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):
             key = (check.__name__, repr(sorted(section.items(), key=str)))
-            if key not in seen:
-                seen.add(key)
-                check(OmegaConf.create(section))
-    check_slurm(points)
+            if key in seen:
+                continue
+            seen.add(key)
+            spec = OmegaConf.create(section)
+            if check is check_dataset:
+                here(check_dataset, spec)
+            else:
+                check_container(spec, here=False)
+                if dry_run:
+                    notes.extend(container_lacks(spec))
+                else:
+                    check_container_here(spec)
+    here(check_slurm, points)
+    return list(dict.fromkeys(notes))

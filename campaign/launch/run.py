@@ -60,17 +60,23 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     ``hydra_cfg`` and task name). Raises ``CampaignError`` before anything is stored when
     a point cannot run; returns the ``LaunchResult`` once it is stored and submitted.
     """
+    from campaign.estimate import campaign_cost, check_budget, launch_measured
+    from campaign.launch.dryrun import dry_run_mode, print_dry_run
     from campaign.launch.preflight import preflight
-    from campaign.launch.report import print_dry_run, print_submitted
+    from campaign.launch.report import print_submitted
     from campaign.launch.submit import command_line, job_python, register_and_submit
 
     points = list(points)
     first = points[0].config
     result = LaunchResult(None, points, str(first["store"]["url"]), str(first["results_dir"]), multirun)
-    preflight(points)
+    dry = dry_run_mode(first.get("dry_run"))
+    # what it will cost (the store's measured rates, else the trainers' declarations); over budget: refused
+    cost = campaign_cost(points, launch_measured(points))
+    check_budget(cost, first.get("max_gpu_hours"))
+    notes = preflight(points, dry_run=dry is not None)
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
-    if first.get("dry_run"):
-        print_dry_run(points)
+    if dry is not None:
+        print_dry_run(points, cost, dry, python=job_python(points), notes=notes)
         result.returns = [_job_return(p, hydra_cfg, JobStatus.UNKNOWN) for p in points]
         return result
     python = job_python(points)
@@ -79,7 +85,8 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
         overrides=list(sweep_overrides), command=command_line(sweep_overrides, multirun=multirun), python=python,
     )
     try:
-        print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun)
+        print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun,
+                        cost=cost)
         if wait:
             wait_for_campaign(result)
     except KeyboardInterrupt:

@@ -40,6 +40,19 @@ def default_store_url() -> str:
     return f"sqlite:///{results}/campaign.db"
 
 
+def find_campaign_noted(store: "Store", ref: str | None) -> dict:
+    """``store.find_campaign(ref)``, saying on stderr (one line) which campaign a name
+    shared by several took: what ``campaign status NAME``/``harvest NAME`` print."""
+    import sys
+
+    from campaign.text import printable
+
+    found, note = store.find_campaign(ref)
+    if note:
+        print(f"note: {printable(note)}", file=sys.stderr)
+    return found
+
+
 def describe_url(url: str) -> str:
     """A store as messages name it: an SQLite file's path, else the URL with its password
     hidden (``***``)."""
@@ -90,6 +103,10 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
     """Open the store at ``url``; with ``create``, make an empty one (and its folder);
     with ``readonly``, through a connection that cannot write (``campaign status`` and
     ``harvest``: a 0-byte or foreign file is refused and left byte for byte as it was).
+
+    A store of an older schema version (``campaign_sql.migrate.READABLE``) is upgraded in
+    place by a writing open and read as it is by a read-only one (``Store.version`` says
+    which).
 
     Raises ``StoreError`` for a missing store (without ``create``), an unreachable
     database or a file that is not a database, ``SchemaVersionError`` for a store of
@@ -191,13 +208,18 @@ def _version_error(url: str, found: str | None) -> SchemaVersionError:
 
 
 class Store(Submissions):
-    """A results store opened and version-checked by ``open_store``."""
+    """A results store opened and version-checked by ``open_store``; ``version`` is its
+    schema version (an older one is read as it is, campaign_sql.migrate)."""
 
     def __init__(self, engine: Engine, url: str, *, readonly: bool = False, version: int = SCHEMA_VERSION):
         self.engine = engine
         self.url = url
         self.readonly = readonly
-        self.version = version  # the store's schema version (older ones are read as they are)
+        self.version = version
+
+    def has(self, since_version: int) -> bool:
+        """Whether the store has what schema version ``since_version`` added."""
+        return self.version >= since_version
 
     def close(self) -> None:
         self.engine.dispose()
@@ -236,22 +258,37 @@ class Store(Submissions):
 
     # ------------------------------------------------------------------ reads
     def resolve_campaign(self, ref: str | None) -> dict:
-        """The campaign named by id, unique id prefix or name; the latest one for None."""
+        """The campaign named by id, unique id prefix or name; the latest one for None
+        (``find_campaign`` also says how a name was resolved)."""
+        return self.find_campaign(ref)[0]
+
+    def find_campaign(self, ref: str | None) -> tuple[dict, str | None]:
+        """The campaign ``ref`` names, and a note when it took one of several: ``None`` is
+        the latest campaign; an exact id is that campaign; a name is the latest campaign of
+        that name (the note names it and how many share the name); else a unique id prefix.
+        Raises ``NotFoundError`` naming recent campaigns, or the ids a prefix matches."""
         with self.engine.connect() as conn:
             if ref is None:
                 row = conn.execute(select(campaign).order_by(campaign.c.created_at.desc()).limit(1)).mappings().first()
                 if row is None:
-                    raise NotFoundError(f"no campaign in {describe_url(self.url)} yet; launch one with python -m campaign.launch -m ...")
-                return dict(row)
+                    raise NotFoundError(f"no campaign in {describe_url(self.url)} yet; launch one with campaign launch -m ...")
+                return dict(row), None
             rows = conn.execute(
                 select(campaign).where((campaign.c.id.startswith(ref, autoescape=True)) | (campaign.c.name == ref))
-                .order_by(campaign.c.created_at.desc())
+                .order_by(campaign.c.created_at.desc(), campaign.c.id.desc())
             ).mappings().all()
         exact = [r for r in rows if r["id"] == ref]
         if exact:
-            return dict(exact[0])
+            return dict(exact[0]), None
+        named = [r for r in rows if r["name"] == ref]
+        if named:
+            note = None
+            if len(named) > 1:
+                note = (f"'{ref}' names {len(named)} campaigns; showing the latest, {named[0]['id']} "
+                        f"(an id picks another: {', '.join(r['id'] for r in named[1:4])}{', ...' if len(named) > 4 else ''})")
+            return dict(named[0]), note
         if len(rows) == 1:
-            return dict(rows[0])
+            return dict(rows[0]), None
         if not rows:
             known = ", ".join(c["id"] for c in self.campaigns(limit=5)) or "none"
             raise NotFoundError(f"no campaign '{ref}' in {describe_url(self.url)}; recent: {known}")

@@ -70,7 +70,22 @@ class CampaignSweeper(Sweeper):
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         batch = sweep_points(parser.parse_overrides(list(arguments)))
-        save_multirun_yaml(self.config, Path(self.config.hydra.sweep.dir) / "multirun.yaml")
+        if not _dry_run(self.config):  # a dry run makes nothing, Hydra's record of the sweep included
+            save_multirun_yaml(self.config, Path(self.config.hydra.sweep.dir) / "multirun.yaml")
         returns = self.launcher.launch(batch, initial_job_idx=0)
         check_returns(self.launcher, returns)
         return [returns]
+
+
+def _dry_run(config: Any) -> bool:
+    """Whether a campaign's sweep is a dry run (``dry_run`` set to a dry-run mode)."""
+    from campaign.config import is_campaign_config
+    from campaign.errors import ConfigError
+    from campaign.launch.dryrun import dry_run_mode
+
+    if not is_campaign_config(config):
+        return False
+    try:
+        return dry_run_mode(config.get("dry_run")) is not None
+    except ConfigError:  # the launch refuses it, saying why
+        return False

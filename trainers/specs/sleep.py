@@ -1,5 +1,6 @@
 """trainer=sleep: the known-answer trainer (t(N) = a/N + b log2 N + c seconds per image)."""
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -11,6 +12,13 @@ def _check(config) -> None:
     for key in ("a_s", "b_s", "c_s"):
         if params[key] < 0:
             raise ValueError(f"trainer.params.{key} must be >= 0, got {params[key]}")
+
+
+def seconds_per_iteration(config, gpus: int, batch: int) -> float:
+    """The law's iteration: N*B*t(N) seconds, t(N) = a/N + b*log2(N) + c (trainers/sleep.py)."""
+    p = config["trainer"]["params"]
+    n = max(int(gpus), 1)
+    return n * int(batch) * (float(p["a_s"]) / n + float(p["b_s"]) * math.log2(n) + float(p["c_s"]))
 
 
 @dataclass
@@ -31,4 +39,5 @@ TRAINER = TrainerDef(
     build="trainers.sleep:build",
     check=_check,
     checkpoint=True,
+    seconds_per_iteration=seconds_per_iteration,
 )

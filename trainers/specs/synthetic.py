@@ -5,6 +5,24 @@ from dataclasses import dataclass
 from trainers.spec import TrainerDef
 
 
+def flops_per_image(config) -> float:
+    """Training FLOPs of one image through trainers.synthetic's net (2 per multiply-add,
+    convolutions and the linear head, as torch's FlopCounterMode counts them): forward,
+    then backward's weight gradients and input gradients (none for the first conv, whose
+    input needs no gradient)."""
+    data, p = config["dataset"], config["trainer"]["params"]
+    c, side, width, depth = int(data["channels"]), int(data["image_size"]), int(p["width"]), int(p["depth"])
+    total = 0.0
+    for i in range(depth):
+        out = width * 2**i
+        conv = 2.0 * c * out * 9 * side * side
+        total += conv * (2 if i == 0 else 3)
+        c = out
+        if i < depth - 1:
+            side //= 2
+    return total + 3 * 2.0 * c * int(data["num_classes"])
+
+
 @dataclass
 class SyntheticParams:
     width: int = 32  # channels of the first conv layer (doubling per block)
@@ -19,4 +37,5 @@ TRAINER = TrainerDef(
     params=SyntheticParams,
     build="trainers.synthetic:build",
     checkpoint=True,
+    flops_per_image=flops_per_image,
 )

@@ -19,6 +19,27 @@ class Engine(str, enum.Enum):
     deepspeed = "deepspeed"  # DeepSpeed (ZeRO stage zero_stage), its own fp16/bf16 modes
 
 
+# The networks' shapes (trainers/vit.py builds them; tests/test_dry_run.py checks these
+# against its models): image side, patch side, width, blocks, MLP ratio.
+SHAPES = {"vit_base_patch16_224": (224, 16, 768, 12, 4.0), "vit_tiny": (32, 8, 32, 2, 2.0)}
+
+
+def flops_per_image(config) -> float:
+    """Training FLOPs of one image (2 per multiply-add): forward, then backward's weight
+    and input gradients (the patch embedding needs no input gradient), over the patch
+    embedding, every block's qkv, attention (QK^T and AV), projection and MLP, and the
+    class-token head."""
+    p, classes = config["trainer"]["params"], int(config["dataset"].get("num_classes") or 10)
+    side, patch, width, depth, ratio = SHAPES[str(p.get("model") or "vit_base_patch16_224")]
+    side = int(p.get("image_size") or side)
+    patches = (side // patch) ** 2
+    tokens = patches + 1  # and the class token
+    embed = 2.0 * 3 * patch * patch * width * patches
+    linear = depth * 2.0 * tokens * width * (3 * width + width + 2 * int(width * ratio)) + 2.0 * width * classes
+    attention = depth * 4.0 * tokens * tokens * width
+    return 2 * embed + 3 * (linear + attention)
+
+
 @dataclass
 class ViTParams:
     model: Model = Model.vit_base_patch16_224  # the network
@@ -35,4 +56,5 @@ TRAINER = TrainerDef(
     build="trainers.vit:build",
     engine_requires={Engine.deepspeed.value: ("deepspeed", DEEPSPEED_INSTALL)},
     optimizers=(Optimizer.adamw, Optimizer.sgd),
+    flops_per_image=flops_per_image,
 )

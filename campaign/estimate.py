@@ -1,0 +1,279 @@
+"""What a campaign will cost before it runs: wall time and GPU-hours per point and in total.
+
+A point's seconds per iteration come from the first of
+
+1. ``measured``: the store's completed runs of the same work (platform, trainer and its
+   settings, dataset shape, GPUs, nodes, images per GPU), the latest campaign that ran
+   it: the median over its points of the slowest rank's timed window / iterations;
+2. ``declared``: the trainer's declaration (trainers/spec.py): a time law
+   (``seconds_per_iteration``, the sleep trainer's), or its training FLOPs per image
+   (``flops_per_image``) over the platform's peak FLOP/s for the math it runs, at
+   ``ASSUMED_MFU`` of that peak (a stated efficiency, not a measurement);
+3. ``unknown``: neither (the estimate says so; a budget cannot be checked).
+
+Wall time of a point = ``STARTUP_S`` (start-up: interpreter, torch, process group; a
+stated figure) + (warm-up + timed + profiled iterations) x seconds per iteration.
+GPU-hours = wall time x the job's GPUs / 3600 (a job holds its GPUs for its whole run;
+CPU ranks of ``platform=local`` count as its "GPUs"). A campaign's wall time: points of
+a local platform that runs one job at a time (``platform.exclusive``) add up; the others
+are taken to run at once (the longest), queue waits not included.
+
+Pure functions of plain configs, plus ``measured_rates`` (one read-only query); no
+torch, no polars. Used by the launch (printed, and ``max_gpu_hours``) and by
+``campaign status`` (the ETA of points that have not started).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+LAW = "the trainer's declared time law"
+FLOPS = "the trainer's declaration"
+ASSUMED_MFU = 0.35  # FLOPs estimates: this share of the platform's peak FLOP/s (stated, typical of DDP training)
+STARTUP_S = 10.0  # a job's start-up before its first iteration (interpreter, torch, process group): stated
+
+
+@dataclass(frozen=True)
+class PointCost:
+    """One point's estimate: ``s_per_it`` None when unknown; ``source`` says where it came from."""
+
+    gpus: int
+    iterations: int  # every iteration the job runs: warm-up + timed + profiled
+    s_per_it: Optional[float]
+    source: str  # where the rate comes from, in words ("measured in campaign ID", "unknown: why", ...)
+    serial: bool = False  # runs one after another with the campaign's other serial points (local, exclusive)
+    kind: str = "unknown"  # measured, law, flops or unknown
+
+    @property
+    def known(self) -> bool:
+        return self.s_per_it is not None
+
+    @property
+    def wall_s(self) -> Optional[float]:
+        return None if self.s_per_it is None else STARTUP_S + self.iterations * self.s_per_it
+
+    @property
+    def gpu_hours(self) -> Optional[float]:
+        wall = self.wall_s
+        return None if wall is None else wall * self.gpus / 3600.0
+
+
+@dataclass(frozen=True)
+class CampaignCost:
+    points: list[PointCost]
+
+    @property
+    def known(self) -> bool:
+        return all(p.known for p in self.points)
+
+    @property
+    def gpu_hours(self) -> float:
+        """GPU-hours of the points whose cost is known."""
+        return sum(p.gpu_hours or 0.0 for p in self.points)
+
+    @property
+    def wall_s(self) -> float:
+        """Serial points one after another, together with the longest of the others."""
+        serial = sum(p.wall_s or 0.0 for p in self.points if p.serial)
+        parallel = max((p.wall_s or 0.0 for p in self.points if not p.serial), default=0.0)
+        return max(serial, parallel)
+
+
+# ------------------------------------------------------------------ the work a point does
+
+
+def loop_iterations(config: Mapping[str, Any], iterations: int) -> int:
+    """Iterations the point's job runs: warm-up + timed (a sampled run: its sample) + profiled
+    (as campaign.launch.plan.job_plan plans them)."""
+    exp = config.get("experiment") or {}
+    sample = exp.get("sample_iterations")
+    timed = min(int(sample), int(iterations)) if sample else int(iterations)
+    return int(exp.get("warmup_iterations") or 0) + timed + int(exp.get("profile_iterations") or 0)
+
+
+def work_key(config: Mapping[str, Any], gpus: int, nodes: int, batch_per_gpu: int) -> str:
+    """What makes two points' iterations cost the same: platform, trainer (name, module,
+    params, optimizer, precision), dataset shape, GPUs, nodes and images per GPU."""
+    t, d = config.get("trainer") or {}, config.get("dataset") or {}
+    key = {
+        "platform": (config.get("platform") or {}).get("name"),
+        "trainer": {k: t.get(k) for k in ("name", "module", "params", "optimizer", "precision")},
+        "dataset": {k: d.get(k) for k in ("name", "image_size", "channels", "num_classes")},
+        "gpus": int(gpus), "nodes": int(nodes), "batch_per_gpu": int(batch_per_gpu),
+    }
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+def serial(config: Mapping[str, Any]) -> bool:
+    """Whether the point's jobs take turns on one machine (a local, exclusive platform)."""
+    plat = config.get("platform") or {}
+    return plat.get("executor") == "local" and bool(plat.get("exclusive"))
+
+
+# ------------------------------------------------------------------ declared rates
+
+
+def math_of(config: Mapping[str, Any]) -> str:
+    """The math mode a point's FLOPs run in, for the peak: its autocast precision on a
+    GPU (bf16/fp16), else fp32 (the conservative figure: TF32 depends on switches the
+    job's framework sets, trainers/flops.py)."""
+    precision = str((config.get("trainer") or {}).get("precision") or "fp32")
+    device = (config.get("platform") or {}).get("device")
+    return precision if device == "cuda" and precision in ("bf16", "fp16") else "fp32"
+
+
+def declared_rate(config: Mapping[str, Any], gpus: int, batch_per_gpu: int) -> tuple[Optional[float], str]:
+    """(seconds per iteration, source) from the trainer's declaration and the platform's
+    peak; (None, why) when it declares neither or the platform states no peak."""
+    from trainers import registry
+
+    try:
+        spec = registry.spec_of(config.get("trainer") or {})
+    except Exception as exc:  # a trainer this installation cannot import: no estimate
+        return None, f"unknown: trainer {(config.get('trainer') or {}).get('name')} not importable ({exc})"
+    if spec.seconds_per_iteration is not None:
+        return float(spec.seconds_per_iteration(config, int(gpus), int(batch_per_gpu))), LAW
+    flops = spec.flops_per_image(config) if spec.flops_per_image is not None else None
+    if not flops:
+        return None, f"unknown: trainer {spec.name} declares no FLOPs and the store has no run of this work"
+    mode = math_of(config)
+    peak = ((config.get("platform") or {}).get("peak_tflops") or {}).get(mode)
+    if not peak:
+        return None, f"unknown: platform {(config.get('platform') or {}).get('name')} states no {mode} peak"
+    # every rank does its batch at the same time: an iteration takes one rank's share
+    seconds = float(flops) * int(batch_per_gpu) / (float(peak) * 1e12 * ASSUMED_MFU)
+    return seconds, f"{FLOPS}: its FLOPs at {ASSUMED_MFU:.0%} of the platform's {mode} peak"
+
+
+# ------------------------------------------------------------------ measured rates
+
+
+@dataclass(frozen=True)
+class Measured:
+    s_per_it: float  # median over the campaign's points of this work
+    campaign_id: str
+
+
+def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]) -> dict[str, Measured]:
+    """work_key -> the latest campaign's measured seconds per iteration, from the store's
+    completed attempts of these platforms and trainers (one read-only query)."""
+    from sqlalchemy import and_, func, select
+
+    from campaign_sql.schema import attempt, campaign, point, rank_timing
+
+    per_rank = rank_timing.c.wall_s / func.nullif(rank_timing.c.iterations, 0)
+    done = (select(attempt.c.id).select_from(attempt.join(point, point.c.id == attempt.c.point_id))
+            .where(and_(attempt.c.state == "completed", point.c.platform.in_(sorted(set(platforms))),
+                        point.c.trainer.in_(sorted(set(trainers))))))
+    # the slowest rank's per attempt (grouped apart: PostgreSQL groups no JSON column)
+    slowest = (select(rank_timing.c.attempt_id, func.max(per_rank).label("s_per_it"))
+               .where(rank_timing.c.attempt_id.in_(done)).group_by(rank_timing.c.attempt_id).subquery("slowest"))
+    q = (
+        select(point.c.config, point.c.gpus, point.c.nodes, point.c.batch_per_gpu, campaign.c.id, campaign.c.created_at,
+               slowest.c.s_per_it)
+        .select_from(point.join(campaign, campaign.c.id == point.c.campaign_id)
+                     .join(attempt, attempt.c.point_id == point.c.id)
+                     .join(slowest, slowest.c.attempt_id == attempt.c.id))
+    )
+    found: dict[str, dict[str, Any]] = {}
+    with store.engine.connect() as conn:
+        for config, gpus, nodes, batch, cid, created, s_per_it in conn.execute(q):
+            if s_per_it is None or batch is None:
+                continue
+            if isinstance(config, str):
+                config = json.loads(config)
+            key = work_key(config or {}, gpus, nodes, batch)
+            best = found.get(key)
+            if best is None or created > best["created"]:
+                found[key] = {"created": created, "cid": cid, "rates": [float(s_per_it)]}
+            elif cid == best["cid"]:
+                best["rates"].append(float(s_per_it))
+    return {k: Measured(statistics.median(v["rates"]), v["cid"]) for k, v in found.items()}
+
+
+def point_cost(config: Mapping[str, Any], *, gpus: int, nodes: int, batch_per_gpu: int, iterations: int,
+               measured: Optional[Mapping[str, Measured]] = None) -> PointCost:
+    """One point's estimate (the module docstring's order of sources)."""
+    total = loop_iterations(config, iterations)
+    m = (measured or {}).get(work_key(config, gpus, nodes, batch_per_gpu))
+    if m is not None:
+        return PointCost(gpus, total, m.s_per_it, f"measured in campaign {m.campaign_id}", serial(config), "measured")
+    rate, source = declared_rate(config, gpus, batch_per_gpu)
+    kind = "unknown" if rate is None else "law" if source == LAW else "flops"
+    return PointCost(gpus, total, rate, source, serial(config), kind)
+
+
+def campaign_cost(points: Sequence[Any], measured: Optional[Mapping[str, Measured]] = None) -> CampaignCost:
+    """The estimate of planned points (``campaign.launch.plan.PointPlan``)."""
+    return CampaignCost([point_cost(p.config, gpus=p.gpus, nodes=p.nodes, batch_per_gpu=p.batch_per_gpu,
+                                    iterations=p.iterations, measured=measured) for p in points])
+
+
+def fmt_duration(seconds: Optional[float]) -> str:
+    """``0:42``, ``12:05``, ``3:07:00``, ``2d 4:00:00``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}" if s >= 3600 or days else f"{s // 60}:{s % 60:02d}"
+    return f"{days}d {text}" if days else text
+
+
+def fmt_gpu_hours(hours: Optional[float]) -> str:
+    """GPU-hours with the digits that matter: ``0.0042``, ``1.25``, ``812``."""
+    if hours is None:
+        return "-"
+    if hours >= 100:
+        return f"{hours:,.0f}"
+    if hours >= 1:
+        return f"{hours:.2f}"
+    return f"{hours:.2g}" if hours > 0 else "0"
+
+
+def check_budget(cost: CampaignCost, max_gpu_hours: Optional[float]) -> None:
+    """Refuse (``ConfigError``, exit 2, before anything is stored) a campaign whose estimate
+    is over ``max_gpu_hours``, or that cannot be estimated while a budget is set."""
+    from campaign.errors import ConfigError
+
+    if max_gpu_hours is None:
+        return
+    if not max_gpu_hours > 0:
+        raise ConfigError(f"max_gpu_hours must be > 0 when set, got {max_gpu_hours}")
+    unknown = [c for c in cost.points if not c.known]
+    if unknown:
+        raise ConfigError(f"max_gpu_hours={max_gpu_hours:g} cannot be checked: {len(unknown)} point(s) have no "
+                          f"estimate ({unknown[0].source}); run a short campaign of the same work first (the store "
+                          "then has its measured rate) or launch without max_gpu_hours")
+    if cost.gpu_hours > max_gpu_hours:
+        raise ConfigError(f"this campaign needs an estimated {fmt_gpu_hours(cost.gpu_hours)} GPU-hours "
+                          f"({len(cost.points)} point(s), wall time {fmt_duration(cost.wall_s)}), over "
+                          f"max_gpu_hours={max_gpu_hours:g}; nothing was stored. --dry-run shows the estimate per "
+                          "point; sweep fewer points or iterations, or raise max_gpu_hours")
+
+
+def launch_measured(points: Sequence[Any]) -> dict[str, Measured]:
+    """The measured rates a launch's store holds for its points' platforms and trainers
+    (read-only; {} when there is no store yet or it cannot be read)."""
+    from campaign.errors import CampaignError
+    from campaign.store import open_store
+    from campaign_sql.engine import sqlite_path
+
+    url = str(points[0].config["store"]["url"])
+    try:
+        path = sqlite_path(url)
+        if path is not None:
+            import os
+
+            if not os.path.isfile(path):
+                return {}
+        with open_store(url, readonly=True, busy_timeout_s=5.0) as store:
+            return measured_rates(store, {p.platform for p in points}, {p.config["trainer"]["name"] for p in points})
+    except (CampaignError, ValueError):
+        return {}
+    except Exception as exc:  # a database error: no measured rates, the estimate says where they came from
+        if type(exc).__module__.startswith("sqlalchemy"):
+            return {}
+        raise

@@ -1,0 +1,214 @@
+"""What a dry run prints, and nothing else happens: no job, no store, no folder.
+
+``dry_run=true`` (``campaign launch --dry-run``): one row per point (platform, GPUs,
+nodes, partition, time limit, the values the sweep varies, the job array it goes in,
+its estimated wall time and GPU-hours) and the campaign's estimate (campaign.estimate).
+``dry_run=scripts`` (``--show-scripts``): also the exact sbatch script of every job
+array and the exact command its tasks run (a container's ``apptainer exec --nv --bind
+... image.sif`` wrapper included), or for local jobs the command each rank runs; made
+by the same pure functions the submission uses (campaign.backends.sbatch,
+campaign.container), so no runtime, scheduler or image is needed to see them.
+``dry_run=json`` (``--json``): one JSON object per point, for machines.
+
+The campaign id is made when a campaign is stored; the scripts show ``DRYRUN`` where
+it goes (the job folder ``results/jobs/<id>``, the job names).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from tabulate import tabulate
+
+from campaign.errors import ConfigError
+from campaign.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
+from campaign.launch.plan import PointPlan, job_plan
+from campaign.redact import redact, redact_obj
+from campaign.varying import varying
+
+PLACEHOLDER_ID = "DRYRUN"  # where the campaign id goes in a dry run's folders and job names
+MODES = ("table", "scripts", "json")
+_OFF = ("false", "0", "no", "off", "none", "")
+_ON = ("true", "1", "yes", "on", "table")
+
+
+def dry_run_mode(value: Any) -> Optional[str]:
+    """``dry_run``'s value as a mode: None (a launch), ``table``, ``scripts`` or ``json``."""
+    text = str(value).strip().lower()
+    if text in _OFF:
+        return None
+    if text in _ON:
+        return "table"
+    if text in MODES:
+        return text
+    raise ConfigError(f"dry_run={value} is not a dry-run mode; valid: false, true, scripts, json")
+
+
+@dataclass
+class Array:
+    """One sbatch job array (``A1``...) or the local jobs of one resource shape (``L1``...)."""
+
+    label: str
+    executor: str
+    points: list[PointPlan] = field(default_factory=list)
+    name: str = ""  # sbatch's job name
+
+    def index(self, p: PointPlan) -> int:
+        return self.points.index(p)
+
+
+def arrays(points: Sequence[PointPlan], campaign_id: str = PLACEHOLDER_ID) -> list[Array]:
+    """The job arrays the points go in, as the backends make them: SLURM points grouped
+    by resources (campaign.backends.sbatch.group_items) and split at SLURM's default
+    MaxArraySize; local points one job each, grouped by resources here for reading."""
+    from campaign.backends import sbatch as sb
+
+    out: list[Array] = []
+    slurm = [(p, {}) for p in points if p.executor == "slurm"]
+    for group in sb.group_items(slurm):
+        for part, chunk in enumerate(sb.chunks(group, sb.DEFAULT_MAX_ARRAY_SIZE)):
+            res = chunk[0][0].resources
+            out.append(Array(f"A{len(out) + 1}", "slurm", [p for p, _ in chunk], sb.job_name(campaign_id, res, part)))
+    local = [(p, {}) for p in points if p.executor != "slurm"]
+    for i, group in enumerate(sb.group_items(local)):
+        out.append(Array(f"L{i + 1}", "local", [p for p, _ in group]))
+    return out
+
+
+def _where(arrs: Sequence[Array]) -> dict[int, str]:
+    """point idx -> ``A1[0]`` (array and task index) or ``L1`` (a local job)."""
+    out = {}
+    for a in arrs:
+        for i, p in enumerate(a.points):
+            out[p.idx] = f"{a.label}[{i}]" if a.executor == "slurm" else a.label
+    return out
+
+
+def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[Array]) -> tuple[str, str]:
+    """(the head line naming what every point shares, the table of points)."""
+    names, values = varying([p.overrides for p in points], skip=("platform", "gpus", "nodes", "trainer", "experiment"))
+    axes = [a for a in ("trainer", "experiment") if len({p.config[a]["name"] for p in points}) > 1]
+    shared = [f"{a}={points[0].config[a]['name']}" for a in ("trainer", "experiment") if a not in axes]
+    where = _where(arrs)
+    headers = ["#", "platform", "gpus", "nodes", "partition", "time limit", *axes, *names, "array", "est. time",
+               "GPU-h", "rate from"]
+    rows = []
+    for p, vals, c in zip(points, values, cost.points):
+        rows.append([p.idx, p.platform, p.gpus, p.nodes, p.resources.partition or "-",
+                     fmt_limit(p.resources.timeout_min), *(p.config[a]["name"] for a in axes),
+                     *(vals[n] or "-" for n in names), where[p.idx], fmt_duration(c.wall_s),
+                     fmt_gpu_hours(c.gpu_hours), c.kind])
+    name = points[0].config.get("name")
+    head = "; ".join(([f"campaign {name}"] if name else []) + (["every point: " + " ".join(shared)] if shared else []))
+    return head, tabulate(rows, headers=headers, tablefmt="simple")
+
+
+def fmt_limit(minutes: int) -> str:
+    """A time limit as ``H:MM:00`` (hours past 24 kept as hours, as sbatch's --time reads)."""
+    return f"{minutes // 60}:{minutes % 60:02d}:00"
+
+
+def estimate_lines(cost: CampaignCost) -> list[str]:
+    """The campaign's estimate: total GPU-hours, wall time, where the rates come from."""
+    known = [c for c in cost.points if c.known]
+    serial = any(c.serial for c in cost.points)
+    how = "points one after another on this machine" if serial else "if every point runs at once, queue wait not included"
+    lines = []
+    if known:
+        lines.append(f"estimate: {fmt_gpu_hours(cost.gpu_hours)} GPU-hours, wall time {fmt_duration(cost.wall_s)} "
+                     f"({how})" + ("" if cost.known else f"; {len(cost.points) - len(known)} point(s) unknown"))
+    else:
+        lines.append("estimate: unknown")
+    sources: dict[str, int] = {}
+    for c in cost.points:
+        sources[c.source] = sources.get(c.source, 0) + 1
+    for source, n in sources.items():
+        lines.append(f"  rate of {n} point(s): {source}")
+    return lines
+
+
+def _folder(points: Sequence[PointPlan]) -> Path:
+    return Path(points[0].config["results_dir"]).expanduser().absolute() / "jobs" / PLACEHOLDER_ID
+
+
+def script_lines(points: Sequence[PointPlan], arrs: Sequence[Array], python: Optional[str]) -> list[str]:
+    """Every array's exact sbatch script and command (local jobs: their command)."""
+    from campaign.backends import sbatch as sb
+
+    folder = _folder(points)
+    command = sb.submit_command(folder, python)
+    out: list[str] = []
+    for a in arrs:
+        idx = ", ".join(str(p.idx) for p in a.points)
+        res = a.points[0].resources
+        if a.executor == "slurm":
+            out += [f"== {a.label}: sbatch script of points {idx} (--array=0-{len(a.points) - 1}) ==",
+                    sb.render_sbatch(sb.sbatch_parameters(res, a.name), folder, python, len(a.points)).rstrip(),
+                    f"== {a.label}: the command each of its {res.tasks} task(s) runs (srun, one per rank) ==",
+                    command, ""]
+        else:
+            setup = lock_lines(folder.parent) if res.exclusive else []
+            out += [f"== {a.label}: local jobs of points {idx} (one job per point"
+                    + (", one at a time on this machine" if res.exclusive else "") + ") ==",
+                    *(["# before the job starts, it waits for this machine:", *setup] if setup else []),
+                    f"# then {res.tasks} process(es), one per rank, each running:", command, ""]
+    return out
+
+
+def lock_lines(jobs_dir: Path) -> list[str]:
+    """campaign.backends.local.exclusive_setup's lines, without making the lock's folder (a
+    dry run makes nothing; a test checks that the two agree)."""
+    lock = jobs_dir / ".local-exclusive.lock"
+    return [f"exec 9>>{shlex.quote(str(lock))}", "flock 9"]
+
+
+def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[Array]) -> list[str]:
+    """One JSON object per point: its overrides, resources, schedule, array, estimate, config."""
+    where = _where(arrs)
+    out = []
+    for p, c in zip(points, cost.points):
+        out.append(json.dumps({
+            "idx": p.idx, "label": redact(p.label()),
+            "overrides": redact_obj([o for o in p.overrides if not o.startswith("dry_run=")]),
+            "resources": asdict(p.resources), "schedule": job_plan(p), "array": where[p.idx],
+            "estimate": {"s_per_it": c.s_per_it, "iterations": c.iterations, "wall_s": c.wall_s,
+                         "gpu_hours": c.gpu_hours, "source": c.source},
+            "config": redact_obj({k: p.config[k] for k in ("platform", "trainer", "experiment", "dataset")}),
+        }, sort_keys=True))
+    return out
+
+
+def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *, python: Optional[str] = None,
+                  notes: Sequence[str] = ()) -> None:
+    """Print the dry run in ``mode`` (module docstring); ``notes``: what this machine lacks
+    for the jobs (the preflight's, campaign.launch.preflight)."""
+    import sys
+
+    from campaign.text import printable
+
+    arrs = arrays(points)
+    if mode == "json":
+        for line in json_lines(points, cost, arrs):
+            print(line)
+        for n in notes:
+            print(f"note: {printable(redact(n))}", file=sys.stderr)
+        return
+    n_slurm = sum(1 for a in arrs if a.executor == "slurm")
+    n_local = sum(len(a.points) for a in arrs if a.executor != "slurm")
+    parts = ([f"{n_slurm} sbatch job array(s)"] if n_slurm else []) + ([f"{n_local} local job(s)"] if n_local else [])
+    print(f"dry run: {len(points)} point(s) in {' and '.join(parts)}; nothing is submitted or stored")
+    head, table = points_table(points, cost, arrs)
+    print(printable(redact(head)) if head else "", table, sep="\n" if head else "")
+    for line in estimate_lines(cost):
+        print(printable(line))
+    for n in notes:
+        print(f"note: would be refused here: {printable(redact(n))}")
+    if mode == "scripts":
+        print(f"\n(a launch puts its campaign id where {PLACEHOLDER_ID} stands)\n")
+        for line in script_lines(points, arrs, python):
+            print(redact(line))
+    print(flush=True)

@@ -1,0 +1,91 @@
+"""Figures say what they show (campaign/harvest/plots.py): every figure carries the
+campaign's name, id and date; a legend lists every series once (one without a value
+included, saying why), projected points and ideal lines under one neutral entry each;
+every axis is labelled with its unit."""
+
+from __future__ import annotations
+
+import time
+
+import matplotlib.figure
+import polars as pl
+import pytest
+
+from campaign.harvest import plots
+from campaign.harvest.utilisation import utilisation_table
+from campaign.harvest.views import scaling_table, throughput_table
+
+CAMPAIGN = {"id": "20261124-011044-b4bb", "name": "main-job", "created_at": time.mktime((2026, 11, 24, 1, 10, 44, 0, 0, -1))}
+
+
+def _points() -> pl.DataFrame:
+    rows = []
+    for variant, times in (("", {1: 160.0, 2: 100.0, 4: 80.0}), ("trainer.optimizer=adamw", {2: 90.0, 4: 70.0})):
+        for gpus, t in times.items():
+            rows.append({"platform": "v100", "trainer": "synthetic", "experiment": "weak_scaling", "variant": variant,
+                         "gpus": gpus, "repeat": 0, "time_s": t, "batch_per_gpu": 8, "iterations": 160 // gpus,
+                         "timed_iterations": 160 // gpus, "images": 8 * 160, "iter_median_s": t / (160 // gpus),
+                         "projected": gpus == 4, "time_lo_s": t * 0.9, "time_hi_s": t * 1.1})
+    return pl.DataFrame(rows)
+
+
+def _legend(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_every_series_once_in_each_legend_with_neutral_marks():
+    scaling = scaling_table(_points())
+    ax = plots.time_figure(scaling).axes[0]
+    assert _legend(ax) == ["v100", "trainer.optimizer=adamw", "ideal T(1)/N", "projected (hollow)"]
+    ax = plots.speedup_figure(scaling).axes[0]
+    # the adamw series has no 1-GPU point: no speedup, but the legend still names it
+    assert _legend(ax) == ["v100", "trainer.optimizer=adamw (no 1-GPU baseline)", "projected (hollow)",
+                           "ideal (S = N)"]
+    for fig in (plots.efficiency_figure(scaling), plots.throughput_figure(throughput_table(_points()))):
+        names = _legend(fig.axes[0])
+        assert len(names) == len(set(names))
+
+
+def test_labels_are_unique_even_when_a_value_is_empty():
+    df = pl.DataFrame({"platform": ["a", "a"], "trainer": ["t", "t"], "experiment": ["e", "e"],
+                       "variant": ["", "x"], "image": [None, None], "gpus": [1, 1], "nodes": [1, 1]})
+    assert sorted(plots._labels(df).values()) == ["a", "x"]
+    twin = df.with_columns(pl.Series("variant", ["", None]))  # both say nothing
+    assert len(set(plots._labels(twin).values())) == 2
+
+
+def test_every_axis_has_its_unit():
+    scaling, throughput = scaling_table(_points()), throughput_table(_points())
+    figures = [plots.time_figure(scaling), plots.speedup_figure(scaling), plots.efficiency_figure(scaling),
+               plots.throughput_figure(throughput), plots.utilisation_figure(utilisation_table(_points()))]
+    for fig in figures:
+        for ax in fig.axes:
+            assert ax.get_xlabel() == "GPUs (N)"
+            assert ax.get_ylabel().endswith(")") and "(" in ax.get_ylabel(), ax.get_ylabel()  # "... (s)", "(%)"
+
+
+def test_every_figure_names_its_campaign(tmp_path, monkeypatch):
+    assert plots.campaign_label(CAMPAIGN) == "main-job · campaign 20261124-011044-b4bb · 2026-11-24"
+    assert plots.campaign_label({"id": "c1"}) == "campaign c1"
+    stamped = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def recording(fig, path, *args, **kwargs):
+        stamped[str(path)] = fig.get_suptitle()
+        return save(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", recording)
+    scaling, throughput = scaling_table(_points()), throughput_table(_points())
+    paths = plots.write_figures(tmp_path, scaling, throughput, utilisation_table(_points()), campaign=CAMPAIGN)
+    assert len(paths) >= 10 and set(stamped) == {str(p) for p in paths}
+    for title in stamped.values():
+        assert title.endswith("main-job · campaign 20261124-011044-b4bb · 2026-11-24")
+
+
+@pytest.mark.parametrize("layout", ["tight", "constrained"])
+def test_the_stamp_keeps_a_suptitle_and_the_layout(layout):
+    fig = matplotlib.figure.Figure(layout=layout)
+    fig.add_subplot().set_title("x")
+    fig.suptitle("Platform comparison: a vs b")
+    plots._stamp(fig, "campaign c1")
+    assert fig.get_suptitle() == "Platform comparison: a vs b\ncampaign c1"

@@ -1,0 +1,77 @@
+"""README.md tells the truth: every output it shows is a marked block (scripts/readme_blocks.py)
+checked here against the real command. Exact blocks are run again and compared line for
+line; measured ones (the main job's) are compared by shape with a fresh main job (the
+known-answer harvest: tests/test_harvest_sleep.py). ``campaign launch --help`` describes
+campaign's own options, groups and examples."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("readme_blocks", ROOT / "scripts" / "readme_blocks.py")
+rb = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(rb)
+BLOCKS = rb.blocks(rb.README.read_text())
+
+
+def test_every_block_has_a_kind_and_every_kind_a_block():
+    assert set(BLOCKS) == set(rb.KINDS)
+    for name, body in BLOCKS.items():
+        assert body.startswith("$ campaign "), f"block {name} does not start with the command it shows"
+
+
+@pytest.mark.parametrize("name", [n for n, k in rb.KINDS.items() if k == "exact"])
+def test_an_exact_block_is_what_its_commands_print(name, tmp_path):
+    env = rb.laptop_env(tmp_path)
+    for command, shown in rb.commands(BLOCKS[name]):
+        printed = rb.run_shown(command, tmp_path, env)
+        problem = rb.matches(shown, printed)
+        assert problem is None, f"README block {name}, `{command}`: {problem}\n" \
+                                f"(python scripts/readme_blocks.py refresh {name} writes it again)"
+    assert not (tmp_path / "results" / "campaign.db").exists()  # none of them stored anything
+    if name != "launch-refusals":  # a dry run makes nothing at all
+        assert not (tmp_path / "results").exists()
+
+
+def test_shape_keeps_text_and_drops_what_a_run_changes():
+    a = ("campaign 20261124-011044-b4bb: 2 of 2\n  #  x\n---  --\n  0  running 40/105 8.9 0:07\n  1  pending - ~0:14\n"
+         "2 point(s): 1 running, 1 pending\n[###...] ETA 01:02:03")
+    b = ("campaign 20261125-000000-aaaa: 2 of 2\n  #  x\n---  --\n  0  pending - ~1:14\n  1  running 7/55 6.1 0:20\n"
+         "2 point(s): 1 running, 1 pending\n[#.....] ETA 11:02:03")  # the other point ran first
+    assert rb.shape(a) == rb.shape(b)
+    assert rb.shape(a) != rb.shape(b.replace("pending", "failed"))
+
+
+@pytest.mark.slow
+def test_the_main_job_blocks_have_the_shape_the_commands_print(ws):
+    """The main job (scripts/main-job.sh's commands) prints what the README's blocks show,
+    up to the numbers, ids and times a run changes."""
+    launch = ws.campaign("launch", "-m", "platform=local", "gpus=1,2", "experiment=weak_scaling",
+                         "experiment.base_iterations=600", "experiment.profile_iterations=8", "store.heartbeat_s=1",
+                         "name=main-job")
+    assert launch.returncode == 0, launch.stderr
+    status = ws.run(sys.executable, str(ROOT / "scripts" / "readme_blocks.py"), "snapshot", "main-job")
+    assert status.returncode == 0, status.stderr
+    assert ws.campaign("status", "main-job", "--wait").returncode == 0
+    harvest = ws.campaign("harvest", "main-job")
+    fresh = {"main-job-launch": launch.stdout, "main-job-status": status.stdout, "main-job-harvest": harvest.stdout}
+    for name, printed in fresh.items():
+        shown = BLOCKS[name].split("\n", 1)[1]  # after its "$ command" line
+        assert rb.shape(shown) == rb.shape(printed), f"README block {name} (bash scripts/main-job.sh --readme " \
+                                                     f"writes it again):\n{printed}"
+
+
+def test_launch_help_describes_campaigns_options(ws):
+    for res in (ws.campaign("launch", "--help"), ws.launch("--help")):
+        assert res.returncode == 0, res.stderr
+        head = res.stdout.split("== Configuration groups ==")[0]
+        for word in ("--dry-run", "--show-scripts", "--json", "--retry CAMPAIGN", "max_gpu_hours=H", "name=NAME",
+                     "store.heartbeat_s=S", "examples:", "campaign launch -m platform=local gpus=1,2",
+                     "Exit status: 0 submitted"):
+            assert word in head, word
+        assert "platform: a100, a100_nvlink_40" in res.stdout and "trainer: frozen_backbone, sleep" in res.stdout
