@@ -12,7 +12,8 @@ from campaign.harvest.compare import compare_campaigns, compare_ideal
 from campaign.harvest.projection import project_points
 from campaign.harvest.references import compare_reference, load_reference, reference_figures
 from campaign.harvest.run import parse_where
-from campaign.harvest.stats import bootstrap_mean_interval, bootstrap_mean_intervals, olympic_mean
+from campaign.harvest.stats import olympic_mean
+from campaign.harvest.window import window_interval
 from campaign.harvest.utilisation import breakdown_table, phase_stack, utilisation_table
 from campaign.harvest.views import scaling_table, throughput_table
 
@@ -75,58 +76,45 @@ def test_repeat_statistics_median_spread_and_olympic_mean():
 def test_projection_scales_the_window_and_bounds_it():
     p = _points({1: [2.0]}, iters=lambda n: 10).with_columns(
         pl.lit(1000).alias("iterations"), pl.lit(1).alias("attempt_id"), pl.lit(0.5).alias("warmup_s"))
-    iters = pl.DataFrame({"attempt_id": [1] * 10, "iter": list(range(10)),
-                          "iter_s": [0.19, 0.21, 0.2, 0.2, 0.18, 0.22, 0.2, 0.2, 0.19, 0.21]})
+    xs = [0.19, 0.21, 0.2, 0.2, 0.18, 0.22, 0.2, 0.2, 0.19, 0.21]
+    iters = pl.DataFrame({"attempt_id": [1] * 10, "iter": list(range(10)), "iter_s": xs})
     row = project_points(p, iters).row(0, named=True)
     assert row["projected"] and row["sampled_time_s"] == 2.0
     assert row["time_s"] == pytest.approx(2.0 / 10 * 1000)
-    assert row["time_lo_s"] < row["time_s"] < row["time_hi_s"]
-    assert row["time_hi_s"] / row["time_s"] - 1 < 0.05
-    assert row["gpu_hours"] == pytest.approx((200.0 + 0.5) * 1 / 3600)
+    # the window's interval (window.py: 10 batches of 1, t with 9 degrees of freedom), the
+    # full run's own noise over its 1,000 iterations included
+    half = window_interval(xs, 1000).halfwidth
+    sd = (sum((x - 0.2) ** 2 for x in xs) / 9) ** 0.5
+    assert half == pytest.approx(2.262 * (sd / 10**0.5) * (1 + 10 / 1000) ** 0.5 / 0.2)
+    assert row["time_lo_s"] == pytest.approx(200.0 * (1 - half)) and row["time_hi_s"] == pytest.approx(200.0 * (1 + half))
+    assert row["gpu_hours"] == pytest.approx((200.0 + 0.5) * 1 / 3600)  # no start-up recorded: none counted
+    assert row["sample_gpu_hours"] == pytest.approx((2.0 + 0.5) * 1 / 3600)
     s = scaling_table(project_points(p, iters)).row(0, named=True)
     assert s["projected"] and s["note"] == "projected from 10 of 1000 iterations"
+
+
+def test_projection_measures_the_transient_and_leaves_the_checks_out():
+    """A data-chosen window (trainers/sampling.py): iterations W..D-1 were warm-up to the
+    sample but are in a full run's window, so their measured seconds are added as they
+    are; the seconds the job spent deciding inside the window are taken out; start-up
+    and warm-up are paid by both runs."""
+    p = _points({1: [2.1]}, iters=lambda n: 10).with_columns(
+        pl.lit(1000).alias("iterations"), pl.lit(1).alias("attempt_id"), pl.lit(3.0).alias("warmup_s"),
+        pl.lit(1.5).alias("sample_transient_s"), pl.lit(5).alias("sample_transient_iterations"),
+        pl.lit(0.1).alias("sample_check_s"), pl.lit(4.0).alias("startup_s"))
+    xs = [0.2] * 10
+    row = project_points(p, pl.DataFrame({"attempt_id": [1] * 10, "iter_s": xs})).row(0, named=True)
+    assert row["time_s"] == pytest.approx(1.5 + (2.1 - 0.1) / 10 * (1000 - 5))
+    assert row["time_lo_s"] == pytest.approx(row["time_s"]) == row["time_hi_s"]  # no spread: no width
+    # the full run: start-up + its own warm-up (the sample's less the transient) + training
+    assert row["gpu_hours"] == pytest.approx((4.0 + (3.0 - 1.5) + row["time_s"]) / 3600)
+    assert row["sample_gpu_hours"] == pytest.approx((4.0 + 3.0 + 2.1) / 3600)
 
 
 def test_a_full_run_is_not_projected():
     p = _points({1: [2.0]}).with_columns(pl.lit(1).alias("attempt_id"), pl.lit(0.0).alias("warmup_s"))
     row = project_points(p, None).row(0, named=True)
     assert not row["projected"] and row["time_s"] == 2.0 and row["time_lo_s"] is None
-
-
-def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
-    xs = [1.0, 1.1, 0.9, 1.05, 0.95] * 4
-    assert bootstrap_mean_interval(xs) == bootstrap_mean_interval(xs)
-    mean, lo, hi = bootstrap_mean_interval(xs)
-    assert lo < mean < hi and mean == pytest.approx(1.0)
-
-
-def test_bootstrap_of_every_attempt_at_once_is_each_attempts_own():
-    np = pytest.importorskip("numpy")
-    rng = np.random.default_rng(7)
-    series = {3: [0.2, 0.21, 0.19, 0.25, 0.2], 5: [1.0], 9: [0.5, 0.5, 0.5],
-              11: (0.1 * rng.lognormal(0, 0.3, 50)).tolist(), 12: (0.3 * rng.lognormal(0, 0.3, 50)).tolist()}
-    frame = pl.DataFrame({"attempt_id": [a for a, xs in series.items() for _ in xs],
-                          "iter_s": [x for xs in series.values() for x in xs]}).reverse()  # any row order
-    got = {r["attempt_id"]: (r["n"], r["mean"], r["lo"], r["hi"])
-           for r in bootstrap_mean_intervals(frame).iter_rows(named=True)}
-    assert set(got) == set(series)
-    for aid, xs in series.items():
-        xs = xs[::-1]  # each attempt's values in the frame's order
-        assert got[aid][0] == len(xs) and got[aid][1:] == pytest.approx(bootstrap_mean_interval(xs), rel=1e-12)
-        # the same resamples as one bootstrap per attempt, 2,000 draws of fixed seed 0
-        x = np.asarray(xs)
-        means = x[np.random.default_rng(0).integers(0, x.size, size=(2000, x.size))].mean(axis=1)
-        assert got[aid][2:] == pytest.approx(tuple(np.percentile(means, [2.5, 97.5])), rel=1e-12)
-    assert got[5][1:] == (1.0, 1.0, 1.0) and got[9][1:] == pytest.approx((0.5, 0.5, 0.5))  # no spread: no interval
-
-
-def test_bootstrap_of_a_long_window_is_drawn_in_blocks():
-    np = pytest.importorskip("numpy")
-    xs = np.random.default_rng(3).normal(0.2, 0.01, 5000).tolist()  # 2,000 x 5,000 draws: several blocks
-    mean, lo, hi = bootstrap_mean_interval(xs)
-    assert (mean, lo, hi) == bootstrap_mean_interval(xs)
-    half = 1.96 * float(np.std(xs)) / len(xs) ** 0.5  # the normal interval, what the bootstrap tends to
-    assert lo == pytest.approx(mean - half, rel=2e-4) and hi == pytest.approx(mean + half, rel=2e-4)
 
 
 def test_absent_utilisation_and_phases_stay_absent():

@@ -12,11 +12,12 @@ from typing import Any
 
 import torch
 
-from trainers import comm, dist, loop, registry
+from trainers import comm, dist, loop, registry, sampling
 from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
 from trainers.memory import PeakMemory
 from trainers.orphan import watch_controller
+from trainers.startup import startup_s
 from trainers.writer import JobWriter
 
 
@@ -152,7 +153,13 @@ def run_point(spec: dict) -> dict:
                        expected_iterations=plan["warmup"] + plan["iterations"])
         timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
         memory.start()
-        loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
+        # A sampled run with a target half-width: the data chooses its window (trainers/sampling.py).
+        rule = sampling.SampleRule.from_plan(plan) if not hasattr(trainer, "run") else None
+        sampler = sampling.WindowSampler(rule, rec, sampling.agreement(ctx)) if rule else None
+        if sampler is not None:
+            sampler.run(trainer)
+        else:
+            loop.train(trainer, rec, plan["warmup"] + plan["iterations"])
         rows = rec.rows()
         summary = rec.summary(rows)
         flops = own_flops or rec.flops_per_iter
@@ -166,6 +173,9 @@ def run_point(spec: dict) -> dict:
         summary["extra"] = _rank_extra(trainer, cfg, ctx, rec, summary, comm_source=comm_source,
                                        flops_source="trainer" if own_flops else "flop_counter",
                                        memory=memory)
+        summary["extra"]["startup_s"] = startup_s(rec.t_first)  # paid by every run: harvest's GPU-hours
+        if sampler is not None:
+            summary["extra"].update(sampler.extra(rows))
         # The timing rows are stored before the profiler window starts: nothing the
         # profiler does can lose them.
         writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer))
