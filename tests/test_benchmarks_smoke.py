@@ -80,7 +80,7 @@ def test_harvest_scale_agrees_with_its_pandas_baseline():
     # weak scaling: 8 x gpus x timed iterations is the same for every GPU count (at most 8,000 rows)
     assert "store: 40 completed points" in out and re.search(r"[67],\d{3} iteration rows", out), out
     # the fair peer (harvest's own SQL and bootstrap in pandas), and what the SQL design saves
-    assert "pandas baseline with harvest's own SQL and bootstrap (only the data-frame library differs)" in out
+    assert "pandas baseline with harvest's own SQL and interval (only the data-frame library differs)" in out
     assert re.search(r"pandas/harvest wall time \(fresh process each\): " + RATIO, out), out
     assert re.search(r"naive read/same SQL wall time: " + RATIO, out), out
     assert re.search(r"harvest (meets|MISSES) the 1 s target here", out), out
