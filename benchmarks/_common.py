@@ -66,3 +66,57 @@ def parse_sizes(text: str) -> list[int]:
     if not sizes or min(sizes) <= 0:
         raise SystemExit(f"error: --sizes {text!r}: expected positive integers separated by commas, e.g. 10,100,1000")
     return sizes
+
+
+# ---------------------------------------------------------------- saved outputs (--save)
+
+RESULTS = REPO / "benchmarks" / "results"  # what benchmarks/report.py turns into the README's table
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (empty where unknown)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not Unix
+        return []
+
+
+def machine() -> str:
+    """One line naming this machine: CPU model, cores, OS (what a figure was measured on)."""
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+
+
+def figure(key: str, what: str, runs: Sequence[float], *, unit: str = "", goal: str = "",
+           met: bool | None = None, note: str = "") -> dict:
+    """One figure of a benchmark's saved output: its value in every run (``runs``), with
+    min/median/max; ``goal`` and ``met`` where the figure has one."""
+    vals = [float(v) for v in runs]
+    return {"key": key, "what": what, "unit": unit, "runs": vals,
+            "min": min(vals) if vals else None, "median": statistics.median(vals) if vals else None,
+            "max": max(vals) if vals else None, "goal": goal, "met": met, "note": note}
+
+
+def save(name: str, *, command: str, figures: Sequence[dict], load_start: Sequence[float], text: str = "",
+         folder: Path | None = None) -> Path:
+    """Write ``<folder>/<name>.json`` (default benchmarks/results/): the command, the
+    machine, the date, the load averages at start and end, the figures and the printed
+    text. benchmarks/report.py reads these files and nothing else."""
+    import datetime
+    import json
+
+    out = Path(folder or RESULTS)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": name, "command": command, "machine": machine(),
+           "date": datetime.date.today().isoformat(), "load_start": list(load_start), "load_end": load_average(),
+           "figures": list(figures), "output": text}
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path

@@ -90,6 +90,48 @@ def test_interval_coverage_under_independent_noise_is_near_its_level():
 # ------------------------------------------------------------------ the job's sampler
 
 
+def _rule(warmup=2, cap=300, halfwidth=0.05, max_warmup=200, full=100_000):
+    from trainers.sampling import SampleRule
+
+    return SampleRule(planned_warmup=warmup, max_warmup=max_warmup, max_timed=cap, halfwidth=halfwidth,
+                      full_iterations=full)
+
+
+def _replay(xs, rule):
+    """The rule fed ``xs`` one iteration at a time: (window start, warm-up reason, timed
+    iterations, stop reason)."""
+    from trainers.sampling import WindowRule
+
+    r = WindowRule(rule)
+    for done in range(1, len(xs) + 1):
+        if r.after(done, lambda: xs[:done]):
+            return r.window_start, r.warmup_reason, done - r.window_start, r.stop_reason
+    raise AssertionError("the rule never stopped")
+
+
+def test_rule_waits_for_the_transient_to_end_two_checks_in_a_row():
+    # 15 slow iterations, then a steady alternation (no spread in batches of 2)
+    xs = [12.0] * 15 + [2.0, 2.2] * 400
+    # checks at 20 (MSER takes the transient for a level: settled), 25 (truncation 15 > 12.5:
+    # not settled), 32 (15 <= 16: settled), 40 (settled twice in a row): the window opens at 40
+    start, why, k, stop = _replay(xs, _rule(cap=100, halfwidth=0.0))
+    assert (start, why, k, stop) == (40, "settled", 100, "cap")
+    # a target the first window check (64 iterations) already meets: it stops there
+    assert _replay(xs, _rule(halfwidth=0.5))[2:] == (64, "halfwidth")
+    # the warm-up cap: the window opens after max_warmup iterations whatever the times say
+    assert _replay([1.0] * 10**3, _rule(max_warmup=3, cap=70))[:2] == (3, "cap")
+
+
+def test_rule_samples_on_while_the_interval_is_too_wide():
+    rnd = random.Random(3)
+    xs = [1.0] * 30 + [1.0 + 0.05 * rnd.gauss(0, 1) for _ in range(5000)]
+    start, _, k, stop = _replay(xs, _rule(cap=5000, halfwidth=0.01))
+    assert stop == "halfwidth" and 64 < k < 1000
+    assert window_interval(xs[start:start + k], 100_000).halfwidth <= 0.01  # what it stopped on
+    # the check before it (k / 1.25) was still wider: it did not stop late
+    assert window_interval(xs[start:start + math.floor(k / 1.25)], 100_000).halfwidth > 0.01
+
+
 class _Sleeper:
     """A trainer whose iterations sleep: ``slow_s`` for the first ``slow`` ones, then ``fast_s``."""
 
@@ -105,44 +147,26 @@ class _Sleeper:
         return None
 
 
-def _sample(trainer, **rule):
+def test_sampler_runs_the_rule_on_its_own_iterations_and_stores_what_harvest_needs():
+    """A real Recorder: the window the sampler chose is the one the rule chooses when
+    replayed on the iteration times the Recorder stored (whatever this machine's load
+    made them), and the stored figures are those of its rows."""
     torch = pytest.importorskip("torch")
     from trainers.instrument import Recorder
-    from trainers.sampling import SampleRule, WindowSampler
+    from trainers.sampling import WindowSampler
 
-    plan = {"warmup": rule.pop("warmup", 2), "iterations": rule.pop("cap", 300),
-            "sample": {"halfwidth": rule.pop("halfwidth", 0.05), "max_warmup": rule.pop("max_warmup", 200),
-                       "full_iterations": 100_000}}
-    rec = Recorder(torch.device("cpu"), warmup=plan["warmup"])
-    sampler = WindowSampler(SampleRule.from_plan(plan), rec, lambda flag: flag)
-    sampler.run(trainer)
+    rule = _rule(cap=120, halfwidth=0.02)
+    rec = Recorder(torch.device("cpu"), warmup=rule.planned_warmup)
+    sampler = WindowSampler(rule, rec, lambda flag: flag)
+    sampler.run(_Sleeper(slow=15, slow_s=0.012, fast_s=0.003))
     rows = rec.rows()
-    return rec, rows, sampler.extra(rows)
-
-
-def test_sampler_opens_the_window_after_the_transient_and_measures_it():
-    rec, rows, extra = _sample(_Sleeper(slow=15, slow_s=0.012, fast_s=0.002), cap=80, halfwidth=0.0001)
-    d = rec.warmup
-    # MSER at the first check (20 iterations, 15 slow) takes the transient for a level; the
-    # rule wants two settled checks in a row, and the second one sees the transient's end
-    assert 30 <= d <= 60 and extra["sample_warmup"] == "settled"
-    assert extra["sample_planned_warmup"] == 2 and extra["sample_transient_iterations"] == d - 2
-    assert extra["sample_transient_s"] == pytest.approx(sum(r["iter_s"] for r in rows if 2 <= r["iter"] < d))
+    extra = sampler.extra(rows)
+    start, why, k, stop = _replay([r["iter_s"] for r in rows] + [1.0] * 10**4, rule)
+    timed = [r for r in rows if not r["warmup"]]
+    assert (rec.warmup, len(timed)) == (start, k) and (extra["sample_warmup"], extra["sample_stop"]) == (why, stop)
+    assert start >= 20 and rows[start - 1]["warmup"] and not rows[start]["warmup"]
+    assert extra["sample_planned_warmup"] == 2 and extra["sample_transient_iterations"] == start - 2
+    assert extra["sample_transient_s"] == pytest.approx(sum(r["iter_s"] for r in rows if 2 <= r["iter"] < start))
     assert extra["sample_transient_s"] > 13 * 0.012  # the slow iterations 2..14 are in it
-    timed = [r for r in rows if not r["warmup"]]
-    assert len(timed) == 80 and extra["sample_stop"] == "cap"  # 0.01 % is never reached: the cap
-    assert extra["sample_checks"] >= 1 and 0 <= extra["sample_check_s"] < rec.t_window1 - rec.t_window0
     assert extra["sample_halfwidth"] == pytest.approx(window_interval([r["iter_s"] for r in timed], 100_000).halfwidth)
-
-
-def test_sampler_stops_once_the_interval_is_narrow_enough():
-    rec, rows, extra = _sample(_Sleeper(slow=0, slow_s=0.0, fast_s=0.003), cap=5000, halfwidth=0.5)
-    timed = [r for r in rows if not r["warmup"]]
-    assert extra["sample_stop"] == "halfwidth" and len(timed) == 64  # the first check already within 50 %
-    assert extra["sample_halfwidth"] <= 0.5 and extra["sample_target"] == 0.5
-
-
-def test_sampler_warm_up_cap():
-    rec, rows, extra = _sample(_Sleeper(slow=10**6, slow_s=0.001, fast_s=0.001), cap=70, max_warmup=3, warmup=2)
-    assert rec.warmup == 3 and extra["sample_warmup"] == "cap" and extra["sample_transient_iterations"] == 1
-    assert sum(not r["warmup"] for r in rows) >= 64
+    assert extra["sample_checks"] >= 1 and 0 <= extra["sample_check_s"] < rec.t_window1 - rec.t_window0

@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from campaign.harvest.window import warmed_up, window_interval
 
@@ -87,13 +87,58 @@ def agreement(ctx) -> Callable[[int], int]:
     return agree
 
 
+class WindowRule:
+    """The decisions alone (module docstring), with no Recorder and no ranks: told after
+    every iteration how many have run, it reads their seconds only at its checks. The
+    job's sampler runs it live; benchmarks/projection.py replays it on a full run's own
+    iterations."""
+
+    def __init__(self, rule: SampleRule, agree: Callable[[int], int] = lambda flag: flag):
+        self.rule, self.agree = rule, agree
+        self.window_start = rule.max_warmup  # D: the first timed iteration (the cap until the data says)
+        self.warmup_reason: Optional[str] = None
+        self.stop_reason: Optional[str] = None
+        self._next_check = max(rule.planned_warmup, FIRST_CHECK)
+        self._next_k = min(MIN_TIMED, rule.max_timed)
+        self._in_a_row = False  # the previous warm-up check found the times settled
+
+    def window_check_due(self, done: int) -> bool:
+        """Whether ``after(done, ...)`` will read the window (a check inside the timed window)."""
+        k = done - self.window_start
+        return self.warmup_reason is not None and k < self.rule.max_timed and k >= self._next_k
+
+    def after(self, done: int, seconds: Callable[[], Sequence[float]]) -> bool:
+        """After ``done`` iterations (``seconds()``: theirs so far, from iteration 0): True
+        when the run should stop. Sets ``window_start`` once the warm-up is over."""
+        if self.warmup_reason is None:
+            if done >= self.window_start:
+                self.warmup_reason = "cap"
+            elif done >= self._next_check:
+                settled = self.agree(0 if warmed_up(seconds()) else 1) == 0
+                if settled and self._in_a_row:
+                    self.window_start, self.warmup_reason = done, "settled"  # the next iteration opens the window
+                self._in_a_row = settled
+                self._next_check = math.ceil(done * GROWTH)
+            return False
+        k = done - self.window_start
+        if k >= self.rule.max_timed:
+            self.stop_reason = "cap"
+            return True
+        if k >= self._next_k:
+            w = window_interval(seconds()[self.window_start:], self.rule.full_iterations)
+            if not self.agree(int(w is None or w.halfwidth > self.rule.halfwidth)):
+                self.stop_reason = "halfwidth"
+                return True
+            self._next_k = math.ceil(k * GROWTH)
+        return False
+
+
 class WindowSampler:
     """Runs a sampled run's iterations (module docstring) through its Recorder."""
 
     def __init__(self, rule: SampleRule, rec, agree: Callable[[int], int]):
-        self.rule, self.rec, self.agree = rule, rec, agree
-        self.warmup_reason: Optional[str] = None
-        self.stop_reason: Optional[str] = None
+        self.rule, self.rec = rule, rec
+        self.decide = WindowRule(rule, agree)
         self.check_s = 0.0  # host seconds spent in window checks (inside the timed window)
         self.checks = 0
         self._xs: list[float] = []  # iteration seconds read so far (from iteration 0)
@@ -104,42 +149,23 @@ class WindowSampler:
 
     def run(self, trainer) -> None:
         """Warm up, open the window, sample until the rule stops it; closes the window."""
-        rec, rule = self.rec, self.rule
-        rec.warmup = rule.max_warmup  # the window opens where the data says (below), at the latest here
-        next_check = max(rule.planned_warmup, FIRST_CHECK)
-        next_k = min(MIN_TIMED, rule.max_timed)
+        rec, decide = self.rec, self.decide
         images = getattr(trainer, "images_per_step", 0)
-        in_a_row = False  # the previous warm-up check found the times settled
         while True:
+            rec.warmup = decide.window_start  # the Recorder opens its window at this iteration
             rec.begin()
             loss = trainer.step(rec)
             rec.end(loss, images)
             done = rec.iterations_done
-            if self.warmup_reason is None:
-                if done >= rec.warmup:
-                    self.warmup_reason = "cap"
-                elif done >= next_check:
-                    settled = self.agree(0 if warmed_up(self._seconds()) else 1) == 0
-                    if settled and in_a_row:
-                        rec.warmup, self.warmup_reason = done, "settled"  # the next iteration opens the window
-                    in_a_row = settled
-                    next_check = math.ceil(done * GROWTH)
-                continue
-            k = done - rec.warmup
-            if k >= rule.max_timed:
-                self.stop_reason = "cap"
-                break
-            if k >= next_k:
-                t0 = time.perf_counter()
-                w = window_interval(self._seconds()[rec.warmup:], rule.full_iterations)
-                wide = w is None or w.halfwidth > rule.halfwidth
-                go_on = self.agree(int(wide))
+            inside = decide.window_check_due(done)
+            t0 = time.perf_counter()
+            stop = decide.after(done, self._seconds)
+            if inside:
                 self.check_s += time.perf_counter() - t0
                 self.checks += 1
-                if not go_on:
-                    self.stop_reason = "halfwidth"
-                    break
-                next_k = math.ceil(k * GROWTH)
+            if stop:
+                break
+        rec.warmup = decide.window_start
         rec.finish()
 
     def extra(self, rows: list[dict]) -> dict[str, Any]:
@@ -153,8 +179,8 @@ class WindowSampler:
             "sample_transient_s": sum(r["iter_s"] for r in rows if w0 <= r["iter"] < d),
             "sample_check_s": self.check_s,
             "sample_checks": self.checks,
-            "sample_warmup": self.warmup_reason,
-            "sample_stop": self.stop_reason,
+            "sample_warmup": self.decide.warmup_reason,
+            "sample_stop": self.decide.stop_reason,
             "sample_halfwidth": w.halfwidth if w is not None else None,
             "sample_target": self.rule.halfwidth,
         }
