@@ -129,6 +129,21 @@ def test_launch_compares_both_launchers_and_leaves_no_job():
 
 
 @pytest.mark.slow
+def test_projection_runs_its_pairs_and_prints_the_error_distribution(tmp_path):
+    out = _run("projection.py", "--trainers", "sleep", "--size", "0.2", "--pairs", "1", timeout=600)
+    assert "sleep trainer (its law slept to absolute deadlines: the exactness check)" in out, out
+    m = re.search(r"^   1  full,sampled +([\d.]+) +([\d.]+) \+- *[\d.]+ % +([-+][\d.]+) %  (yes|NO) ", out, re.M)
+    assert m, out
+    full, projected, error = float(m.group(1)), float(m.group(2)), float(m.group(3))
+    assert error == pytest.approx(100 * (projected / full - 1), abs=0.01)
+    assert abs(error) < 5  # the sleep law: a projection cannot miss by much, even on a loaded machine
+    assert re.search(r"\|error\| <= 3 % in [01] of 1 pairs \(goal >= 90 %: (met|MISSED)\)", out), out
+    assert re.search(r"coverage of the stated 95 % interval: [01] of 1 pairs", out), out
+    assert re.search(r"compute spent by the sampled run: median [\d.]+ % of the full run's \(start-up alone", out)
+    assert "prefix (the rule on each full run's own first iterations" in out
+
+
+@pytest.mark.slow
 def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
     out = _run("overhead.py", "--pairs", "2", "--steps", "2")
     assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(median of 2 pairs; 95% CI", out), out

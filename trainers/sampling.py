@@ -63,7 +63,9 @@ class SampleRule:
         s = plan.get("sample")
         if not s or not s.get("halfwidth"):
             return None
-        return cls(planned_warmup=int(plan["warmup"]), max_warmup=max(int(s["max_warmup"]), int(plan["warmup"])),
+        w, n = int(plan["warmup"]), int(s["full_iterations"])
+        # a warm-up never costs more than a tenth of the full run it stands for
+        return cls(planned_warmup=w, max_warmup=max(w, min(int(s["max_warmup"]), w + n // 10)),
                    max_timed=int(plan["iterations"]), halfwidth=float(s["halfwidth"]),
                    full_iterations=int(s["full_iterations"]))
 
