@@ -120,3 +120,25 @@ def save(name: str, *, command: str, figures: Sequence[dict], load_start: Sequen
     path = out / f"{name}.json"
     path.write_text(json.dumps(doc, indent=1) + "\n")
     return path
+
+
+def trimmed_mean_ci(values: Sequence[float], trim: float = 0.2, level: float = 0.95) -> tuple[float, float, float]:
+    """(estimate, low, high): the ``trim`` trimmed mean of ``values`` with its Tukey-McLaughlin
+    interval (the Winsorized standard error over (1 - 2 trim), t with n - 2g - 1 degrees
+    of freedom). Robust to the load spikes of a shared machine (a spike that hits one
+    block is trimmed away) at nearly the mean's efficiency: a narrower interval than the
+    median's for the same pairs."""
+    from campaign.harvest.window import t_quantile
+
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    if n < 3:
+        m = statistics.fmean(xs) if xs else float("nan")
+        return m, float("-inf"), float("inf")
+    g = int(trim * n)
+    kept = xs[g:n - g]
+    est = statistics.fmean(kept)
+    wins = [xs[g]] * g + kept + [xs[n - g - 1]] * g
+    se = statistics.stdev(wins) / ((1 - 2 * g / n) * n ** 0.5)
+    t = t_quantile(max(n - 2 * g - 1, 1), level)
+    return est, est - t * se, est + t * se

@@ -145,13 +145,17 @@ def test_projection_runs_its_pairs_and_prints_the_error_distribution(tmp_path):
 
 @pytest.mark.slow
 def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
-    out = _run("overhead.py", "--pairs", "2", "--steps", "2")
-    assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(median of 2 pairs; 95% CI", out), out
+    out = _run("overhead.py", "--pairs", "40", "--steps", "1", "--presets", "3ms")
+    m = re.search(r"instrumented/bare step time: \d+\.\d{3} \(trimmed mean of 40 pairs; 95% CI [\d.]+-[\d.]+; "
+                  r"half-width [\d.]+ %, (target met|--pairs 40 reached); bare [\d.]+ ms/step; 2 rank\(s\) on cpu, "
+                  r"width 8, depth 2, 8x16x16 images/rank", out)
+    assert m, out
     m = re.search(r"accounted: ([\d.]+) us/step = ([\d.]+)% of the bare step \(Recorder ([\d.]+) us/step \+ "
                   r"hook (-?[\d.]+) us/bucket \[95% CI .*\] x (\d+) bucket\(s\)/step; budget 1%: (met|NOT met)\)", out)
     assert m, out
     assert int(m.group(5)) >= 1  # 2 DDP ranks: the default model's gradients go in at least one bucket
     assert float(m.group(3)) > 0
+    assert re.search(r"^A/B and accounted (agree|DISAGREE): ", out, re.M), out
 
 
 @pytest.mark.slow
