@@ -26,7 +26,9 @@ TITLES = {
     "breakdown": "breakdown: seconds per phase, per run and per iteration, and share of its window",
     "hardware": "hardware: model FLOPs utilisation (achieved / peak TFLOP/s per GPU), all-reduce volume and bus "
                 "bandwidth vs the interconnect, exposed communication per iteration, peak memory (medians over repeats)",
-    "reference": "reference study: published figures beside measured values (difference = measured - published)",
+    "reference": "reference study (Garrett 2023): its stated figures beside measured values (difference = measured - "
+                 "stated; an average beside the campaign's average over the same things; where each is stated: the "
+                 "source column of --to csv/json)",
     "ideal": "ideal: measured values beside the ideal line (difference = measured - ideal)",
     "campaign": "campaign comparison: this campaign (measured) beside {other} (reference)",
 }
@@ -41,8 +43,8 @@ TERMINAL_COLUMNS = {
     "hardware": ["platform", "trainer", "experiment", "variant", "image", "gpus", "repeats", "precision", "math",
                  "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter", "busbw_gbs", "busbw_fraction",
                  "exposed_comm_ms", "peak_memory_gb", "warmup_peak_memory_gb", "note"],
-    "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
-                  "ideal", "difference", "holds", "note"],
+    "reference": ["statement", "platform", "variant", "image", "gpus", "average_over", "platform_match", "measured",
+                  "reference", "ideal", "difference", "holds", "note"],
 }
 
 
