@@ -21,8 +21,8 @@ TITLES = {
                "speedup = T(1)/T(N), efficiency = speedup/N, ideal T(1)/N",
     "throughput": "throughput: per-iteration time and images/s (medians over repeats); "
                   "throughput speedup = images/s at N / images/s at 1, efficiency = that/N, ideal: constant images/s per GPU",
-    "utilisation": "utilisation: GPU and CPU time / total time (profiler window); compute, communication and "
-                   "data-wait shares of the timed window",
+    "utilisation": "utilisation: GPU and CPU busy time / the profiler window's wall time (<= 1; cpu_busy_cores: "
+                   "mean busy cores); compute, communication and data-wait shares of the timed window",
     "breakdown": "breakdown: seconds per phase, per run and per iteration, and share of its window",
     "hardware": "hardware: model FLOPs utilisation (achieved / peak TFLOP/s per GPU), all-reduce volume and bus "
                 "bandwidth vs the interconnect, exposed communication per iteration, peak memory (medians over repeats)",
