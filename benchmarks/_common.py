@@ -142,3 +142,19 @@ def trimmed_mean_ci(values: Sequence[float], trim: float = 0.2, level: float = 0
     se = statistics.stdev(wins) / ((1 - 2 * g / n) * n ** 0.5)
     t = t_quantile(max(n - 2 * g - 1, 1), level)
     return est, est - t * se, est + t * se
+
+
+def ratio_figure(key: str, what: str, num: Sequence[float], den: Sequence[float], **kw) -> dict:
+    """A saved figure of per-round ratios num/den (what ``ratio_line`` prints the median of)."""
+    return figure(key, what, [a / b for a, b in zip(num, den) if b > 0], unit="x", **kw)
+
+
+def save_arg(ap) -> None:
+    """The ``--save`` option every benchmark shares."""
+    ap.add_argument("--save", action="store_true",
+                    help="write what this run measured to benchmarks/results/ (benchmarks/report.py reads it)")
+
+
+def command_line(script: str, argv) -> str:
+    """How this run was invoked, as the README's table shows it."""
+    return " ".join(["python", f"benchmarks/{script}", *(argv if argv is not None else sys.argv[1:])])

@@ -54,9 +54,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import clean_env, fmt, interleaved, ratio_line
+    from _common import (clean_env, command_line, figure, fmt, interleaved, load_average, ratio_figure, ratio_line,
+                         save, save_arg)
 else:
-    from benchmarks._common import clean_env, fmt, interleaved, ratio_line
+    from benchmarks._common import (clean_env, command_line, figure, fmt, interleaved, load_average, ratio_figure,
+                                    ratio_line, save, save_arg)
 from campaign.harvest.window import window_interval  # noqa: E402  (plain Python: no polars imported)
 
 PLATFORMS = ("v100", "a100", "a100_nvlink_40", "a100_nvlink_80", "local")
@@ -350,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--explain", action="store_true", help="print SQLite's query plans of the harvest queries")
     ap.add_argument("--profile", type=int, default=12, metavar="N", help="lines of profile to print (0: no profile)")
     ap.add_argument("--keep", action="store_true", help="keep the store and CSVs")
+    save_arg(ap)
     args = ap.parse_args(argv)
+    load0 = load_average()
     if args.points <= 0 or args.rounds <= 0 or not 0 <= args.sampled <= 1:
         raise SystemExit("error: --points and --rounds must be positive, --sampled within 0..1")
     folder = Path(tempfile.mkdtemp(prefix="campaign-bench-harvest-"))
@@ -383,8 +387,20 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "meets" if best <= TARGET_S else "MISSES"
         print(f"harvest {verdict} the {TARGET_S:g} s target here: best {fmt(best)}, "
               f"median {fmt(sorted(t['harvest'])[len(t['harvest']) // 2])} of {len(t['harvest'])}")
-        print(f"CSVs (same SQL) {compare_csv(h_csv, p_csv)}")
-        print(f"CSVs (naive)    {compare_csv(h_csv, csvs['pandas_naive'])}")
+        agree_sql, agree_naive = compare_csv(h_csv, p_csv), compare_csv(h_csv, csvs["pandas_naive"])
+        print(f"CSVs (same SQL) {agree_sql}")
+        print(f"CSVs (naive)    {agree_naive}")
+        if args.save:
+            size = f"{args.points:,} points, {args.iterations:,} rows, {args.sampled:g} sampled"
+            print("saved:", save("harvest_scale", command=command_line("harvest_scale.py", argv), load_start=load0,
+                                 figures=[
+                figure("harvest_s", f"harvest to CSV, {size} (fresh process)", t["harvest"], unit="s",
+                       goal=f"<= {TARGET_S:g} s", met=best <= TARGET_S),
+                ratio_figure("same_sql", "pandas with harvest's own SQL and interval / harvest", t["pandas_sql"],
+                             t["harvest"], note=f"CSVs {agree_sql.split(':')[0]}"),
+                ratio_figure("naive", "naive pandas read / pandas with the same SQL (what the SQL design saves)",
+                             t["pandas_naive"], t["pandas_sql"], note=f"CSVs {agree_naive.split(':')[0]}"),
+            ]))
         if args.explain:
             print("query plans (SQLite EXPLAIN QUERY PLAN):")
             print("\n".join(explain(url)))
