@@ -128,7 +128,7 @@ def trimmed_mean_ci(values: Sequence[float], trim: float = 0.2, level: float = 0
     of freedom). Robust to the load spikes of a shared machine (a spike that hits one
     block is trimmed away) at nearly the mean's efficiency: a narrower interval than the
     median's for the same pairs."""
-    from campaign.harvest.window import t_quantile
+    from campaign_window import t_quantile
 
     xs = sorted(float(v) for v in values)
     n = len(xs)

@@ -10,7 +10,7 @@ campaign of ``--points`` completed points (1,000) and ``--iterations`` per-itera
   one point in 20 has a failed attempt before its completed one;
 - ``--sampled`` (default 0.5) of the points are sampled runs (``experiment=projection``:
   40x more iterations planned than timed), whose full time harvest projects, with an
-  interval from their timed ``iteration`` rows (campaign/harvest/window.py: batch
+  interval from their timed ``iteration`` rows (campaign_window/: batch
   means with a drift term); full runs need no iteration row.
   The store has the schema's indexes (``ix_iteration_job``, which harvest reads the
   sampled runs' iterations from, included).
@@ -59,7 +59,7 @@ if __package__ in (None, ""):
 else:
     from benchmarks._common import (clean_env, command_line, figure, fmt, interleaved, load_average, ratio_figure,
                                     ratio_line, save, save_arg)
-from campaign.harvest.window import window_interval  # noqa: E402  (plain Python: no polars imported)
+from campaign_window import window_interval  # noqa: E402  (plain Python: no polars imported)
 
 PLATFORMS = ("v100", "a100", "a100_nvlink_40", "a100_nvlink_80", "local")
 GPUS = (1, 2, 4, 8)
@@ -160,7 +160,7 @@ def pandas_baseline(url: str, campaign_id: str, out: str) -> None:
     """The naive read: every raw row of the campaign's points, attempts and ranks (and
     the sampled attempts' iteration rows) through pandas.read_sql, the per-point
     aggregates and the per-iteration max over ranks computed by pandas, harvest's interval
-    (campaign.harvest.window) per attempt; then the same finishing steps. Against
+    (campaign_window) per attempt; then the same finishing steps. Against
     ``pandas_same_sql`` it shows what harvest's SQL design saves."""
     import pandas as pd
     from sqlalchemy import create_engine, text
@@ -199,7 +199,7 @@ def pandas_baseline(url: str, campaign_id: str, out: str) -> None:
 def pandas_same_sql(url: str, campaign_id: str, out: str) -> None:
     """The fair peer: pandas.read_sql of harvest's OWN queries (campaign.harvest.query:
     per-point aggregates computed by the database from the covering index, the sampled
-    runs' job iterations), harvest's interval (campaign.harvest.window, attempt by
+    runs' job iterations), harvest's interval (campaign_window, attempt by
     attempt, as harvest does), then the same projection, medians and speedup in pandas.
     Only the data-frame library differs from harvest."""
     import pandas as pd

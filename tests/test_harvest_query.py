@@ -11,7 +11,7 @@ from sqlalchemy import insert, select
 
 from campaign.harvest.derive import point_frame
 from campaign.harvest.query import completed_points_query, job_iterations_query
-from campaign.harvest.window import window_interval
+from campaign_window import window_interval
 from campaign.store import open_store
 from campaign_sql.schema import attempt, iteration, profile, rank_timing
 
@@ -75,7 +75,7 @@ def test_each_completed_point_comes_from_its_latest_completed_attempt(store):
     window = max(sum(xs) for xs in SAMPLED_RANKS.values())
     assert sampled["projected"] and sampled["sampled_time_s"] == window and sampled["ranks"] == 2
     assert sampled["time_s"] == pytest.approx(window / 4 * 400)
-    # its interval: window.py's over the job's iterations (the slowest rank's at each), warm-up left out
+    # its interval: campaign_window's over the job's iterations (the slowest rank's at each), warm-up left out
     job = [max(a, b) for a, b in zip(*SAMPLED_RANKS.values())]
     half = window_interval(job, 400).halfwidth
     assert sampled["time_lo_s"] == pytest.approx(sampled["time_s"] * (1 - half), rel=1e-12)

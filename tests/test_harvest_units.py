@@ -13,7 +13,7 @@ from campaign.harvest.projection import project_points
 from campaign.harvest.references import compare_reference, load_reference, reference_figures, reference_omissions
 from campaign.harvest.run import parse_where
 from campaign.harvest.stats import olympic_mean
-from campaign.harvest.window import window_interval
+from campaign_window import window_interval
 from campaign.harvest.utilisation import breakdown_table, phase_stack, utilisation_table
 from campaign.harvest.views import scaling_table, throughput_table
 
@@ -81,7 +81,7 @@ def test_projection_scales_the_window_and_bounds_it():
     row = project_points(p, iters).row(0, named=True)
     assert row["projected"] and row["sampled_time_s"] == 2.0
     assert row["time_s"] == pytest.approx(2.0 / 10 * 1000)
-    # the window's interval (window.py: 10 batches of 1, t with 9 degrees of freedom), the
+    # the window's interval (campaign_window: 10 batches of 1, t with 9 degrees of freedom), the
     # full run's own noise over its 1,000 iterations included
     half = window_interval(xs, 1000).halfwidth
     sd = (sum((x - 0.2) ** 2 for x in xs) / 9) ** 0.5

@@ -1,4 +1,4 @@
-"""Known answers of the sampled window's statistics (campaign/harvest/window.py) and of
+"""Known answers of the sampled window's statistics (campaign_window/) and of
 the job's sampler (trainers/sampling.py) on a real Recorder."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from campaign.harvest.window import (batches, mser_truncation, t_quantile, warmed_up, window_interval)
+from campaign_window import (batches, mser_truncation, t_quantile, warmed_up, window_interval)
 
 
 def test_t_quantile_known_values():
@@ -170,3 +170,17 @@ def test_sampler_runs_the_rule_on_its_own_iterations_and_stores_what_harvest_nee
     assert extra["sample_transient_s"] > 13 * 0.012  # the slow iterations 2..14 are in it
     assert extra["sample_halfwidth"] == pytest.approx(window_interval([r["iter_s"] for r in timed], 100_000).halfwidth)
     assert extra["sample_checks"] >= 1 and 0 <= extra["sample_check_s"] < rec.t_window1 - rec.t_window0
+
+
+def test_the_window_statistics_are_a_neutral_package():
+    """Both sides import campaign_window (the job to decide, harvest to report): it imports
+    neither side, nor torch, numpy or polars."""
+    import ast
+    from pathlib import Path
+
+    import campaign_window
+
+    tree = ast.parse(Path(campaign_window.__file__).read_text())
+    tops = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    tops |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert tops <= {"__future__", "math", "dataclasses", "statistics", "typing"}, tops

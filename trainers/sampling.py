@@ -2,7 +2,7 @@
 ``experiment.sample_halfwidth`` > 0, e.g. ``experiment=projection``).
 
 A sampled run stands for a full run of n timed iterations after W warm-up ones. It
-runs iterations until (campaign/harvest/window.py defines both rules):
+runs iterations until (campaign_window/ defines both rules):
 
 1. warm-up: at least W iterations, then, at checks spaced by a factor 1.25, until
    MSER-5 over every iteration so far puts the end of the transient in their first
@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from campaign.harvest.window import warmed_up, window_interval
+from campaign_window import warmed_up, window_interval
 
 FIRST_CHECK = 20  # iterations before the first warm-up check (MSER-5 needs four batches)
 MIN_TIMED = 64  # timed iterations before the first window check (the drift term needs 8 batches)

@@ -14,7 +14,7 @@ enough, or the cap). Harvest reports it as ``projected``:
   run makes no such checks). With a fixed window (``sample_halfwidth=0``) D = W and
   there are no checks: (window / k) x n.
 - interval            = the projected part scaled by 1 -+ the window's half-width
-  (campaign/harvest/window.py: batch means of the job's iterations, its slowest rank's
+  (campaign_window/: batch means of the job's iterations, its slowest rank's
   at each, with the drift term and the full run's own noise; 95 %). It covers the
   window's noise and the level changes the window saw; a change after the sample
   ended is outside what any window can see (benchmarks/projection.py measures how often
@@ -34,7 +34,7 @@ from typing import Optional
 
 import polars as pl
 
-from campaign.harvest.window import window_interval
+from campaign_window import window_interval
 
 _SAMPLE_COLUMNS = {"warmup_s": pl.Float64, "timed_iterations": pl.Int64, "attempt_id": pl.Int64,
                    "startup_s": pl.Float64, "sample_transient_s": pl.Float64,
@@ -87,7 +87,7 @@ def project_points(points: pl.DataFrame, job_iterations: Optional[pl.DataFrame] 
 
 
 def _interval_factors(projected: pl.DataFrame, job_iterations: Optional[pl.DataFrame]) -> pl.DataFrame:
-    """Per projected attempt: the relative half-width of its window (window.py), with the
+    """Per projected attempt: the relative half-width of its window (campaign_window), with the
     full run's own noise over the iterations it projects."""
     schema = {"attempt_id": pl.Int64, "halfwidth": pl.Float64}
     if job_iterations is None or job_iterations.height == 0 or projected.height == 0:

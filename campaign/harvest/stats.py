@@ -5,7 +5,7 @@ Repeats (``repeats=K``: K points per sweep point) are summarised by their median
 ((max - min) / median) and, with K >= 5, the olympic mean (the mean without the best
 and the worst repeat). Fewer repeats leave the olympic mean absent, not guessed.
 
-The interval of a sampled run's mean iteration time is window.py's.
+The interval of a sampled run's mean iteration time is campaign_window's.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """How well a short window of iterations knows the rate of a long run: one definition
 for the job that samples (trainers/sampling.py: when to open the window, when to stop)
-and for harvest that projects (projection.py: the interval it reports).
+and for harvest that projects (campaign/harvest/projection.py: the interval it reports).
 
-Plain Python (no polars, no numpy, no torch): the job imports it too.
+A neutral package, like ``campaign_sql`` and ``campaign_trace``: plain Python (no
+polars, no numpy, no torch), so both sides import it and neither depends on the other.
 
 warm-up      MSER-5 (White 1997; the truncation rule Hoad, Robinson & Davies 2010
              recommend): cut the series into batches of 5, and drop the d batches that
