@@ -16,7 +16,10 @@ full training time with an interval (campaign/harvest/projection.py). Per pair:
 - prefix    the same rule replayed on the full run's *own* iterations (its first ones are
             the sample it would have taken): the error of the method when the machine does
             not change between sample and run. The gap between the two errors is what the
-            machine changed between the two processes.
+            machine changed between the two processes;
+- spread    the full run's own rate: its slowest tenth's mean iteration time over its
+            fastest tenth's. Far from 1.00x, the machine itself changed during the run
+            (neighbours' load), which no sample of a few seconds can foresee.
 
 Then the error distribution (min/median/max, the share within +-3 %), the coverage and
 the compute spent, against the goal (issue 19): |error| <= 3 % in >= 90 % of pairs, at
@@ -128,6 +131,15 @@ def prefix_error(full: dict, setup: Setup, cap: int, halfwidth: float) -> float 
     return None
 
 
+def own_spread(full: dict, setup: Setup) -> float:
+    """How much the full run's own rate moved: its slowest tenth's mean iteration time
+    over its fastest tenth's (1.0: a steady machine)."""
+    xs = full["job_iterations"][setup.warmup:setup.warmup + full["iterations"]]
+    m = max(len(xs) // 10, 1)
+    means = [sum(xs[j:j + m]) / m for j in range(0, m * min(10, len(xs)), m)]
+    return max(means) / min(means) if means and min(means) > 0 else float("nan")
+
+
 def run_trainer(args, results: Path, trainer: str, store_url: str) -> tuple[list[dict], list[str]]:
     from campaign.store import open_store
 
@@ -148,13 +160,14 @@ def run_trainer(args, results: Path, trainer: str, store_url: str) -> tuple[list
                 "spent": _cost(proj) / _cost(full), "spent_no_startup": _cost(proj, False) / _cost(full, False),
                 "startup_share": (proj.get("startup_s") or 0.0) / _cost(full),
                 "warmup": proj["warmup_iterations"], "timed": proj["timed_iterations"], "stop": proj["stop"],
-                "prefix": prefix_error(full, setup, cap, args.halfwidth)}
+                "prefix": prefix_error(full, setup, cap, args.halfwidth), "spread": own_spread(full, setup)}
         pairs.append(pair)
         interval = f"+-{100 * (hi - lo) / 2 / proj['time_s']:>5.1f} %" if lo is not None else f"{'(none)':<9}"
         line = (f"{i + 1:>4}  {pair['order']:<12} {full['time_s']:>8.2f} {proj['time_s']:>9.2f} "
                 f"{interval} {100 * err:>+7.2f} %  {'yes' if pair['covered'] else 'NO ':<3}  "
                 f"{pair['warmup']:>5} {pair['timed']:>6} {pair['stop']:<9} {100 * pair['spent']:>6.1f} % "
-                f"{100 * pair['spent_no_startup']:>6.1f} %  {100 * (pair['prefix'] or 0):>+7.2f} %")
+                f"{100 * pair['spent_no_startup']:>6.1f} %  {100 * (pair['prefix'] or 0):>+7.2f} %  "
+                f"{pair['spread']:>5.2f}x")
         print(line, flush=True)
         lines.append(line)
     return pairs, [f"N = {n} timed iterations after {setup.warmup} warm-up; sample cap {cap} ({100 * args.cap:g} %)"]
@@ -172,6 +185,7 @@ def summary(trainer: str, pairs: list[dict]) -> tuple[list[str], list[dict]]:
     prefixes = [p["prefix"] for p in pairs if p["prefix"] is not None]
     pre_within = sum(abs(e) <= GOAL_ERROR for e in prefixes)
     ok_err, ok_cov, ok_spent = within >= GOAL_SHARE * k, covered >= GOAL_SHARE * LEVEL * k, spent <= GOAL_SPENT
+    spreads = [p["spread"] for p in pairs]
 
     def pct(x):
         return f"{100 * x:+.2f} %"
@@ -188,6 +202,8 @@ def summary(trainer: str, pairs: list[dict]) -> tuple[list[str], list[dict]]:
         f"prefix (the rule on each full run's own first iterations: no machine change between sample and run): "
         f"|error| <= 3 % in {pre_within} of {len(prefixes)}; min {pct(min(prefixes or [0]))}, "
         f"max {pct(max(prefixes or [0]))}",
+        f"the full runs' own rate, slowest tenth over fastest tenth: median {statistics.median(spreads):.2f}x, "
+        f"max {max(spreads):.2f}x (1.00x: a machine that stays the same through a run)",
     ]
     figs = [
         figure(f"{trainer}.error", f"{trainer}: projection error (projected/measured - 1)",
@@ -202,6 +218,8 @@ def summary(trainer: str, pairs: list[dict]) -> tuple[list[str], list[dict]]:
                [100 * p["spent_no_startup"] for p in pairs], unit="%"),
         figure(f"{trainer}.prefix_error", f"{trainer}: error of the rule replayed on the full run's own iterations",
                [100 * e for e in prefixes], unit="%"),
+        figure(f"{trainer}.spread", f"{trainer}: the full run's own rate, slowest tenth / fastest tenth", spreads,
+               unit="x"),
     ]
     return lines, figs
 
@@ -235,7 +253,7 @@ def main(argv=None) -> int:
                     f"order flipped every pair; load average at start {' '.join(map(str, load_average()))}"]
             print(head[0], flush=True)
             cols = ("pair  order          full_s projected_s interval    error    in?  warm-up  timed stop "
-                    "       spent  w/o start-up  prefix")
+                    "       spent  w/o start-up  prefix   own spread")
             print(cols, flush=True)
             pairs, notes = run_trainer(args, results, trainer, url)
             lines, f = summary(trainer, pairs)

@@ -135,12 +135,13 @@ def test_projection_runs_its_pairs_and_prints_the_error_distribution(tmp_path):
     m = re.search(r"^   1  full,sampled +([\d.]+) +([\d.]+) \+- *[\d.]+ % +([-+][\d.]+) %  (yes|NO) ", out, re.M)
     assert m, out
     full, projected, error = float(m.group(1)), float(m.group(2)), float(m.group(3))
-    assert error == pytest.approx(100 * (projected / full - 1), abs=0.01)
+    assert error == pytest.approx(100 * (projected / full - 1), abs=0.5)  # the times are printed to 10 ms
     assert abs(error) < 5  # the sleep law: a projection cannot miss by much, even on a loaded machine
     assert re.search(r"\|error\| <= 3 % in [01] of 1 pairs \(goal >= 90 %: (met|MISSED)\)", out), out
     assert re.search(r"coverage of the stated 95 % interval: [01] of 1 pairs", out), out
     assert re.search(r"compute spent by the sampled run: median [\d.]+ % of the full run's \(start-up alone", out)
     assert "prefix (the rule on each full run's own first iterations" in out
+    assert re.search(r"the full runs' own rate, slowest tenth over fastest tenth: median [\d.]+x", out), out
 
 
 @pytest.mark.slow
