@@ -54,6 +54,7 @@ else:
     from benchmarks._common import clean_env, figure, load_average, save
 
 GOAL_ERROR, GOAL_SHARE, GOAL_SPENT, LEVEL = 0.03, 0.90, 0.05, 0.95
+MAX_WARMUP = 200  # experiment.sample_max_warmup's default, which the sampled runs here keep
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,8 @@ def prefix_error(full: dict, setup: Setup, cap: int, halfwidth: float) -> float 
     from trainers.sampling import SampleRule, WindowRule
 
     xs, w, n = full["job_iterations"], setup.warmup, full["iterations"]
-    rule = WindowRule(SampleRule(planned_warmup=w, max_warmup=200, max_timed=cap, halfwidth=halfwidth,
-                                 full_iterations=n))
+    rule = WindowRule(SampleRule.from_plan({"warmup": w, "iterations": cap, "sample": {
+        "halfwidth": halfwidth, "max_warmup": MAX_WARMUP, "full_iterations": n}}))
     for done in range(1, len(xs) + 1):
         if rule.after(done, lambda: xs[:done]):
             d, k = rule.window_start, done - rule.window_start
