@@ -66,3 +66,95 @@ def parse_sizes(text: str) -> list[int]:
     if not sizes or min(sizes) <= 0:
         raise SystemExit(f"error: --sizes {text!r}: expected positive integers separated by commas, e.g. 10,100,1000")
     return sizes
+
+
+# ---------------------------------------------------------------- saved outputs (--save)
+
+RESULTS = REPO / "benchmarks" / "results"  # what benchmarks/report.py turns into the README's table
+
+
+def load_average() -> list[float]:
+    """The machine's 1, 5 and 15 minute load averages (empty where unknown)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover - not Unix
+        return []
+
+
+def machine() -> str:
+    """One line naming this machine: CPU model, cores, OS (what a figure was measured on)."""
+    import platform
+
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            model = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.system()}"
+
+
+def figure(key: str, what: str, runs: Sequence[float], *, unit: str = "", goal: str = "",
+           met: bool | None = None, note: str = "") -> dict:
+    """One figure of a benchmark's saved output: its value in every run (``runs``), with
+    min/median/max; ``goal`` and ``met`` where the figure has one."""
+    vals = [float(v) for v in runs]
+    return {"key": key, "what": what, "unit": unit, "runs": vals,
+            "min": min(vals) if vals else None, "median": statistics.median(vals) if vals else None,
+            "max": max(vals) if vals else None, "goal": goal, "met": met, "note": note}
+
+
+def save(name: str, *, command: str, figures: Sequence[dict], load_start: Sequence[float], text: str = "",
+         folder: Path | None = None) -> Path:
+    """Write ``<folder>/<name>.json`` (default benchmarks/results/): the command, the
+    machine, the date, the load averages at start and end, the figures and the printed
+    text. benchmarks/report.py reads these files and nothing else."""
+    import datetime
+    import json
+
+    out = Path(folder or RESULTS)
+    out.mkdir(parents=True, exist_ok=True)
+    doc = {"benchmark": name, "command": command, "machine": machine(),
+           "date": datetime.date.today().isoformat(), "load_start": list(load_start), "load_end": load_average(),
+           "figures": list(figures), "output": text}
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def trimmed_mean_ci(values: Sequence[float], trim: float = 0.2, level: float = 0.95) -> tuple[float, float, float]:
+    """(estimate, low, high): the ``trim`` trimmed mean of ``values`` with its Tukey-McLaughlin
+    interval (the Winsorized standard error over (1 - 2 trim), t with n - 2g - 1 degrees
+    of freedom). Robust to the load spikes of a shared machine (a spike that hits one
+    block is trimmed away) at nearly the mean's efficiency: a narrower interval than the
+    median's for the same pairs."""
+    from campaign_window import t_quantile
+
+    xs = sorted(float(v) for v in values)
+    n = len(xs)
+    if n < 3:
+        m = statistics.fmean(xs) if xs else float("nan")
+        return m, float("-inf"), float("inf")
+    g = int(trim * n)
+    kept = xs[g:n - g]
+    est = statistics.fmean(kept)
+    wins = [xs[g]] * g + kept + [xs[n - g - 1]] * g
+    se = statistics.stdev(wins) / ((1 - 2 * g / n) * n ** 0.5)
+    t = t_quantile(max(n - 2 * g - 1, 1), level)
+    return est, est - t * se, est + t * se
+
+
+def ratio_figure(key: str, what: str, num: Sequence[float], den: Sequence[float], **kw) -> dict:
+    """A saved figure of per-round ratios num/den (what ``ratio_line`` prints the median of)."""
+    return figure(key, what, [a / b for a, b in zip(num, den) if b > 0], unit="x", **kw)
+
+
+def save_arg(ap) -> None:
+    """The ``--save`` option every benchmark shares."""
+    ap.add_argument("--save", action="store_true",
+                    help="write what this run measured to benchmarks/results/ (benchmarks/report.py reads it)")
+
+
+def command_line(script: str, argv) -> str:
+    """How this run was invoked, as the README's table shows it."""
+    return " ".join(["python", f"benchmarks/{script}", *(argv if argv is not None else sys.argv[1:])])

@@ -9,8 +9,9 @@ campaign of ``--points`` completed points (1,000) and ``--iterations`` per-itera
   rows over its ranks (1,000, 500, 250, 125 per rank), the first 5 per rank warm-up;
   one point in 20 has a failed attempt before its completed one;
 - ``--sampled`` (default 0.5) of the points are sampled runs (``experiment=projection``:
-  40x more iterations planned than timed), whose full time harvest projects, with a
-  bootstrap interval from their timed ``iteration`` rows; full runs need no iteration row.
+  40x more iterations planned than timed), whose full time harvest projects, with an
+  interval from their timed ``iteration`` rows (campaign_window/: batch
+  means with a drift term); full runs need no iteration row.
   The store has the schema's indexes (``ix_iteration_job``, which harvest reads the
   sampled runs' iterations from, included).
 
@@ -22,7 +23,7 @@ included in both, as a person running them pays them):
 - pandas:   ``pandas.read_sql`` of the campaign's point/attempt/rank_timing/profile rows
             and of the sampled attempts' timed iteration rows, ``groupby`` to the same
             per-point aggregates (latest completed attempt; slowest rank; projection with
-            the same bootstrap; median over repeats; speedup T1/TN), written to CSV.
+            the same interval; median over repeats; speedup T1/TN), written to CSV.
 
 and prints the ratio pandas/harvest of wall times, whether harvest met the 2 s target,
 the two CSVs' agreement (time and speedup per row), the query plans of the harvest
@@ -53,9 +54,12 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import clean_env, fmt, interleaved, ratio_line
+    from _common import (clean_env, command_line, figure, fmt, interleaved, load_average, ratio_figure, ratio_line,
+                         save, save_arg)
 else:
-    from benchmarks._common import clean_env, fmt, interleaved, ratio_line
+    from benchmarks._common import (clean_env, command_line, figure, fmt, interleaved, load_average, ratio_figure,
+                                    ratio_line, save, save_arg)
+from campaign_window import window_interval  # noqa: E402  (plain Python: no polars imported)
 
 PLATFORMS = ("v100", "a100", "a100_nvlink_40", "a100_nvlink_80", "local")
 GPUS = (1, 2, 4, 8)
@@ -155,8 +159,8 @@ def build_store(url: str, points: int, iterations: int, sampled: float, seed: in
 def pandas_baseline(url: str, campaign_id: str, out: str) -> None:
     """The naive read: every raw row of the campaign's points, attempts and ranks (and
     the sampled attempts' iteration rows) through pandas.read_sql, the per-point
-    aggregates and the per-iteration max over ranks computed by pandas, a bootstrap draw
-    per attempt in a Python loop; then the same finishing steps. Against
+    aggregates and the per-iteration max over ranks computed by pandas, harvest's interval
+    (campaign_window) per attempt; then the same finishing steps. Against
     ``pandas_same_sql`` it shows what harvest's SQL design saves."""
     import pandas as pd
     from sqlalchemy import create_engine, text
@@ -184,19 +188,20 @@ def pandas_baseline(url: str, campaign_id: str, out: str) -> None:
                                   "WHERE p.campaign_id = :c AND i.warmup = 0"), conn, params={"c": campaign_id})
             it = it[it["attempt_id"].isin(set(sampled["attempt_id"]))]
             job = it.groupby(["attempt_id", "iter"])["iter_s"].max().reset_index()
+            full = dict(zip(sampled["attempt_id"], sampled["iterations"]))
             for aid, xs in job.groupby("attempt_id")["iter_s"]:
-                mean, lo, hi = _bootstrap(xs.to_numpy())
-                bounds[aid] = (lo / mean, hi / mean)
+                w = window_interval(xs.tolist(), int(full[aid]))
+                if w is not None:
+                    bounds[aid] = w.halfwidth
     _finish_pandas(df, bounds, out)
 
 
 def pandas_same_sql(url: str, campaign_id: str, out: str) -> None:
     """The fair peer: pandas.read_sql of harvest's OWN queries (campaign.harvest.query:
     per-point aggregates computed by the database from the covering index, the sampled
-    runs' job iterations), harvest's bootstrap algorithm (one draw per window size for
-    every attempt of that size, as a matrix product), then the same projection, medians
-    and speedup in pandas. Only the data-frame library differs from harvest."""
-    import numpy as np
+    runs' job iterations), harvest's interval (campaign_window, attempt by
+    attempt, as harvest does), then the same projection, medians and speedup in pandas.
+    Only the data-frame library differs from harvest."""
     import pandas as pd
     from sqlalchemy import create_engine
 
@@ -209,21 +214,27 @@ def pandas_same_sql(url: str, campaign_id: str, out: str) -> None:
         it = pd.read_sql(job_iterations_query(sampled), conn) if sampled else pd.DataFrame(columns=["attempt_id", "iter_s"])
     bounds = {}
     if len(it):
-        sizes = it.groupby("attempt_id", sort=True)["iter_s"].size()
-        for n, ids in sizes.groupby(sizes).groups.items():  # one draw per window size, as harvest
-            block = it[it["attempt_id"].isin(ids)].sort_values("attempt_id", kind="stable")
-            x = block["iter_s"].to_numpy(dtype=float).reshape(len(ids), int(n))
-            mean, lo, hi = _bootstrap_rows(x)
-            bounds.update({a: (l / m, h / m) for a, m, l, h in zip(sorted(ids), mean, lo, hi)})
+        proj = df.loc[df["timed_iterations"] < df["iterations"]]
+        full = dict(zip(proj["attempt_id"], proj["iterations"] - proj["sample_transient_iterations"].fillna(0)))
+        for aid, xs in it.groupby("attempt_id", sort=False)["iter_s"]:  # harvest's interval, attempt by attempt
+            w = window_interval(xs.tolist(), int(full[aid]))
+            if w is not None:
+                bounds[aid] = w.halfwidth
     _finish_pandas(df, bounds, out)
 
 
 def _finish_pandas(df, bounds: dict, out: str) -> None:
-    """Projection, interval, median over repeats, speedup T1/TN and efficiency, to CSV."""
+    """Projection (harvest's: the measured transient plus the rate part, the checks left
+    out), interval, median over repeats, speedup T1/TN and efficiency, to CSV."""
+    for col in ("sample_transient_s", "sample_transient_iterations", "sample_check_s"):
+        df[col] = df[col].fillna(0) if col in df else 0
     proj = df["timed_iterations"] < df["iterations"]
-    df["time_s"] = df["time_s"].where(~proj, df["time_s"] / df["timed_iterations"] * df["iterations"])
-    df["time_lo_s"] = [t * bounds[a][0] if a in bounds else None for a, t in zip(df["attempt_id"], df["time_s"])]
-    df["time_hi_s"] = [t * bounds[a][1] if a in bounds else None for a, t in zip(df["attempt_id"], df["time_s"])]
+    rate = (df["time_s"] - df["sample_check_s"]) / df["timed_iterations"] \
+        * (df["iterations"] - df["sample_transient_iterations"]).clip(lower=0)
+    df["time_s"] = df["time_s"].where(~proj, df["sample_transient_s"] + rate)
+    half = df["attempt_id"].map(bounds)
+    df["time_lo_s"] = (df["sample_transient_s"] + rate * (1 - half).clip(lower=0)).where(proj & half.notna())
+    df["time_hi_s"] = (df["sample_transient_s"] + rate * (1 + half)).where(proj & half.notna())
     df["variant"] = _variants(df["overrides"].tolist())
     keys = ["platform", "trainer", "experiment", "variant"]
     g = df.groupby(keys + ["gpus"]).agg(repeats=("time_s", "size"), time_s=("time_s", "median"),
@@ -233,41 +244,6 @@ def _finish_pandas(df, bounds: dict, out: str) -> None:
     g["speedup"] = g["t1_s"] / g["time_s"]
     g["efficiency"] = g["speedup"] / g["gpus"]
     g.drop(columns="t1_s").sort_values(keys + ["gpus"]).to_csv(out, index=False)
-
-
-_DRAWS_PER_BLOCK = 4_000_000  # campaign.harvest.stats' block size: the same draws, the same interval
-
-
-def _bootstrap_rows(x, level: float = 0.95, resamples: int = 2000, seed: int = 0):
-    """campaign.harvest.stats._bootstrap (rows of ``x`` resampled with the same indices, the
-    resampled sums as one matrix product per block): the same draws, hence the same
-    intervals, without importing campaign.harvest.stats (and so polars)."""
-    import numpy as np
-
-    mean = x.mean(axis=1)
-    n = x.shape[1]
-    if n == 1:
-        return mean, mean.copy(), mean.copy()
-    rng = np.random.default_rng(seed)
-    block = max(1, min(resamples, _DRAWS_PER_BLOCK // n))
-    sums = []
-    for start in range(0, resamples, block):
-        b = min(block, resamples - start)
-        idx = rng.integers(0, n, size=(b, n))
-        counts = np.bincount((idx + n * np.arange(b)[:, None]).ravel(), minlength=b * n).reshape(b, n)
-        sums.append(x @ counts.T.astype(np.float64))
-    means = np.hstack(sums) / n
-    tail = (1.0 - level) / 2 * 100
-    lo, hi = np.percentile(means, [tail, 100 - tail], axis=1)
-    return mean, lo, hi
-
-
-def _bootstrap(x, level: float = 0.95, resamples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """One attempt's interval with the naive baseline's own draw (a fresh (resamples, n)
-    index matrix per attempt, in a Python loop over attempts): the same numbers as
-    harvest's for one attempt, none of its batching."""
-    mean, lo, hi = _bootstrap_rows(x[None, :], level, resamples, seed)
-    return float(mean[0]), float(lo[0]), float(hi[0])
 
 
 def _variants(all_overrides: list) -> list[str]:
@@ -376,7 +352,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--explain", action="store_true", help="print SQLite's query plans of the harvest queries")
     ap.add_argument("--profile", type=int, default=12, metavar="N", help="lines of profile to print (0: no profile)")
     ap.add_argument("--keep", action="store_true", help="keep the store and CSVs")
+    save_arg(ap)
     args = ap.parse_args(argv)
+    load0 = load_average()
     if args.points <= 0 or args.rounds <= 0 or not 0 <= args.sampled <= 1:
         raise SystemExit("error: --points and --rounds must be positive, --sampled within 0..1")
     folder = Path(tempfile.mkdtemp(prefix="campaign-bench-harvest-"))
@@ -400,17 +378,29 @@ def main(argv: list[str] | None = None) -> int:
             "pandas_naive": lambda r: timed_run([py, me, "--pandas-baseline", url, CAMPAIGN_ID,
                                                  str(csvs["pandas_naive"])], env),
         }, args.rounds)
-        print("pandas baseline with harvest's own SQL and bootstrap (only the data-frame library differs):")
+        print("pandas baseline with harvest's own SQL and interval (only the data-frame library differs):")
         print("  " + ratio_line("pandas/harvest wall time (fresh process each)", t["pandas_sql"], t["harvest"]))
         print("what harvest's SQL design saves (per-point aggregates and the job's iterations in SQL from the "
-              "covering index, one bootstrap draw per window size), both in pandas:")
+              "covering index), both in pandas:")
         print("  " + ratio_line("naive read/same SQL wall time", t["pandas_naive"], t["pandas_sql"]))
         best = min(t["harvest"])
         verdict = "meets" if best <= TARGET_S else "MISSES"
         print(f"harvest {verdict} the {TARGET_S:g} s target here: best {fmt(best)}, "
               f"median {fmt(sorted(t['harvest'])[len(t['harvest']) // 2])} of {len(t['harvest'])}")
-        print(f"CSVs (same SQL) {compare_csv(h_csv, p_csv)}")
-        print(f"CSVs (naive)    {compare_csv(h_csv, csvs['pandas_naive'])}")
+        agree_sql, agree_naive = compare_csv(h_csv, p_csv), compare_csv(h_csv, csvs["pandas_naive"])
+        print(f"CSVs (same SQL) {agree_sql}")
+        print(f"CSVs (naive)    {agree_naive}")
+        if args.save:
+            size = f"{args.points:,} points, {args.iterations:,} rows, {args.sampled:g} sampled"
+            print("saved:", save("harvest_scale", command=command_line("harvest_scale.py", argv), load_start=load0,
+                                 figures=[
+                figure("harvest_s", f"harvest to CSV, {size} (fresh process)", t["harvest"], unit="s",
+                       goal=f"<= {TARGET_S:g} s", met=best <= TARGET_S),
+                ratio_figure("same_sql", "pandas with harvest's own SQL and interval / harvest", t["pandas_sql"],
+                             t["harvest"], note=f"CSVs {agree_sql.split(':')[0]}"),
+                ratio_figure("naive", "naive pandas read / pandas with the same SQL (what the SQL design saves)",
+                             t["pandas_naive"], t["pandas_sql"], note=f"CSVs {agree_naive.split(':')[0]}"),
+            ]))
         if args.explain:
             print("query plans (SQLite EXPLAIN QUERY PLAN):")
             print("\n".join(explain(url)))

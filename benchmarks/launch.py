@@ -65,9 +65,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import REPO, clean_env, interleaved, parse_sizes, ratio_line
+    from _common import (REPO, clean_env, command_line, interleaved, load_average, parse_sizes, ratio_figure,
+                         ratio_line, save, save_arg)
 else:  # imported as benchmarks.launch (the smoke test)
-    from benchmarks._common import REPO, clean_env, interleaved, parse_sizes, ratio_line
+    from benchmarks._common import (REPO, clean_env, command_line, interleaved, load_average, parse_sizes, ratio_figure,
+                                    ratio_line, save, save_arg)
 
 PLATFORMS = ("v100", "a100", "a100_nvlink_40", "a100_nvlink_80")  # all single-node on the test cluster
 GPU_COUNTS = (1, 2, 4)  # every platform holds 4 GPUs on one node
@@ -289,15 +291,29 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"let Hydra's trivial jobs run, or cancel them at once (auto: run up to {RUN_LIMIT} points)")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds one launcher run may take (default: 1200)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder (logs, stores, sbatch scripts)")
+    save_arg(ap)
     args = ap.parse_args(argv)
     sizes = parse_sizes(args.sizes)
     real = preflight()
     work = Path(tempfile.mkdtemp(prefix="campaign-bench-launch-"))
     seen: list[str] = []
+    load0, figures = load_average(), []
     try:
         for n in sizes:
-            for line in report(measure(n, args.rounds, args.hydra_jobs, work, real, seen, args.timeout)):
+            res = measure(n, args.rounds, args.hydra_jobs, work, real, seen, args.timeout)
+            for line in report(res):
                 print(line, flush=True)
+            h, c = res["hydra"], res["campaign"]
+            what = {"run": "its N trivial jobs run", "cancel": "its jobs cancelled at once: a lower bound"}[res["mode"]]
+            figures += [
+                ratio_figure(f"{n}.first_sbatch", f"launch of {n:,} points: Hydra's submitit launcher / campaign, "
+                             "time to first sbatch", [r.first_sbatch_s for r in h], [r.first_sbatch_s for r in c]),
+                ratio_figure(f"{n}.return", f"launch of {n:,} points: time to return, Hydra / campaign ({what})",
+                             [r.return_s for r in h], [r.return_s for r in c]),
+            ]
+        if args.save:
+            print("saved:", save("launch", command=command_line("launch.py", argv), figures=figures,
+                                 load_start=load0), flush=True)
     finally:
         ids = sorted(set(seen), key=int)
         scancel(ids)

@@ -5,44 +5,58 @@ batches, both DDP over the same process group). The *instrumented* one runs as a
 campaign job does in its timed window: ``Recorder.begin/mark/end`` around every step
 and the all-reduce timed by trainers.comm's DDP hook. The *bare* one runs the same
 zero_grad/forward/backward/step with neither. Blocks of ``--steps`` steps alternate
-A/B, B/A, ... (so drift and neighbours' load hit both alike); each pair gives a
-ratio instrumented/bare of block times (wall clock, and the rank process's CPU
-time, which other processes on a shared machine disturb less), and rank 0 prints
-their medians with a 95% confidence interval:
+A/B, B/A, ... in the same processes (so drift and neighbours' load hit both alike);
+each pair gives the log of the ratio instrumented/bare of its block times (wall clock,
+and the rank process's CPU time). Their 20 % trimmed mean, with its Tukey-McLaughlin
+95 % interval, is the A/B figure: a load spike that hits one block is trimmed away, and
+the interval is narrower than the median's for the same pairs. Pairs are added, 100 at
+a time, until that interval's half-width is <= ``--target`` (0.5 %: enough to see a 1 %
+cost), or ``--pairs`` pairs or ``--max-seconds`` have gone by (the line says which):
 
-    instrumented/bare step time: 1.004 (median of 20 pairs; 95% CI 0.991-1.012; bare 9.81 ms/step; ...)
+    instrumented/bare step time: 1.004 (trimmed mean of 1,200 pairs; 95% CI 0.999-1.009; half-width 0.48 %, target met; bare 2.95 ms/step; ...)
 
-On a shared 2-core machine that ratio is only good to a few percent (see its
-interval), too coarse for a 1 % budget. So rank 0 also *accounts* for the cost,
-each part measured on its own where little else moves, after the A/B blocks while
-the other ranks wait:
+Each CPU run measures two step sizes (``--presets``): ``3ms`` (a step of ~3 ms here)
+and ``15ms`` (~12-15 ms). It also *accounts* for the cost, each part measured on its own
+where little else moves, after the A/B blocks:
 
     accounted: 30.1 us/step = 0.20% of the bare step (Recorder 3.1 us/step + hook 27.0 us/bucket x 1 bucket(s)/step; ...)
 
 - Recorder: ``begin``, four ``mark``s and ``end`` in a loop with nothing else.
-- hook: a one-layer DDP model over a one-rank group of the same backend, timed by
+- hook: a one-layer DDP model over the same process group (every rank), timed by
   trainers.comm's hook vs DDP's builtin all-reduce, in alternating blocks: the
-  median of the paired differences, per bucket (its 95% interval is printed).
+  20 % trimmed mean of the paired differences, per bucket (its 95% interval is printed).
+
+and says whether the two agree: the accounted share inside the A/B interval, or not
+(``DISAGREE``: the A/B sees a cost the parts do not add up to, or less).
 
 FLOP counting (one warm-up iteration) and the profiler window (after the timed
 window) are not part of a timed step, so they are in neither figure.
 
-    .venv/bin/python benchmarks/overhead.py                     # 2 CPU ranks, gloo
+    .venv/bin/python benchmarks/overhead.py                     # 2 CPU ranks, gloo, 3 ms and 15 ms steps
+    .venv/bin/python benchmarks/overhead.py --save              # the README's figures
     .venv/bin/python benchmarks/overhead.py --device cuda --ranks 1
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import socket
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import figure, load_average, save, trimmed_mean_ci
+else:
+    from benchmarks._common import figure, load_average, save, trimmed_mean_ci
+
+CHUNK = 100  # pairs between two looks at the interval
 
 
 def _config(args) -> tuple[dict, dict]:
@@ -98,9 +112,9 @@ def recorder_cost_s(device, loops: int = 5, n: int = 5000) -> float:
     return statistics.median(out)
 
 
-def hook_cost_s(group, device, pairs: int = 20, n: int = 200) -> tuple[float, float, float]:
-    """(median, CI low, CI high) seconds the timing hook adds to one bucket's all-reduce
-    vs DDP's builtin one: a one-layer model, DDP over ``group`` (one rank), blocks of
+def hook_cost_s(group, device, pairs: int = 80, n: int = 100) -> tuple[float, float, float]:
+    """(estimate, CI low, CI high) seconds the timing hook adds to one bucket's all-reduce
+    vs DDP's builtin one: a one-layer model, DDP over ``group`` (every rank calls it), blocks of
     ``n`` steps alternating hooked/builtin."""
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -135,8 +149,7 @@ def hook_cost_s(group, device, pairs: int = 20, n: int = 200) -> tuple[float, fl
         else:
             h, b = block(hooked), block(builtin)
         diffs.append(h - b)
-    lo, hi = median_ci(diffs)
-    return statistics.median(diffs), lo, hi
+    return trimmed_mean_ci(diffs)
 
 
 def _rank(rank: int, args) -> None:
@@ -195,15 +208,27 @@ def _rank(rank: int, args) -> None:
         return time.perf_counter() - t0, time.process_time() - c0
 
     block(run_bare), block(run_instrumented)  # warm-up: allocator, DDP bucket rebuild
-    ratios, cpu_ratios, bare_s = [], [], []
-    for i in range(args.pairs):
-        if i % 2 == 0:
-            b, a = block(run_bare), block(run_instrumented)
-        else:
-            a, b = block(run_instrumented), block(run_bare)
-        ratios.append(a[0] / b[0])
-        cpu_ratios.append(a[1] / b[1] if b[1] > 0 else float("nan"))
-        bare_s.append(b[0])
+    wall, cpu, bare_s = [], [], []  # per pair: log(instrumented / bare), the bare block's seconds
+    started, why = time.perf_counter(), ""
+    while not why:
+        for _ in range(min(CHUNK, args.pairs - len(wall))):
+            if len(wall) % 2 == 0:
+                b, a = block(run_bare), block(run_instrumented)
+            else:
+                a, b = block(run_instrumented), block(run_bare)
+            wall.append(math.log(a[0] / b[0]))
+            cpu.append(math.log(a[1] / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
+            bare_s.append(b[0])
+        # Rank 0 decides whether the interval is narrow enough; every rank follows it.
+        est, lo, hi = trimmed_mean_ci(wall)
+        half = (math.exp(hi) - math.exp(lo)) / 2 / math.exp(est)
+        why = ("target met" if half <= args.target else f"--pairs {args.pairs} reached" if len(wall) >= args.pairs
+               else f"--max-seconds {args.max_seconds:g} reached" if time.perf_counter() - started >= args.max_seconds
+               else "")
+        if backend != "none":
+            flag = torch.tensor([1 if why else 0], device=device if backend == "nccl" else "cpu")
+            dist.broadcast(flag, src=0)
+            why = (why or "rank 0 stopped") if int(flag.item()) else ""
     rec.finish()
     rec.rows()  # resolve what was recorded (after the window in a real job)
     if args.no_hook:
@@ -212,55 +237,122 @@ def _rank(rank: int, args) -> None:
         buckets = 1
     else:
         buckets = statistics.median([a["buckets"] for a in rec.allreduce_rows()] or [0])
-    # Accounting (module docstring): rank 0 alone, the other ranks wait at the barrier.
-    group = dist.new_group([0]) if backend != "none" else None
+    # Accounting (module docstring): the Recorder on rank 0 alone (the others wait at the
+    # barrier); the hook on every rank at once, over the real process group (on a one-rank
+    # group its completion is immediate and its cost looks smaller than it is).
+    hook_s, hook_lo, hook_hi = hook_cost_s(dist.group.WORLD, device) if buckets and backend != "none" else (0.0, 0.0, 0.0)
     if rank == 0:
         rec_s = recorder_cost_s(device) if not args.no_recorder else 0.0
-        hook_s, hook_lo, hook_hi = hook_cost_s(group, device) if buckets and group is not None else (0.0, 0.0, 0.0)
     if backend != "none":
         dist.barrier()
     if rank == 0:
-        lo, hi = median_ci(ratios)
-        print(f"instrumented/bare step time: {statistics.median(ratios):.3f} (median of {len(ratios)} pairs; "
-              f"95% CI {lo:.3f}-{hi:.3f}; bare {statistics.median(bare_s) / args.steps * 1e3:.2f} ms/step; "
-              f"{args.ranks} rank(s) on {args.device}, width {args.width}, depth {args.depth}, "
-              f"{args.batch}x{args.image_size}x{args.image_size} images/rank)", flush=True)
-        lo, hi = median_ci(cpu_ratios)
-        print(f"instrumented/bare CPU time:  {statistics.median(cpu_ratios):.3f} (median of {len(cpu_ratios)} pairs; "
-              f"95% CI {lo:.3f}-{hi:.3f}; the rank process's CPU seconds: less sensitive to other load)", flush=True)
         step_s = statistics.median(bare_s) / args.steps
+        est, lo, hi = (math.exp(v) for v in trimmed_mean_ci(wall))
+        half = (hi - lo) / 2 / est
+        print(f"instrumented/bare step time: {est:.3f} (trimmed mean of {len(wall):,} pairs; 95% CI {lo:.3f}-{hi:.3f}; "
+              f"half-width {100 * half:.2f} %, {why}; bare {step_s * 1e3:.2f} ms/step; "
+              f"{args.ranks} rank(s) on {args.device}, width {args.width}, depth {args.depth}, "
+              f"{args.batch}x{args.image_size}x{args.image_size} images/rank, {args.steps} step(s) per block)", flush=True)
+        cest, clo, chi = (math.exp(v) for v in trimmed_mean_ci([c for c in cpu if c == c]))
+        print(f"instrumented/bare CPU time:  {cest:.3f} (trimmed mean of {len(cpu):,} pairs; 95% CI {clo:.3f}-{chi:.3f}; "
+              f"the rank process's CPU seconds: less sensitive to other load)", flush=True)
         cost = rec_s + hook_s * buckets
-        print(f"accounted: {cost * 1e6:.1f} us/step = {cost / step_s * 100:.2f}% of the bare step "
+        share = cost / step_s
+        print(f"accounted: {cost * 1e6:.1f} us/step = {share * 100:.2f}% of the bare step "
               f"(Recorder {rec_s * 1e6:.1f} us/step + hook {hook_s * 1e6:.1f} us/bucket "
               f"[95% CI {hook_lo * 1e6:.1f}-{hook_hi * 1e6:.1f}] x {buckets:g} bucket(s)/step; "
               f"budget 1%: {'met' if cost <= 0.01 * step_s else 'NOT met'})", flush=True)
+        if lo - 1 <= share <= hi - 1:
+            verdict = (f"A/B and accounted agree: the accounted {100 * share:.2f} % lies in the A/B's "
+                       f"{100 * (lo - 1):+.2f} .. {100 * (hi - 1):+.2f} %")
+        else:
+            side = "more" if lo - 1 > share else "less"
+            verdict = (f"A/B and accounted DISAGREE: the A/B sees {100 * (est - 1):+.2f} % "
+                       f"[{100 * (lo - 1):+.2f}, {100 * (hi - 1):+.2f}], {side} than the accounted {100 * share:.2f} % "
+                       f"({'a cost the parts leave out, or a difference the machine made between the copies' if side == 'more' else 'the parts overstate it, or the machine favoured the instrumented copy'})")
+        print(verdict, flush=True)
+        if args.result_file:
+            import json
+
+            Path(args.result_file).write_text(json.dumps({
+                "ratio": est, "lo": lo, "hi": hi, "pairs": len(wall), "why": why, "cpu_ratio": cest,
+                "cpu_lo": clo, "cpu_hi": chi, "step_s": step_s, "accounted_s": cost, "accounted_share": share,
+                "agree": lo - 1 <= share <= hi - 1}))
     if backend != "none":
         dist.destroy_process_group()
+
+
+PRESETS = {  # CPU step sizes (2 gloo ranks, one thread each; ~ms per step on this machine)
+    "3ms": {"width": 8, "depth": 2, "image_size": 16, "batch": 8},
+    "15ms": {"width": 16, "depth": 3, "image_size": 32, "batch": 10},
+}
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ranks", type=int, default=2, help="DDP ranks (processes); 1: no all-reduce")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    ap.add_argument("--pairs", type=int, default=150, help="A/B pairs of blocks")
-    ap.add_argument("--steps", type=int, default=2, help="steps per block")
-    ap.add_argument("--width", type=int, default=32, help="synthetic trainer: channels of the first conv")
-    ap.add_argument("--depth", type=int, default=3, help="synthetic trainer: conv blocks")
-    ap.add_argument("--image-size", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=8, help="images per rank per step")
+    ap.add_argument("--presets", default=None,
+                    help=f"CPU step sizes to measure, of {', '.join(PRESETS)} (default: all of them on CPU; "
+                         "--width/--depth/--image-size/--batch measure one model instead)")
+    ap.add_argument("--pairs", type=int, default=20_000, help="at most this many A/B pairs of blocks")
+    ap.add_argument("--target", type=float, default=0.005, help="stop once the A/B interval's half-width is this")
+    ap.add_argument("--max-seconds", type=float, default=150.0, help="stop adding pairs after this long (per size)")
+    ap.add_argument("--steps", type=int, default=1, help="steps per block")
+    ap.add_argument("--width", type=int, default=None, help="synthetic trainer: channels of the first conv (32)")
+    ap.add_argument("--depth", type=int, default=None, help="synthetic trainer: conv blocks (3)")
+    ap.add_argument("--image-size", type=int, default=None, help="(32)")
+    ap.add_argument("--batch", type=int, default=None, help="images per rank per step (8)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--no-hook", action="store_true", help="instrumented without the all-reduce hook (Recorder only)")
     ap.add_argument("--no-recorder", action="store_true", help="instrumented without the Recorder (hook only)")
+    ap.add_argument("--save", action="store_true", help="write benchmarks/results/overhead.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    if args.ranks == 1:
-        _rank(0, args)
+    custom = any(getattr(args, k) is not None for k in ("width", "depth", "image_size", "batch"))
+    if args.presets and custom:
+        raise SystemExit("error: --presets or --width/--depth/--image-size/--batch, not both")
+    if custom or args.device == "cuda":
+        runs = {"custom": {"width": args.width or 32, "depth": args.depth or 3, "image_size": args.image_size or 32,
+                           "batch": args.batch or 8}}
     else:
-        import torch.multiprocessing as mp
+        names = [n.strip() for n in (args.presets or ",".join(PRESETS)).split(",") if n.strip()]
+        if not names or any(n not in PRESETS for n in names):
+            raise SystemExit(f"error: --presets {args.presets!r}: choose from {', '.join(PRESETS)}")
+        runs = {n: PRESETS[n] for n in names}
+    load0 = load_average()
+    results = {}
+    for n, (name, model) in enumerate(runs.items()):
+        for key, value in model.items():
+            setattr(args, key, value)
+        os.environ["MASTER_PORT"] = str(29500 + (os.getpid() + 7 * n) % 1000)
+        with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+            args.result_file = fh.name
+            if args.ranks == 1:
+                _rank(0, args)
+            else:
+                import torch.multiprocessing as mp
 
-        mp.spawn(_rank, args=(args,), nprocs=args.ranks)
+                mp.spawn(_rank, args=(args,), nprocs=args.ranks)
+            text = Path(fh.name).read_text()
+            results[name] = json.loads(text) if text.strip() else None
+    if args.save:
+        figs = []
+        for name, r in results.items():
+            if r is None:
+                continue
+            figs += [
+                figure(f"{name}.ab", f"{name} steps ({1e3 * r['step_s']:.1f} ms): instrumented/bare step time, "
+                       f"A/B ({r['pairs']:,} pairs)", [100 * (r["ratio"] - 1)], unit="%",
+                       note=f"95% CI {100 * (r['lo'] - 1):+.2f} .. {100 * (r['hi'] - 1):+.2f} %"),
+                figure(f"{name}.accounted", f"{name} steps: accounted cost (Recorder + hook)",
+                       [100 * r["accounted_share"]], unit="%", goal="<= 1 %", met=r["accounted_share"] <= 0.01,
+                       note="agrees with the A/B" if r["agree"] else "DISAGREES with the A/B"),
+            ]
+        path = save("overhead", command="python benchmarks/overhead.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+                    figures=figs, load_start=load0)
+        print(f"saved: {path}")
 
 
 if __name__ == "__main__":

@@ -41,10 +41,11 @@ from pathlib import Path
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import interleaved, ratio_line
+    from _common import command_line, figure, interleaved, load_average, ratio_figure, ratio_line, save, save_arg
     from store_concurrent import iteration_rows, run_round, summary
 else:
-    from benchmarks._common import interleaved, ratio_line
+    from benchmarks._common import (command_line, figure, interleaved, load_average, ratio_figure, ratio_line, save,
+                                    save_arg)
     from benchmarks.store_concurrent import iteration_rows, run_round, summary
 
 
@@ -128,6 +129,17 @@ def concurrent(args: argparse.Namespace, folder: Path) -> int:
           f"(of {args.writers * len(runs)} writer runs; spooled rows ingested and counted)")
     ok = statistics.median(rate["batched"]) >= GOAL_ROWS_PER_S
     print(f"batched {'meets' if ok else 'MISSES'} the {GOAL_ROWS_PER_S:,} rows/s goal here")
+    if args.save:
+        db = "sqlite" if sqlite_path(url) else url.split("://")[0].split("+")[0]
+        tag = f"{args.writers} writers, {'SQLite' if db == 'sqlite' else 'PostgreSQL' if db.startswith('postgres') else db}"
+        print("saved:", save(f"store_writes-{args.writers}-{db}", command=command_line("store_writes.py", args.argv),
+                             load_start=args.load0, figures=[
+            figure("batched", f"{tag}: batched rows/s aggregate", rate["batched"], unit="rows/s",
+                   goal=f">= {GOAL_ROWS_PER_S:,} rows/s (SQLite)", met=ok if db == "sqlite" else None),
+            figure("per_row", f"{tag}: one commit per row, rows/s aggregate", rate["per_row"], unit="rows/s"),
+            figure("lost_doubled", f"{tag}: rows lost + doubled (counted from the store)",
+                   [r["lost"] + r["doubled"] for r in runs], goal="0", met=not (lost or doubled)),
+        ]))
     return 1 if lost or doubled else 0
 
 
@@ -141,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-row-rows", type=int, default=None,
                     help="with --writers: rows per per-row writer (default: --rows; one commit each is slow)")
     ap.add_argument("--store", default=None, help="with --writers: a database URL to write to (default: fresh SQLite)")
+    save_arg(ap)
     args = ap.parse_args(argv)
+    args.argv, args.load0 = argv, load_average()
     if args.rows <= 0 or args.rounds <= 0 or args.writers <= 0 or (args.per_row_rows or 1) <= 0:
         raise SystemExit("error: --rows, --rounds, --writers and --per-row-rows must be positive")
     if args.store and args.writers == 1:
@@ -158,6 +172,13 @@ def main(argv: list[str] | None = None) -> int:
     rate = lambda xs: [args.rows / x for x in xs]  # noqa: E731
     print(f"{args.rows:,} iteration rows per write, SQLite WAL; batched = {w.BATCH_ROWS:,} rows per transaction")
     print(ratio_line("batched/per-row rows/s", rate(t["batched"]), rate(t["per_row"]), unit="rows/s"))
+    if args.save:
+        print("saved:", save("store_writes", command=command_line("store_writes.py", argv), load_start=args.load0,
+                             figures=[
+            ratio_figure("ratio", f"job writer, {args.rows:,} rows: batched/per-row rows/s",
+                         rate(t["batched"]), rate(t["per_row"])),
+            figure("batched", "job writer: batched rows/s (one writer, SQLite)", rate(t["batched"]), unit="rows/s"),
+        ]))
     return 0
 
 

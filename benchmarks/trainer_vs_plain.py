@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks._common import command_line, figure, load_average, save, save_arg  # noqa: E402
 from benchmarks.overhead import median_ci  # noqa: E402
 
 HALF = {"bf16": "bfloat16", "fp16": "float16"}
@@ -104,7 +105,9 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=3, help="steps per block")
     ap.add_argument("--warmup", type=int, default=3, help="steps of each before timing (allocator, cuDNN autotuning)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (CPU)")
+    save_arg(ap)
     args = ap.parse_args(argv)
+    load0 = load_average()
 
     import torch
 
@@ -170,6 +173,16 @@ def main(argv=None) -> None:
     shares = {p: sum(r[f"{p}_s"] or 0.0 for r in rows) / iters for p in ("data", "forward", "backward", "step")}
     print("trainer phases: " + ", ".join(f"{p} {v * 100:.1f}%" for p, v in shares.items())
           + f" of its step; data wait goal < 1%: {'met' if shares['data'] < 0.01 else 'NOT met'}", flush=True)
+    if args.save:
+        what = f"SwinV2-{args.variant} + UPerNet, {args.batch}x{args.image_size}x{args.image_size}, {args.precision}"
+        print("saved:", save(f"trainer_vs_plain-{args.device}", command=command_line("trainer_vs_plain.py", argv),
+                             load_start=load0, figures=[
+            figure("ratio", f"the SwinV2 trainer / a plain PyTorch loop, step time ({args.device}, {what})",
+                   ratios, unit="x", goal="<= 1.05 on a GPU", met=med <= 1.05 if cuda else None,
+                   note=f"median's 95% CI {lo:.3f}-{hi:.3f}"),
+            figure("data_wait", "the trainer's data wait, share of its step", [100 * shares["data"]], unit="%",
+                   goal="< 1 %", met=shares["data"] < 0.01),
+        ]), flush=True)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,9 @@ class ExperimentSpec:
     profile_iterations: int = 0  # iterations profiled after the timed window (0: no profiler)
     grad_accum: int = 1  # micro-batches per optimizer step
     dataset_fraction_per_gpu: Optional[float] = None  # weak scaling by dataset share: each point trains on min(1, this x gpus) of the training set (overrides dataset.fraction)
-    sample_iterations: Optional[int] = None  # run only this many timed iterations; harvest projects the full run from them
+    sample_iterations: Optional[int] = None  # a sampled run: at most this many timed iterations; harvest projects the full run from them
+    sample_halfwidth: float = 0.01  # a sampled run stops once its rate's 95 % interval is this narrow (relative); 0: a fixed window of sample_iterations
+    sample_max_warmup: int = 200  # a sampled run's warm-up ends when its iteration times settle, at the latest after this many
     validation: bool = False  # run validation (off for timing runs)
     checkpoint: bool = False  # checkpoint on SLURM's signal (preemption, time limit) and requeue; resume from it (off for timing runs)
     checkpoint_every: int = 0  # with checkpoint: also every this many iterations (0: only on the signal)

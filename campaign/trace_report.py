@@ -28,7 +28,8 @@ def summary_rows(figs) -> list[dict]:
     rows = []
     for f in figs:
         base = {"trace": os.path.basename(f.file), "rank": f.rank, "window": f.window_source,
-                "span_ms": _ms(f.span_s), "cpu_op_ms": _ms(f.cpu_op_s), "cpu_util": round(f.cpu_utilisation, 3)}
+                "span_ms": _ms(f.span_s), "cpu_op_ms": _ms(f.cpu_op_s), "cpu_util": round(f.cpu_utilisation, 3),
+                "cpu_busy_cores": round(f.cpu_busy_cores, 3)}
         comm, exposed = f.comm
         if not f.devices:
             rows.append({**base, "device": None, "gpu_busy_ms": None, "gpu_util": None, "kernels": None,
@@ -43,7 +44,7 @@ def summary_rows(figs) -> list[dict]:
 
 def render(figs, top: int) -> str:
     cols = ["trace", "rank", "device", "window", "span_ms", "gpu_busy_ms", "gpu_util", "cpu_op_ms", "cpu_util",
-            "comm_ms", "exposed_comm_ms", "kernels"]
+            "cpu_busy_cores", "comm_ms", "exposed_comm_ms", "kernels"]
     rows = summary_rows(figs)
     parts = [tabulate([[("-" if r[c] is None else r[c]) for c in cols] for r in rows], headers=cols,
                       tablefmt="simple", disable_numparse=True)]

@@ -29,14 +29,20 @@ utilisation busy / span, per device: <= 1 by construction. The reference study's
             double counting a sum of per-operator device times has (a kernel and
             the operator that launched it both carry its time).
 cpu_op_s    per host thread, the union of its operator (``cpu_op``) intervals,
-            summed over threads; ``cpu_utilisation`` = cpu_op_s / span (several busy
-            threads can take it past 1).
+            summed over threads (thread-seconds); ``cpu_busy_cores`` = cpu_op_s /
+            span, the mean number of busy threads (cores): it passes 1 when several
+            threads compute at once, so it is a count of cores, not a utilisation.
+cpu_utilisation  the union of every host thread's operator intervals (the time the
+            rank's host ran any operator) / span: <= 1 by construction, the host's
+            counterpart of the GPU's busy / span.
 comm        device: the union of NCCL kernels (``ncclKernel_*``, ``ncclDevKernel_*``);
             exposed: the part of it during which no other kernel ran (memcpy and
             memset are not compute). Host (gloo): the union of ``gloo:*``
             collectives on gloo's threads; exposed: the part during which no operator
             ran on the rank's own threads (collective launches excluded), an
             approximation (intra-op threads are seen only through their operator).
+            A window without any collective (one rank, or none traced) has no
+            communication figure: absent, not 0.
 kernels     kernels with some of their time in the window.
 top         kernels by their summed time; operators by the device time of the
             kernels they launched (linked by the trace's ``External id``), or by

@@ -58,9 +58,12 @@ class TraceFigures:
     window_start_us: float  # in the trace's own clock (its ts values)
     span_s: float
     cpu_op_s: float  # per host thread, the union of its operators' intervals; summed over threads
-    cpu_utilisation: float  # cpu_op_s / span_s: can pass 1 with several busy threads
+    cpu_busy_s: float  # the union of every thread's operator intervals: time the host ran any operator
+    cpu_utilisation: float  # cpu_busy_s / span_s: <= 1, the host's analogue of the GPU's busy / span
+    cpu_busy_cores: float  # cpu_op_s / span_s: mean number of busy threads (cores), can pass 1
     host_threads: int
     operators: int  # operator calls in the window
+    cpu_collectives: int  # gloo collectives (host side) with some of their time in the window
     cpu_comm_s: float  # union of gloo collectives (host side)
     cpu_exposed_comm_s: float  # the part of it no operator of the rank's own threads covered
     devices: list[DeviceFigures] = field(default_factory=list)
@@ -82,14 +85,17 @@ class TraceFigures:
         return sum(d.utilisation for d in self.devices) / len(self.devices) if self.devices else None
 
     @property
-    def comm(self) -> tuple[float, float]:
+    def comm(self) -> tuple[Optional[float], Optional[float]]:
         """(comm_s, exposed_comm_s) of the rank: NCCL kernels where the devices ran any
-        (mean over devices), else gloo's host-side collectives."""
+        (mean over devices), else gloo's host-side collectives; (None, None) where the
+        window holds no collective at all (one rank, or none traced): absent, not 0."""
         nccl = [d for d in self.devices if d.comm_s > 0]
         if nccl:
             return (sum(d.comm_s for d in self.devices) / len(self.devices),
                     sum(d.exposed_comm_s for d in self.devices) / len(self.devices))
-        return self.cpu_comm_s, self.cpu_exposed_comm_s
+        if self.cpu_collectives:
+            return self.cpu_comm_s, self.cpu_exposed_comm_s
+        return None, None
 
 
 def _x_events(events: list) -> list[dict]:
@@ -207,8 +213,10 @@ def analyse(data: dict[str, Any], *, file: str = "", top: int = TOP) -> TraceFig
     cpu_us, n_ops = 0.0, 0
     ops: dict[str, dict[str, float]] = {}
     own_compute: list[Interval] = []
+    every_thread: list[Interval] = []
     for thread, rows in thread_ops.items():
         cpu_us += length(merge((s, e) for s, e, _ in rows))
+        every_thread += [(s, e) for s, e, _ in rows]
         n_ops += len(rows)
         if thread not in gloo_threads:
             own_compute += [(s, e) for s, e, name in rows if not COMM_LAUNCH.search(name)]
@@ -222,13 +230,16 @@ def analyse(data: dict[str, Any], *, file: str = "", top: int = TOP) -> TraceFig
         if name in ops:
             ops[name]["device_s"] += d / 1e6
     cpu_comm, cpu_exposed = uncovered(gloo, own_compute)
+    host_us = length(merge(every_thread))
     rank = dist.get("rank")
     return TraceFigures(
         file=file, rank=rank if isinstance(rank, int) else None,
         world_size=dist.get("world_size") if isinstance(dist.get("world_size"), int) else None,
         backend=dist.get("backend"), window_source=source, window_start_us=w0, span_s=span_us / 1e6,
-        cpu_op_s=cpu_us / 1e6, cpu_utilisation=cpu_us / span_us if span_us > 0 else 0.0,
-        host_threads=len(thread_ops), operators=n_ops, cpu_comm_s=cpu_comm / 1e6, cpu_exposed_comm_s=cpu_exposed / 1e6,
+        cpu_op_s=cpu_us / 1e6, cpu_busy_s=host_us / 1e6, cpu_utilisation=host_us / span_us if span_us > 0 else 0.0,
+        cpu_busy_cores=cpu_us / span_us if span_us > 0 else 0.0,
+        host_threads=len(thread_ops), operators=n_ops, cpu_collectives=len(gloo), cpu_comm_s=cpu_comm / 1e6,
+        cpu_exposed_comm_s=cpu_exposed / 1e6,
         devices=devices, top_kernels=_top(kernels, "total_s", top),
         top_operators=_top(ops, "device_s" if devices else "self_s", top))
 
@@ -251,7 +262,7 @@ def profile_row(fig: TraceFigures, *, iterations: int) -> dict[str, Any]:
     return {
         "iterations": iterations,
         "total_s": fig.span_s,
-        "cpu_s": fig.cpu_op_s,
+        "cpu_s": fig.cpu_op_s,  # thread-seconds: cpu_s / total_s is the mean number of busy cores
         "device_s": fig.gpu_busy_s,
         "cpu_util": fig.cpu_utilisation,
         "gpu_util": fig.gpu_utilisation,

@@ -40,6 +40,9 @@ class Workspace:
         self.env = {k: v for k, v in os.environ.items()
                     if k == "SLURM_CONF" or not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
         self.env["CAMPAIGN_RESULTS"] = str(self.results)
+        # Local jobs take turns through a machine-wide lock (campaign/backends/local.py);
+        # a test's jobs take turns with that test's own, not with whatever else runs here.
+        self.env["CAMPAIGN_LOCK_DIR"] = str(path / "lock")
 
     def run(self, *argv: str, timeout: float = 300) -> Result:
         proc = subprocess.run(list(argv), cwd=self.path, env=self.env, capture_output=True, text=True, timeout=timeout)

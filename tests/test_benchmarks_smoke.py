@@ -80,7 +80,7 @@ def test_harvest_scale_agrees_with_its_pandas_baseline():
     # weak scaling: 8 x gpus x timed iterations is the same for every GPU count (at most 8,000 rows)
     assert "store: 40 completed points" in out and re.search(r"[67],\d{3} iteration rows", out), out
     # the fair peer (harvest's own SQL and bootstrap in pandas), and what the SQL design saves
-    assert "pandas baseline with harvest's own SQL and bootstrap (only the data-frame library differs)" in out
+    assert "pandas baseline with harvest's own SQL and interval (only the data-frame library differs)" in out
     assert re.search(r"pandas/harvest wall time \(fresh process each\): " + RATIO, out), out
     assert re.search(r"naive read/same SQL wall time: " + RATIO, out), out
     assert re.search(r"harvest (meets|MISSES) the 1 s target here", out), out
@@ -129,14 +129,34 @@ def test_launch_compares_both_launchers_and_leaves_no_job():
 
 
 @pytest.mark.slow
+def test_projection_runs_its_pairs_and_prints_the_error_distribution(tmp_path):
+    out = _run("projection.py", "--trainers", "sleep", "--size", "0.2", "--pairs", "1", timeout=600)
+    assert "sleep trainer (its law slept to absolute deadlines: the exactness check)" in out, out
+    m = re.search(r"^   1  full,sampled +([\d.]+) +([\d.]+) \+- *[\d.]+ % +([-+][\d.]+) %  (yes|NO) ", out, re.M)
+    assert m, out
+    full, projected, error = float(m.group(1)), float(m.group(2)), float(m.group(3))
+    assert error == pytest.approx(100 * (projected / full - 1), abs=0.5)  # the times are printed to 10 ms
+    assert abs(error) < 5  # the sleep law: a projection cannot miss by much, even on a loaded machine
+    assert re.search(r"\|error\| <= 3 % in [01] of 1 pairs \(goal >= 90 %: (met|MISSED)\)", out), out
+    assert re.search(r"coverage of the stated 95 % interval: [01] of 1 pairs", out), out
+    assert re.search(r"compute spent by the sampled run: median [\d.]+ % of the full run's \(start-up alone", out)
+    assert "prefix (the rule on each full run's own first iterations" in out
+    assert re.search(r"the full runs' own rate, slowest tenth over fastest tenth: median [\d.]+x", out), out
+
+
+@pytest.mark.slow
 def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
-    out = _run("overhead.py", "--pairs", "2", "--steps", "2")
-    assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(median of 2 pairs; 95% CI", out), out
+    out = _run("overhead.py", "--pairs", "40", "--steps", "1", "--presets", "3ms")
+    m = re.search(r"instrumented/bare step time: \d+\.\d{3} \(trimmed mean of 40 pairs; 95% CI [\d.]+-[\d.]+; "
+                  r"half-width [\d.]+ %, (target met|--pairs 40 reached); bare [\d.]+ ms/step; 2 rank\(s\) on cpu, "
+                  r"width 8, depth 2, 8x16x16 images/rank", out)
+    assert m, out
     m = re.search(r"accounted: ([\d.]+) us/step = ([\d.]+)% of the bare step \(Recorder ([\d.]+) us/step \+ "
                   r"hook (-?[\d.]+) us/bucket \[95% CI .*\] x (\d+) bucket\(s\)/step; budget 1%: (met|NOT met)\)", out)
     assert m, out
     assert int(m.group(5)) >= 1  # 2 DDP ranks: the default model's gradients go in at least one bucket
     assert float(m.group(3)) > 0
+    assert re.search(r"^A/B and accounted (agree|DISAGREE): ", out, re.M), out
 
 
 @pytest.mark.slow

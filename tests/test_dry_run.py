@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from campaign.backends import sbatch as sb
-from campaign.backends.local import exclusive_setup
+from campaign.backends.local import LOCK_FILE, exclusive_setup
 from campaign.backends.resources import Resources
 from campaign.estimate import STARTUP_S, CampaignCost, PointCost, check_budget
 from campaign.errors import ConfigError
@@ -96,14 +96,15 @@ def test_a_containerised_dry_run_shows_the_wrapped_command_without_the_runtime(w
 
 
 def test_local_scripts_wait_for_the_machine_as_the_local_backend_does(ws, tmp_path):
-    assert lock_lines(tmp_path / "jobs") == exclusive_setup(tmp_path / "jobs") or not exclusive_setup(tmp_path / "x")
+    assert lock_lines() == exclusive_setup() or not exclusive_setup()
     res = ws.launch("-m", "gpus=1,2", "trainer=sleep", "--show-scripts")
     assert res.returncode == 0, res.stderr
     jobs = ws.results.absolute() / "jobs"
-    assert f"exec 9>>{jobs / '.local-exclusive.lock'}\nflock 9\n# then 2 process(es), one per rank, each running:\n" \
+    lock = Path(ws.env["CAMPAIGN_LOCK_DIR"]) / LOCK_FILE  # the machine-wide lock (this workspace's own)
+    assert f"exec 9>>{lock}\nflock 9\n# then 2 process(es), one per rank, each running:\n" \
            f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {jobs / PLACEHOLDER_ID}\n" in res.stdout
     assert res.stdout == ws.launch("-m", "gpus=1,2", "trainer=sleep", "dry_run=scripts").stdout
-    assert not ws.results.exists()
+    assert not ws.results.exists() and not lock.parent.exists()  # a dry run makes nothing
 
 
 def test_the_machine_form(ws):

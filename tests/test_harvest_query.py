@@ -11,7 +11,7 @@ from sqlalchemy import insert, select
 
 from campaign.harvest.derive import point_frame
 from campaign.harvest.query import completed_points_query, job_iterations_query
-from campaign.harvest.stats import bootstrap_mean_interval
+from campaign_window import window_interval
 from campaign.store import open_store
 from campaign_sql.schema import attempt, iteration, profile, rank_timing
 
@@ -75,11 +75,11 @@ def test_each_completed_point_comes_from_its_latest_completed_attempt(store):
     window = max(sum(xs) for xs in SAMPLED_RANKS.values())
     assert sampled["projected"] and sampled["sampled_time_s"] == window and sampled["ranks"] == 2
     assert sampled["time_s"] == pytest.approx(window / 4 * 400)
-    # its interval: the bootstrap of the job's iterations (the slowest rank's at each), warm-up left out
+    # its interval: campaign_window's over the job's iterations (the slowest rank's at each), warm-up left out
     job = [max(a, b) for a, b in zip(*SAMPLED_RANKS.values())]
-    mean, lo, hi = bootstrap_mean_interval(job)
-    assert sampled["time_lo_s"] == pytest.approx(sampled["time_s"] * lo / mean, rel=1e-12)
-    assert sampled["time_hi_s"] == pytest.approx(sampled["time_s"] * hi / mean, rel=1e-12)
+    half = window_interval(job, 400).halfwidth
+    assert sampled["time_lo_s"] == pytest.approx(sampled["time_s"] * (1 - half), rel=1e-12)
+    assert sampled["time_hi_s"] == pytest.approx(sampled["time_s"] * (1 + half), rel=1e-12)
     assert df.schema["time_s"].is_float() and df.schema["gpus"].is_integer() and df.schema["platform"] == pl.Utf8
 
 

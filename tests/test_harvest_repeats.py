@@ -65,5 +65,8 @@ def test_utilisation_shows_what_was_profiled_and_only_that(repeated):
     cpu = [u for (u,) in ws.query("select cpu_util from profile")]
     assert len(cpu) == K and float(row["cpu_util"]) == pytest.approx(statistics.median(cpu))
     phases = {(r["source"], r["phase"]): r for r in _csv(ws, cid, "--table", "breakdown")}
-    assert float(phases[("profiler", "cpu")]["share"]) == pytest.approx(float(row["cpu_util"]), rel=0.05)
+    # CPU util is the host's busy time over the window (<= 1); busy cores the operators'
+    # thread-seconds over it, which the breakdown's profiler cpu share is
+    assert 0 <= float(row["cpu_util"]) <= 1  # the sleep trainer runs few operators
+    assert float(phases[("profiler", "cpu")]["share"]) == pytest.approx(float(row["cpu_busy_cores"]))
     assert phases[("profiler", "device")]["seconds"] == ""

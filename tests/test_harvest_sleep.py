@@ -109,7 +109,7 @@ def test_utilisation_without_profiler_is_absent_not_zero(runs):
         assert r["gpu_util"] == "" and r["cpu_util"] == ""
         assert r["note"] == "no profiler window (experiment.profile_iterations=0)"
     table = ws.campaign("harvest", full, "--table", "utilisation")
-    assert "utilisation: GPU and CPU time / total time" in table.stdout and " -  " in table.stdout
+    assert "utilisation: GPU and CPU busy time / the profiler window's wall time (<= 1" in table.stdout and " -  " in table.stdout
 
 
 def test_projection_from_a_short_window_matches_the_full_run(runs):

@@ -150,8 +150,9 @@ def test_the_rooms_are_one_way():
 
 
 # The neutral packages both sides share: the store's schema and writer operations, the
-# profiler-trace reader, the datasets' on-disk layouts. Nothing else of the host side.
-SHARED = ("campaign_sql", "campaign_trace", "campaign_datasets")
+# profiler-trace reader, the datasets' on-disk layouts, the sampled window's statistics.
+# Nothing else of the host side.
+SHARED = ("campaign_sql", "campaign_trace", "campaign_datasets", "campaign_window")
 
 
 def test_the_job_side_imports_nothing_of_the_host_side():

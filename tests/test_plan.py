@@ -69,3 +69,13 @@ def test_fast_composer_gives_the_config_hydra_composes(ws):
 
     assert config_of(sweep.stdout, 2) == config_of(single.stdout, 2)
     assert config_of(sweep.stdout, 2)["experiment"]["images_per_gpu"] == 4 and "seed" not in config_of(sweep.stdout, 2)
+
+
+def test_a_sampled_run_with_checkpoints_is_refused():
+    exp = {"scaling": "weak", "images_per_gpu": 8, "base_iterations": 1000, "sample_iterations": 100,
+           "checkpoint": True}
+    with pytest.raises(ConfigError) as err:
+        schedule(exp, 1)
+    assert str(err.value) == ("experiment.checkpoint=true does not go with a sampled run "
+                              "(experiment.sample_iterations=100); drop one of them")
+    assert schedule(dict(exp, sample_iterations=1000), 1) == (8, 1000)  # not a sample: nothing to refuse

@@ -176,6 +176,35 @@ def test_nested_operators_self_time():
     assert fig.cpu_op_s == pytest.approx(130e-6) and fig.host_threads == 2 and fig.operators == 4
 
 
+def test_cpu_utilisation_is_at_most_one_and_busy_cores_count_the_threads():
+    """Three threads each busy for 80 of the window's 100 us, overlapping: 240 thread-us.
+    Busy cores = 2.4 (a count, not a utilisation); the host ran some operator during
+    0..100, the whole window: utilisation 1.0, never 2.4. The study's eq. 3.3 is T_d / T_t;
+    the tool's reading is busy time over the window's wall time (docs/gpu.md)."""
+    trace = {"traceEvents": [
+        _x(WINDOW_MARK, 0, 100, cat="user_annotation", pid=1, tid=1),
+        _x("aten::mm", 0, 80, cat="cpu_op", pid=1, tid=1),
+        _x("aten::mm", 10, 80, cat="cpu_op", pid=1, tid=2),
+        _x("aten::mm", 20, 80, cat="cpu_op", pid=1, tid=3),
+    ]}
+    fig = analyse(trace)
+    assert fig.cpu_op_s == pytest.approx(240e-6) and fig.cpu_busy_cores == pytest.approx(2.4)
+    assert fig.cpu_busy_s == pytest.approx(100e-6) and fig.cpu_utilisation == pytest.approx(1.0)
+    row = profile_row(fig, iterations=1)
+    assert row["cpu_util"] == pytest.approx(1.0) and row["cpu_s"] / row["total_s"] == pytest.approx(2.4)
+    half = analyse({"traceEvents": [_x(WINDOW_MARK, 0, 100, cat="user_annotation", pid=1, tid=1),
+                                    _x("aten::mm", 0, 30, cat="cpu_op", pid=1, tid=1),
+                                    _x("aten::mm", 20, 30, cat="cpu_op", pid=1, tid=2)]})
+    assert half.cpu_utilisation == pytest.approx(0.5) and half.cpu_busy_cores == pytest.approx(0.6)
+
+
+def test_a_window_without_collectives_has_no_communication_figure():
+    trace = {"traceEvents": [_x("aten::mm", 0, 100, cat="cpu_op", pid=1, tid=1), _x("gemm", 0, 50)]}
+    fig = analyse(trace)
+    assert fig.cpu_collectives == 0 and fig.devices[0].comm_s == 0
+    assert fig.comm == (None, None)  # nothing to communicate (one rank): absent, not 0.0
+
+
 @pytest.mark.parametrize("content, expect", [
     (None, "no such file"),
     (b"hello", "not JSON"),
@@ -222,7 +251,8 @@ def test_a_cpu_trace_from_torch_profiler(tmp_path):
     assert fig.operators > 10 and fig.host_threads >= 1
     names = {o["name"] for o in fig.top_operators}
     assert names & {"aten::addmm", "aten::mm", "aten::linear"}
-    assert fig.comm == (0.0, 0.0)
+    assert fig.comm == (None, None)  # one rank: no collective, so no communication figure (not 0)
+    assert profile_row(fig, iterations=3)["comm_s"] is None and profile_row(fig, iterations=3)["exposed_comm_s"] is None
 
 
 def test_a_cpu_trace_with_profiler_steps(tmp_path):

@@ -232,6 +232,17 @@ class Recorder:
         self.flops_error = state.get("flops_error")
         self._count_flops = False
 
+    def iteration_seconds(self, start: int = 0) -> list[float]:
+        """Seconds of iterations ``start``, ``start + 1``, ... that have ended and whose
+        clocks have completed, in order, up to the first that has not (on CUDA a
+        ``query()``: never a wait). For a sampled run's decisions (trainers/sampling.py)."""
+        out = []
+        for marks in self._marks[start:]:
+            if marks[-1][0] != "end" or not self._done(marks[-1][1]):
+                break
+            out.append(self._elapsed(marks[0][1], marks[-1][1]))
+        return out
+
     # ---------------------------------------------------------------- FLOPs of iteration 0
     def _start_flops(self) -> None:
         try:

@@ -12,12 +12,13 @@ from typing import Any
 
 import torch
 
-from trainers import comm, dist, heartbeat, loop, registry
+from trainers import comm, dist, heartbeat, loop, registry, sampling
 from trainers.checkpoint import Checkpointer, Requeue
 from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
 from trainers.memory import PeakMemory
 from trainers.orphan import watch_controller
+from trainers.startup import startup_s
 from trainers.writer import JobWriter
 
 
@@ -173,13 +174,20 @@ def run_point(spec: dict) -> dict:
         memory.start()
         if ckpt is not None:
             ckpt.load(trainer, rec)  # a resumed run continues where its checkpoint stands
+        # A sampled run with a target half-width: the data chooses its window (trainers/sampling.py);
+        # launch refuses one with checkpoints (a sample is short, and its window is decided live).
+        rule = sampling.SampleRule.from_plan(plan) if not hasattr(trainer, "run") and ckpt is None else None
+        sampler = sampling.WindowSampler(rule, rec, sampling.agreement(ctx)) if rule else None
         # progress rows for campaign status, from a thread that reads the loop's counter
         # (trainers/heartbeat.py: nothing in the loop, no device synchronisation)
         beat = heartbeat.start(writer, attempt_id, ctx.rank, total=plan["warmup"] + plan["iterations"],
                                warmup=plan["warmup"], counter=lambda: rec.iterations_done,
                                interval_s=cfg["store"].get("heartbeat_s"))
         try:
-            loop.train(trainer, rec, plan["warmup"] + plan["iterations"], ckpt.hook(trainer, rec) if ckpt else None)
+            if sampler is not None:
+                sampler.run(trainer)
+            else:
+                loop.train(trainer, rec, plan["warmup"] + plan["iterations"], ckpt.hook(trainer, rec) if ckpt else None)
         finally:
             beat.stop()
         rows = rec.rows()
@@ -199,6 +207,9 @@ def run_point(spec: dict) -> dict:
             summary["extra"]["checkpoint"] = ckpt.summary(rec)
             if ckpt.prior_peak is not None and summary["peak_memory_bytes"] is not None:
                 summary["peak_memory_bytes"] = max(summary["peak_memory_bytes"], ckpt.prior_peak)
+        summary["extra"]["startup_s"] = startup_s(rec.t_first)  # paid by every run: harvest's GPU-hours
+        if sampler is not None:
+            summary["extra"].update(sampler.extra(rows))
         # The timing rows are stored before the profiler window starts: nothing the
         # profiler does can lose them.
         writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer))

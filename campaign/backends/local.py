@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import signal
+import stat
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,19 +42,51 @@ def detached_stdio(log_path: Path) -> Iterator[None]:
             os.close(copy)
 
 
-def exclusive_setup(jobs_dir: Path) -> list[str]:
-    """Shell lines that make a local job wait for the machine-wide job lock.
+LOCK_DIR_ENV = "CAMPAIGN_LOCK_DIR"  # where the machine's job lock lives (tests give each workspace its own)
+LOCK_FILE = "local-exclusive.lock"
+
+
+def lock_folder() -> Path:
+    """Where the machine-wide lock lives (``lock_path``), made or not."""
+    base = os.environ.get(LOCK_DIR_ENV)
+    if base:
+        return Path(base)
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "campaign"
+    return Path("/tmp") / f"campaign-{os.getuid()}"
+
+
+def lock_path() -> Path:
+    """The machine-wide lock file of this user's local jobs: ``$CAMPAIGN_LOCK_DIR``, else
+    ``$XDG_RUNTIME_DIR/campaign``, else ``/tmp/campaign-<uid>``; the folder is made 0700
+    and the file 0600. A folder that is not this user's own private one (another user's,
+    a symlink, group- or world-writable) is refused: whoever could write it could hold
+    or swap the lock. OSError (with the fix) otherwise."""
+    folder = lock_folder()
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(folder)
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise OSError(f"the local job lock folder {folder} is not a private folder of this user "
+                      f"(owner uid {st.st_uid}, mode {stat.filemode(st.st_mode)}); remove it, or set {LOCK_DIR_ENV}")
+    lock = folder / LOCK_FILE
+    os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600))
+    return lock
+
+
+def exclusive_setup() -> list[str]:
+    """Shell lines that make a local job wait for the machine-wide job lock (``lock_path``).
 
     submitit runs them before the job's controller in one shell: fd 9 holds an
     exclusive flock that the controller inherits, so the lock is released only
-    when the controller (and with it every rank) has ended. Jobs of all campaigns
-    under the same results folder take turns; while waiting they show as pending.
+    when the controller (and with it every rank) has ended. The jobs of every
+    campaign of this user on this machine take turns, whatever their results folder,
+    so they never share cores and skew each other's timings; while waiting they show
+    as pending.
     """
     if shutil.which("flock") is None:
         return []  # no util-linux: jobs run concurrently (timings may interfere)
-    lock = Path(jobs_dir) / ".local-exclusive.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    return [f"exec 9>>{shlex.quote(str(lock))}", "flock 9"]
+    return [f"exec 9>>{shlex.quote(str(lock_path()))}", "flock 9"]
 
 
 CONTROLLER = b"submitit.local._local"  # submitit's job controller (and the shell that waits for the lock)
@@ -159,7 +192,7 @@ class LocalBackend(Backend):
                     timeout_min=res.timeout_min,
                     gpus_per_node=res.gpus_per_node,  # CUDA_VISIBLE_DEVICES=0..n-1 (none: CPU ranks)
                     stderr_to_stdout=False,
-                    setup=exclusive_setup(Path(folder).parent) if res.exclusive else (),
+                    setup=exclusive_setup() if res.exclusive else (),
                 )
                 with detached_stdio(Path(folder) / "controllers.log"):
                     job = ex.submit(entry_for(spec))

@@ -96,10 +96,21 @@ def _hardware_aggregates() -> list:
     ]
 
 
+def _run_aggregates() -> list:
+    """What a run paid besides its timed window, and a sampled run's own figures
+    (trainers/startup.py, trainers/sampling.py; projection.py): the slowest rank's."""
+    return [
+        func.max(EXTRA["startup_s"].as_float()).label("startup_s"),
+        func.max(EXTRA["sample_transient_s"].as_float()).label("sample_transient_s"),
+        func.max(EXTRA["sample_transient_iterations"].as_integer()).label("sample_transient_iterations"),
+        func.max(EXTRA["sample_check_s"].as_float()).label("sample_check_s"),
+    ]
+
+
 def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = None):
     """Select one row per completed point; ``where`` values are bound, never pasted."""
     latest = _latest_attempts(campaign_ids, where)
-    hardware = _hardware_aggregates()
+    hardware = _hardware_aggregates() + _run_aggregates()
     ranks = (
         select(
             rank_timing.c.attempt_id,

@@ -1,18 +1,31 @@
-"""The reference study's published figures, beside what a campaign measured.
+"""The reference study's stated figures, beside what a campaign measured, each compared
+as what it is.
 
-The figures live in ``reference_data/reference_study.json`` (package data): exactly
-what the study publishes, each with its platform (the study's name, mapped to this
-project's platform options), GPU count (null where the study gives none) and kind:
+The figures live in ``reference_data/reference_study.json`` (package data): what the
+study states, each with where it states it (``source``: the document's section or
+page and the quoted phrase where this project knows them, and an explicit "not known"
+where it does not), its platform (the study's name, mapped to this project's platform
+options), GPU count, kind and, for an average, what it averages over:
 
 speedup                 T(1)/T(N) at ``gpus``
 efficiency_upper_bound  efficiency at ``gpus`` below ``value`` (``holds`` says if it does)
-relative_time_change    T(gpus)/T(from_gpus) - 1 on one platform (or "all": an average)
+relative_time_change    T(gpus)/T(from_gpus) - 1 on one platform
 relative_time_platform  T(platform)/T(baseline_platform) - 1 at the same GPU count
 
-``compare_reference`` puts every figure beside every measured series at the figure's
-GPU count (``platform_match`` says whether the series ran on the figure's platform:
-a local campaign still reads against the published V100 numbers), with the difference
-measured - published and the ideal value of the same quantity.
+A per-count figure is set beside every measured series at its GPU count
+(``platform_match``: whether the series ran on the figure's platform; a local campaign
+still reads against the published V100 numbers). An **average** is set beside the
+campaign's average of the same quantity over the same things:
+
+- over platforms (``average.over = platforms``): one row per series group (trainer,
+  experiment, variant, image), the mean over its series on those platforms ("all":
+  every platform it ran) of each series' value;
+- over GPU counts (``average.over = gpus``): one row per pair of series (platform vs
+  baseline), the mean over the counts both ran (or the counts the figure lists) of
+  T(platform)/T(baseline) - 1 at each count.
+
+``average_over`` says what the campaign's row averaged. The figures the study states
+inconsistently are listed under ``omitted`` with the reason (``reference_omissions``).
 """
 
 from __future__ import annotations
@@ -20,6 +33,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
+from statistics import fmean
 from typing import Any, Optional
 
 import polars as pl
@@ -27,13 +41,15 @@ import polars as pl
 from campaign.harvest.views import SERIES
 
 REFERENCE_FILE = "reference_study.json"
+GROUP = [k for k in SERIES if k != "platform"]  # what an average over platforms keeps apart
 
 _SCHEMA = {
     "figure": pl.Utf8, "kind": pl.Utf8, "reference_platform": pl.Utf8, "from_gpus": pl.Int64, "gpus": pl.Int64,
     "reference": pl.Float64, "ideal": pl.Float64, "platform": pl.Utf8, "baseline_platform": pl.Utf8,
     "trainer": pl.Utf8, "experiment": pl.Utf8, "variant": pl.Utf8, "image": pl.Utf8, "nodes": pl.Int64,
     "platform_match": pl.Boolean,
-    "measured": pl.Float64, "difference": pl.Float64, "holds": pl.Boolean, "statement": pl.Utf8, "note": pl.Utf8,
+    "measured": pl.Float64, "difference": pl.Float64, "holds": pl.Boolean, "average_over": pl.Utf8,
+    "statement": pl.Utf8, "source": pl.Utf8, "note": pl.Utf8,
 }
 
 
@@ -44,15 +60,44 @@ def load_reference() -> dict[str, Any]:
     return json.loads(text)
 
 
+def source_text(fig: dict, ref: Optional[dict] = None) -> str:
+    """Where a figure is stated: ``<document>; <section/page or 'not known ...'>; "<quote>"``."""
+    ref = ref or load_reference()
+    src = fig.get("source") or {}
+    parts = [ref["source"]["short"], src.get("where") or "not known to this project"]
+    if src.get("quote"):
+        parts.append(f"\"{src['quote']}\"")
+    return "; ".join(parts)
+
+
+def average_text(fig: dict) -> Optional[str]:
+    """What a published average averages over (None for a per-count figure)."""
+    avg = fig.get("average")
+    if not avg:
+        return None
+    if avg["over"] == "platforms":
+        what = avg.get("platforms")
+        return "platforms: all" if what == "all" else "platforms: " + ", ".join(what)
+    gpus = avg.get("gpus")
+    return "GPU counts: " + (", ".join(map(str, gpus)) if gpus else "not stated (those both platforms ran)")
+
+
 def reference_figures() -> pl.DataFrame:
-    """The published figures themselves, one row each."""
-    figs = load_reference()["figures"]
+    """The stated figures themselves, one row each, with their source and average."""
+    ref = load_reference()
     return pl.DataFrame(
-        [{k: f.get(k) for k in ("id", "kind", "platform", "baseline_platform", "from_gpus", "gpus", "value", "statement")}
-         for f in figs],
+        [{**{k: f.get(k) for k in ("id", "kind", "platform", "baseline_platform", "from_gpus", "gpus", "value",
+                                   "statement")}, "average_over": average_text(f), "source": source_text(f, ref)}
+         for f in ref["figures"]],
         schema={"id": pl.Utf8, "kind": pl.Utf8, "platform": pl.Utf8, "baseline_platform": pl.Utf8,
-                "from_gpus": pl.Int64, "gpus": pl.Int64, "value": pl.Float64, "statement": pl.Utf8},
+                "from_gpus": pl.Int64, "gpus": pl.Int64, "value": pl.Float64, "statement": pl.Utf8,
+                "average_over": pl.Utf8, "source": pl.Utf8},
     )
+
+
+def reference_omissions() -> list[dict]:
+    """The figures the study states but the dataset leaves out, each with its reason."""
+    return list(load_reference().get("omitted") or [])
 
 
 def _series(scaling: pl.DataFrame) -> dict[tuple, dict[int, dict]]:
@@ -68,51 +113,95 @@ def _ratio_minus_one(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b - 1.0 if a is not None and b not in (None, 0) else None
 
 
-def _row(fig: dict, **values: Any) -> dict:
+def _row(fig: dict, ref: dict, **values: Any) -> dict:
     row = {k: None for k in _SCHEMA}
     row.update(figure=fig["id"], kind=fig["kind"], reference_platform=fig["platform"], from_gpus=fig.get("from_gpus"),
-               gpus=fig.get("gpus"), reference=fig["value"], statement=fig["statement"])
+               gpus=fig.get("gpus"), reference=fig["value"], statement=fig["statement"], source=source_text(fig, ref))
     row.update(values)
     if row["measured"] is not None:
         row["difference"] = row["measured"] - row["reference"]
     return row
 
 
-def _per_series(fig: dict, platforms: dict, series: dict) -> list[dict]:
+def _value(fig: dict, by_n: dict[int, dict]) -> tuple[Optional[float], float]:
+    """(measured, ideal) of a series for a per-series figure (speedup, bound, time change)."""
     kind, n = fig["kind"], fig.get("gpus")
-    wanted = platforms.get(fig["platform"], [])
+    at_n = by_n.get(n, {})
+    if kind == "speedup":
+        return at_n.get("speedup"), float(n)
+    if kind == "efficiency_upper_bound":
+        return at_n.get("efficiency"), 1.0
+    return _ratio_minus_one(at_n.get("time_s"), by_n.get(fig["from_gpus"], {}).get("time_s")), fig["from_gpus"] / n - 1.0
+
+
+def _notes(fig: dict, by_n: dict[int, dict]) -> list[str]:
+    n, at_n = fig.get("gpus"), by_n.get(fig.get("gpus"), {})
+    note = []
+    if at_n.get("note") and "other images" in at_n["note"]:
+        note.append("this series is not the study's same-images schedule")
+    if at_n.get("projected"):
+        note.append("measured value is projected")
+    if not at_n:
+        note.append(f"not measured at {n} GPU(s)")
+    return note
+
+
+def _per_series(fig: dict, ref: dict, series: dict) -> list[dict]:
+    wanted = ref["platforms"].get(fig["platform"], [])
     rows = []
     for key, by_n in series.items():
         names = dict(zip(SERIES, key))
-        at_n = by_n.get(n, {})
-        note = []
-        if kind == "speedup":
-            measured, ideal = at_n.get("speedup"), float(n)
-        elif kind == "efficiency_upper_bound":
-            measured, ideal = at_n.get("efficiency"), 1.0
-        else:  # relative_time_change
-            base = by_n.get(fig["from_gpus"], {})
-            measured = _ratio_minus_one(at_n.get("time_s"), base.get("time_s"))
-            ideal = fig["from_gpus"] / n - 1.0
-            if fig["platform"] == "all":
-                note.append("published value is an average over the study's platforms")
-        if at_n.get("note") and "other images" in at_n["note"]:
-            note.append("this series is not the study's same-images schedule")
-        if at_n.get("projected"):
-            note.append("measured value is projected")
-        if measured is None and not at_n:
-            note.append(f"not measured at {n} GPU(s)")
+        measured, ideal = _value(fig, by_n)
         rows.append(_row(
-            fig, ideal=ideal, **names, platform_match=fig["platform"] == "all" or names["platform"] in wanted,
+            fig, ref, ideal=ideal, **names, platform_match=fig["platform"] == "all" or names["platform"] in wanted,
             measured=measured,
-            holds=(measured < fig["value"]) if kind == "efficiency_upper_bound" and measured is not None else None,
-            note="; ".join(note),
+            holds=(measured < fig["value"]) if fig["kind"] == "efficiency_upper_bound" and measured is not None else None,
+            note="; ".join(_notes(fig, by_n)),
         ))
     return rows
 
 
-def _per_platform_pair(fig: dict, platforms: dict, series: dict) -> list[dict]:
-    mine, theirs = platforms.get(fig["platform"], []), platforms.get(fig["baseline_platform"], [])
+def _over_platforms(fig: dict, ref: dict, series: dict) -> list[dict]:
+    """An average over platforms against the campaign's mean over its series on them."""
+    platforms = fig["average"].get("platforms")
+    wanted = None if platforms == "all" else {p for name in platforms for p in ref["platforms"].get(name, [])}
+    groups: dict[tuple, list[tuple[dict, dict]]] = {}
+    for key, by_n in series.items():
+        names = dict(zip(SERIES, key))
+        if wanted is None or names["platform"] in wanted:
+            groups.setdefault(tuple(names[k] for k in GROUP), []).append((names, by_n))
+    rows = []
+    for gkey, members in groups.items():
+        values = [(names["platform"], _value(fig, by_n)) for names, by_n in members]
+        got = [(p, v) for p, (v, _) in values if v is not None]
+        ideal = values[0][1][1]
+        note = [f"campaign mean over {len(got)} series ({', '.join(sorted(p for p, _ in got))})" if got
+                else f"not measured at {fig.get('gpus')} GPU(s) on these platforms"]
+        missing = sorted(p for p, (v, _) in values if v is None)
+        if missing and got:
+            note.append(f"not measured on {', '.join(missing)}")
+        if wanted is not None:
+            absent = sorted(wanted - {names["platform"] for names, _ in members})
+            if absent:
+                note.append(f"the study's average also covers {', '.join(absent)}, not in this campaign")
+        if any(by_n.get(fig.get("gpus"), {}).get("projected") for _, by_n in members):
+            note.append("measured values are projected")
+        rows.append(_row(
+            fig, ref, ideal=ideal, platform=",".join(sorted(p for p, _ in got)) or None,
+            **dict(zip(GROUP, gkey)), platform_match=True,
+            measured=fmean(v for _, v in got) if got else None,
+            average_over="series: " + ", ".join(sorted(p for p, _ in got)) if got else None,
+            note="; ".join(note)))
+    if not rows:
+        rows.append(_row(fig, ref, note=f"needs {fig['platform']} measured in this campaign"))
+    return rows
+
+
+def _per_platform_pair(fig: dict, ref: dict, series: dict) -> list[dict]:
+    """Platform vs baseline: at the figure's count, or averaged over GPU counts."""
+    mine, theirs = ref["platforms"].get(fig["platform"], []), ref["platforms"].get(fig["baseline_platform"], [])
+    average = (fig.get("average") or {}).get("over") == "gpus"
+    listed = (fig.get("average") or {}).get("gpus")
     rows = []
     for key, by_n in series.items():
         names = dict(zip(SERIES, key))
@@ -123,26 +212,36 @@ def _per_platform_pair(fig: dict, platforms: dict, series: dict) -> list[dict]:
             # the same series on the other platform: trainer, experiment, variant and image
             if bnames["platform"] not in theirs or any(bnames[k] != names[k] for k in SERIES if k != "platform"):
                 continue
-            for n in sorted(set(by_n) & set(b_by_n)):
-                rows.append(_row(
-                    fig, gpus=n, **names, baseline_platform=bnames["platform"], platform_match=True,
-                    measured=_ratio_minus_one(by_n[n].get("time_s"), b_by_n[n].get("time_s")),
-                    note="the study gives no GPU count: compared at each count both platforms ran",
-                ))
+            both = sorted(set(by_n) & set(b_by_n))
+            values = {n: _ratio_minus_one(by_n[n].get("time_s"), b_by_n[n].get("time_s")) for n in both}
+            if not average:
+                n = fig["gpus"]
+                rows.append(_row(fig, ref, gpus=n, **names, baseline_platform=bnames["platform"], platform_match=True,
+                                 measured=values.get(n), ideal=0.0,
+                                 note="" if n in values else f"not measured at {n} GPU(s) on both platforms"))
+                continue
+            counts = [n for n in (listed or both) if values.get(n) is not None]
+            rows.append(_row(
+                fig, ref, gpus=None, **names, baseline_platform=bnames["platform"], platform_match=True, ideal=0.0,
+                measured=fmean(values[n] for n in counts) if counts else None,
+                average_over="GPU counts: " + ", ".join(map(str, counts)) if counts else None,
+                note=(f"campaign mean over the GPU counts both platforms ran ({', '.join(map(str, counts))})"
+                      if counts else "no GPU count measured on both platforms")))
     if not rows:
-        rows.append(_row(fig, note=f"needs {fig['platform']} and {fig['baseline_platform']} measured in this campaign"))
+        rows.append(_row(fig, ref, note=f"needs {fig['platform']} and {fig['baseline_platform']} measured in this campaign"))
     return rows
 
 
 def compare_reference(scaling: pl.DataFrame, reference: Optional[dict] = None) -> pl.DataFrame:
-    """Every published figure beside the matching measured values (time-to-solution view)."""
+    """Every stated figure beside the matching measured values (time-to-solution view)."""
     ref = reference or load_reference()
-    platforms, series = ref["platforms"], _series(scaling)
+    series = _series(scaling)
     rows: list[dict] = []
     for fig in ref["figures"]:
         if fig["kind"] == "relative_time_platform":
-            rows += _per_platform_pair(fig, platforms, series)
+            rows += _per_platform_pair(fig, ref, series)
+        elif (fig.get("average") or {}).get("over") == "platforms":
+            rows += _over_platforms(fig, ref, series)
         else:
-            got = _per_series(fig, platforms, series)
-            rows += got or [_row(fig, note="no measured series")]
+            rows += _per_series(fig, ref, series) or [_row(fig, ref, note="no measured series")]
     return pl.DataFrame(rows, schema=_SCHEMA)

@@ -17,14 +17,16 @@ COMPARE_BUILTIN = ("reference", "ideal")
 
 # Titles of the comparisons (--compare); the tables' own are in tables.py.
 TITLES = {
-    "reference": "reference study: published figures beside measured values (difference = measured - published)",
+    "reference": "reference study (Garrett 2023): its stated figures beside measured values (difference = measured - "
+                 "stated; an average beside the campaign's average over the same things; where each is stated: the "
+                 "source column of --to csv/json)",
     "ideal": "ideal: measured values beside the ideal line (difference = measured - ideal)",
     "campaign": "campaign comparison: this campaign (measured) beside {other} (reference)",
 }
 # What the terminal shows of a comparison; a table's are in its registry entry.
 TERMINAL_COLUMNS = {
-    "reference": ["statement", "platform", "variant", "image", "gpus", "platform_match", "measured", "reference",
-                  "ideal", "difference", "holds", "note"],
+    "reference": ["statement", "platform", "variant", "image", "gpus", "average_over", "platform_match", "measured",
+                  "reference", "ideal", "difference", "holds", "note"],
 }
 
 

@@ -53,8 +53,8 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
                             "throughput_efficiency", "note")),
     TableSpec(
         "utilisation", "GPU/CPU utilisation of the profiler window, time shares",
-        "utilisation: GPU and CPU time / total time (profiler window); compute, communication and "
-        "data-wait shares of the timed window",
+        "utilisation: GPU and CPU busy time / the profiler window's wall time (<= 1; cpu_busy_cores: "
+        "mean busy cores); compute, communication and data-wait shares of the timed window",
         "campaign.harvest.utilisation:utilisation_table"),
     TableSpec(
         "breakdown", "seconds per phase (data, forward, backward, step, comm)",

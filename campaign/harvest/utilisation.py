@@ -1,12 +1,16 @@
 """Where the time goes: utilisation and phase breakdown per series and GPU count.
 
 utilisation  GPU util = device busy time (the union of its kernel, memcpy and memset
-             intervals) / the profiler window's wall time, and CPU util = CPU operator
-             time / that window (``experiment.profile_iterations``, the reference
-             study's measure, read from each rank's trace by campaign_trace; GPU util
-             is at most 1, CPU util can pass 1 with several threads), and the timed
-             window's shares: compute, communication, data-loader wait (each rank's
-             phase seconds over its window, averaged over ranks). ``trace_files``: the
+             intervals) / the profiler window's wall time, and CPU util = the host's
+             busy time (the union of every thread's operator intervals) / that window,
+             both <= 1 (``experiment.profile_iterations``; the reference study's eq. 3.3
+             "T_d / T_t" read as busy time over the window's wall time: docs/gpu.md;
+             read from each rank's trace by campaign_trace); ``cpu_busy_cores``, the
+             operators' thread-seconds / the window: how many cores were busy on
+             average (a count, it passes 1 with several threads, so it is not called a
+             utilisation); and the timed window's shares: compute, communication,
+             data-loader wait (each rank's phase seconds over its window, averaged over
+             ranks). ``trace_files``: the
              ranks' profiler traces (open them with ``campaign trace``, Perfetto or
              TensorBoard); a profiler that failed is named in ``note``.
 breakdown    one row per (source, phase): seconds per run, per iteration and share of
@@ -50,6 +54,7 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
     if points.height == 0:
         return pl.DataFrame()
     p = with_optional(with_optional(points), _UTIL_COLUMNS).with_columns(
+        _ratio("profile_cpu_s", "profile_total_s").alias("cpu_busy_cores"),
         _ratio("profile_comm_s", "profile_total_s").alias("profile_comm_share"),
         _ratio("profile_exposed_comm_s", "profile_total_s").alias("exposed_comm_share"),
         # the SQL aggregate lists a point's files in no particular order: rank order here
@@ -60,8 +65,8 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.len().alias("repeats"),
             pl.col("profile_iterations").max().alias("profiled_iterations"),
-            *[pl.col(c).median() for c in ("gpu_util", "cpu_util", "compute_share", "comm_share", "data_wait_share",
-                                           "profile_comm_share", "exposed_comm_share")],
+            *[pl.col(c).median() for c in ("gpu_util", "cpu_util", "cpu_busy_cores", "compute_share", "comm_share",
+                                           "data_wait_share", "profile_comm_share", "exposed_comm_share")],
             pl.col("profile_warning").drop_nulls().first(),
             pl.col("trace_files").drop_nulls().sort().str.join(" "),
         )
@@ -78,7 +83,8 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
         )
         .sort(KEYS)
     )
-    return out.select(KEYS + ["repeats", "profiled_iterations", "gpu_util", "cpu_util", "compute_share", "comm_share",
+    return out.select(KEYS + ["repeats", "profiled_iterations", "gpu_util", "cpu_util", "cpu_busy_cores",
+                              "compute_share", "comm_share",
                               "data_wait_share", "profile_comm_share", "exposed_comm_share", "note", "trace_files"])
 
 

@@ -151,7 +151,7 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[Array], python: Opt
                     f"== {a.label}: the command each of its {res.tasks} task(s) runs (srun, one per rank) ==",
                     command, ""]
         else:
-            setup = lock_lines(folder.parent) if res.exclusive else []
+            setup = lock_lines() if res.exclusive else []
             out += [f"== {a.label}: local jobs of points {idx} (one job per point"
                     + (", one at a time on this machine" if res.exclusive else "") + ") ==",
                     *(["# before the job starts, it waits for this machine:", *setup] if setup else []),
@@ -159,11 +159,12 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[Array], python: Opt
     return out
 
 
-def lock_lines(jobs_dir: Path) -> list[str]:
+def lock_lines() -> list[str]:
     """campaign.backends.local.exclusive_setup's lines, without making the lock's folder (a
     dry run makes nothing; a test checks that the two agree)."""
-    lock = jobs_dir / ".local-exclusive.lock"
-    return [f"exec 9>>{shlex.quote(str(lock))}", "flock 9"]
+    from campaign.backends.local import LOCK_FILE, lock_folder
+
+    return [f"exec 9>>{shlex.quote(str(lock_folder() / LOCK_FILE))}", "flock 9"]
 
 
 def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[Array]) -> list[str]:

@@ -107,6 +107,15 @@ def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
         )
     if exp.get("sample_iterations") is not None and int(exp["sample_iterations"]) <= 0:
         raise ConfigError(f"experiment.sample_iterations must be a positive integer, got {exp['sample_iterations']}")
+    if not 0 <= float(exp.get("sample_halfwidth") or 0.0) < 1:
+        raise ConfigError(f"experiment.sample_halfwidth must be in [0, 1) (a fraction: 0.01 = 1 %), "
+                          f"got {exp.get('sample_halfwidth')}")
+    if exp.get("checkpoint") and exp.get("sample_iterations") is not None and int(exp["sample_iterations"]) < iters:
+        # a sample is short and decides its window as it runs: nothing to resume
+        raise ConfigError("experiment.checkpoint=true does not go with a sampled run (experiment.sample_iterations="
+                          f"{exp['sample_iterations']}); drop one of them")
+    if int(exp.get("sample_max_warmup") or 0) < 0:
+        raise ConfigError(f"experiment.sample_max_warmup must be >= 0, got {exp.get('sample_max_warmup')}")
     if exp.get("warmup_iterations", 0) < 0 or exp.get("profile_iterations", 0) < 0:
         raise ConfigError("experiment.warmup_iterations and experiment.profile_iterations must be >= 0")
     return int(batch), iters
@@ -255,4 +264,9 @@ def job_plan(p: PointPlan) -> dict[str, Any]:
         "profile_iterations": int(exp.get("profile_iterations", 0)),
         "grad_accum": int(exp.get("grad_accum", 1)),
         "seed": int(p.config.get("seed", 0)) + p.repeat,
+        # A sampled run whose window the data chooses (trainers/sampling.py); a fixed
+        # window (sample_halfwidth 0) needs nothing more than its iterations.
+        "sample": {"halfwidth": float(exp.get("sample_halfwidth") or 0.0),
+                   "max_warmup": int(exp.get("sample_max_warmup") or 0),
+                   "full_iterations": p.iterations} if sample and int(sample) < p.iterations else None,
     }

@@ -1,0 +1,57 @@
+"""The README's performance table is what benchmarks/report.py makes of the saved
+outputs in benchmarks/results/ (so a README figure is always one a benchmark printed),
+and the report renders a saved figure as it was measured."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _module(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_performance_block_is_what_the_saved_outputs_give():
+    done = subprocess.run([sys.executable, str(REPO / "benchmarks" / "report.py"), "--check"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    report = _module("report")
+    text = (REPO / "README.md").read_text()
+    block = text[text.index(report.BEGIN):text.index(report.END) + len(report.END)]
+    assert block == report.render(report.load_results())
+    # every saved benchmark is in it, with its command
+    for doc in report.load_results():
+        assert f"`{doc['command']}`" in block, doc["benchmark"]
+
+
+def test_saved_figures_render_with_their_spread_goal_and_load(tmp_path):
+    common, report = _module("_common"), _module("report")
+    figs = [common.figure("t", "harvest to CSV", [1.2, 0.9, 1.05], unit="s", goal="<= 1 s", met=False),
+            common.ratio_figure("r", "pandas/harvest", [2.0, 3.0], [1.0, 2.0]),
+            common.figure("e", "projection error", [-2.5], unit="%", note="1 pair")]
+    path = common.save("demo", command="python benchmarks/demo.py --x", figures=figs, load_start=[3.5, 2.0, 1.0],
+                       folder=tmp_path)
+    assert path == tmp_path / "demo.json"
+    (doc,) = report.load_results(tmp_path)
+    assert doc["figures"][0]["median"] == 1.05 and doc["figures"][1]["runs"] == [2.0, 1.5]
+    block = report.render([doc])
+    assert block.startswith(report.BEGIN) and block.endswith(report.END)
+    assert ("| harvest to CSV | **1.05 s** (900 ms .. 1.20 s, 3 runs) | <= 1 s: **missed** | "
+            "`python benchmarks/demo.py --x` |") in block
+    assert "| pandas/harvest | **1.75x** (1.50x .. 2.00x, 2 runs) |  |" in block
+    assert "| projection error (1 pair) | **-2.50 %** (1 run) |" in block
+    assert f"load 3.5 -> {doc['load_end'][0]:g}" in block and doc["machine"] in block
+    readme = tmp_path / "README.md"
+    readme.write_text(f"before\n{report.BEGIN}\nold\n{report.END}\nafter\n")
+    assert report.main(["--results", str(tmp_path), "--readme", str(readme)]) == 0
+    assert readme.read_text() == f"before\n{block}\nafter\n"
+    assert report.main(["--results", str(tmp_path), "--readme", str(readme), "--check"]) == 0
