@@ -202,7 +202,7 @@ def test_breakdown_figure_stacks_each_runs_phases(runs):
     phase a run never marked (comm on 1 rank) has no segment, not a zero one."""
     ws, full, _ = runs
     from campaign.harvest.derive import engine_phases, point_frame
-    from campaign.harvest.plots import breakdown_figure
+    from campaign.harvest.plots_bars import breakdown_figure
     from campaign.harvest.utilisation import phase_stack
     from campaign.store import open_store
 

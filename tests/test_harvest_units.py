@@ -270,7 +270,7 @@ def _bars(ax) -> dict[tuple[str, str], tuple[float, float]]:
 
 
 def test_breakdown_figure_stacks_the_disjoint_phases_and_only_those():
-    from campaign.harvest.plots import breakdown_figure
+    from campaign.harvest.plots_bars import breakdown_figure
 
     # 1 GPU: two repeats (means over them), no all-reduce; 2 GPUs: DDP's split of backward, no step recorded
     p = _points({1: [10.0, 10.0], 2: [8.0]}).with_columns(pl.Series("attempt_id", [1, 2, 3]))
@@ -301,7 +301,7 @@ def test_breakdown_figure_stacks_the_disjoint_phases_and_only_those():
 
 
 def test_breakdown_figure_without_rows_says_so():
-    from campaign.harvest.plots import breakdown_figure
+    from campaign.harvest.plots_bars import breakdown_figure
 
     p = _points({1: [10.0]}).with_columns(pl.lit(1).alias("attempt_id"))
     for eng in (None, pl.DataFrame(_phases(1, **{"deepspeed.fwd": 0.3}))):
@@ -362,7 +362,7 @@ def test_hardware_table_medians_units_and_what_is_missing():
 
 def test_hardware_figure_draws_mfu_and_bus_bandwidth_or_says_what_is_missing():
     from campaign.harvest.hardware import hardware_table
-    from campaign.harvest.plots import hardware_figure
+    from campaign.harvest.plots_bars import hardware_figure
 
     p = pl.concat([_points({1: [10.0]}, achieved_tflops=100.0, peak_tflops=312.0, mfu=0.32),
                    _points({2: [6.0]}, achieved_tflops=90.0, peak_tflops=312.0, mfu=0.29,

@@ -200,7 +200,8 @@ def test_placement_table_compares_at_equal_gpu_counts():
 
 
 def test_placement_figure_draws_one_bar_per_placement():
-    from campaign.harvest.plots import placement_figure, speedup_figure
+    from campaign.harvest.plots import speedup_figure
+    from campaign.harvest.plots_bars import placement_figure
 
     p = _points([(1, 1, 100.0), (2, 1, 60.0), (2, 2, 70.0), (4, 1, 30.0), (4, 2, 40.0)])
     fig = placement_figure(placement_table(scaling_table(p), throughput_table(p)))

@@ -261,127 +261,6 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
     return fig
 
 
-_GROUP_GAP = 0.6  # blank bar widths between the bars of two series
-# One colour per stacked phase, the same in every bar and every figure (utilisation.STACK_PHASES).
-_PHASE_COLORS = {"data": "C7", "forward": "C0", "backward": "C8", "backward_compute": "C2", "comm_exposed": "C3",
-                 "comm_marked": "C1", "step": "C4"}
-
-
-def breakdown_figure(stack: pl.DataFrame):
-    """Where an iteration's time goes: per series and GPU count one bar stacking the mean
-    seconds per iteration of the disjoint phases (``utilisation.phase_stack``), with the
-    measured iteration as a black tick. A phase a run did not record is not drawn (no
-    zero-height segment); without any phase the figure says so."""
-    plt = _plt()
-    bars = stack.filter(pl.col("phase") != "iteration") if stack.height else stack
-    if bars.height == 0:
-        fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-        ax.text(0.5, 0.5, "no breakdown recorded", ha="center", va="center", transform=ax.transAxes)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        _finish(fig, ax, "Where an iteration's time goes")
-        return fig
-    keys = stack.select(SERIES + ["gpus"]).unique(maintain_order=True).sort(SERIES + ["gpus"], nulls_last=True).rows()
-    labels = _labels(stack)
-    series = list(dict.fromkeys(k[:-1] for k in keys))
-    xs_all = [i + _GROUP_GAP * series.index(k[:-1]) for i, k in enumerate(keys)]  # a gap between series
-    at = {k: i for i, k in enumerate(keys)}
-
-    def bar_index(df: pl.DataFrame) -> list[int]:
-        return [at[k] for k in df.select(SERIES + ["gpus"]).rows()]
-
-    # constrained layout: room for the legend beside the bars, however many bars there are
-    fig, ax = plt.subplots(figsize=(max(3.0, 0.8 * xs_all[-1] + 2.4) + 3.4, FIG_H), layout="constrained")
-    top = [0.0] * len(keys)  # ms stacked so far on each bar
-    for _, phase, label in bars.select("order", "phase", "label").unique().sort("order").rows():
-        seg = bars.filter(pl.col("phase") == phase)
-        idx, ms = bar_index(seg), [v * 1000.0 for v in seg["per_iteration_s"].to_list()]
-        ax.bar([xs_all[i] for i in idx], ms, width=0.6, bottom=[top[i] for i in idx], label=label,
-               color=_PHASE_COLORS.get(phase, "C9"), edgecolor="white", linewidth=0.5)
-        for i, m in zip(idx, ms):
-            top[i] += m
-    it = stack.filter(pl.col("phase") == "iteration")
-    it_ms = [v * 1000.0 for v in it["per_iteration_s"].to_list()]
-    if it.height:
-        ax.plot([xs_all[i] for i in bar_index(it)], it_ms, linestyle="none", marker="_", markersize=28,
-                markeredgewidth=2, color="black", label="iteration (measured)")
-    ax.set_xticks(xs_all)
-    ax.set_xticklabels([str(k[-1]) for k in keys])
-    ax.set_xlim(-0.6, xs_all[-1] + 0.6)
-    many = len(series) > 1
-    if many:  # each series named once, under its bars
-        import textwrap
-
-        groups = ax.secondary_xaxis("bottom")
-        centers = [sum(x for x, k in zip(xs_all, keys) if k[:-1] == s) / sum(k[:-1] == s for k in keys) for s in series]
-        width = [sum(k[:-1] == s for k in keys) for s in series]
-        groups.set_xticks(centers, ["\n".join(textwrap.wrap(labels[s], max(16, 15 * n), break_on_hyphens=False))
-                                    for s, n in zip(series, width)])
-        groups.tick_params(length=0, pad=16)
-        groups.spines["bottom"].set_visible(False)
-        groups.set_xlabel("GPUs (N), per series")
-    else:
-        ax.set_xlabel("GPUs (N)")
-    ax.set_ylabel("time per iteration (ms)")
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.set_ylim(0, max(top + it_ms) * 1.05)
-    ax.set_title("Where an iteration's time goes" + ("" if many else f": {labels[keys[0][:-1]]}"))
-    handles = ax.lines[:1] + list(ax.containers)[::-1]  # the total, then the stack from its top
-    ax.legend(handles, [h.get_label() for h in handles], fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
-              frameon=False, markerscale=0.6, title="mean per iteration", title_fontsize="small")
-    return fig
-
-
-def hardware_figure(hw: pl.DataFrame):
-    """MFU (%) and the all-reduce's bus bandwidth (GB/s) vs GPUs, side by side; absent data says so."""
-    return _panels_figure(hw, [
-        ("mfu", 100.0, "MFU (achieved / peak FLOP/s, %)", "Model FLOPs utilisation",
-         "no model flops utilisation recorded", None),
-        ("busbw_gbs", 1.0, "all-reduce bus bandwidth (GB/s)", "All-reduce bus bandwidth",
-         "no all-reduce bus bandwidth recorded", None),
-    ])
-
-
-def placement_figure(placement: pl.DataFrame):
-    """Intra- vs inter-node at equal GPU counts (``placement.placement_table``): per series
-    and GPU count one bar per placement (``1x4``, ``2x2``) of the images/s per GPU, one
-    colour for one node, another for several. None without an inter-node point."""
-    if placement is None or placement.height == 0:
-        return None
-    from campaign.harvest.views import BASELINE_KEYS
-
-    plt = _plt()
-    series_keys = placement.select(BASELINE_KEYS).unique(maintain_order=True).rows()
-    varying = [i for i, _ in enumerate(BASELINE_KEYS) if len({k[i] for k in series_keys}) > 1]
-    groups = placement.select(BASELINE_KEYS + ["gpus"]).unique(maintain_order=True).rows()
-    fig, ax = plt.subplots(figsize=(max(FIG_W, 1.4 * len(placement) + 1.5), FIG_H))
-    x, ticks, labels, seen = 0.0, [], [], set()
-    for group in groups:
-        rows = placement.filter(pl.all_horizontal(
-            [pl.col(k).eq_missing(v) for k, v in zip(BASELINE_KEYS + ["gpus"], group)])).sort("nodes")
-        start = x
-        for r in rows.iter_rows(named=True):
-            inter = r["nodes"] > 1
-            label = "inter-node" if inter else "intra-node (one node)"
-            value = r["images_per_s_per_gpu"]
-            ax.bar(x, float("nan") if value is None else value, width=0.8, color="C1" if inter else "C0",
-                   label=None if label in seen else label)
-            seen.add(label)
-            ax.annotate(r["placement"], (x, 0), xytext=(0, 3), textcoords="offset points", ha="center",
-                        va="bottom", fontsize="small", color="white" if value else "black")
-            x += 1.0
-        ticks.append((start + x - 1.0) / 2)
-        name = " ".join(str(group[i]) for i in varying if group[i])
-        labels.append(f"{group[-1]} GPUs" + (f"\n{name}" if name else ""))
-        x += 0.6
-    ax.set_xticks(ticks, labels)
-    ax.set_ylabel("throughput per GPU (images/s)")
-    ax.grid(True, axis="y", alpha=0.3)
-    _headroom(ax)
-    _finish(fig, ax, "Intra- vs inter-node at equal GPU counts (nodes x GPUs per node)")
-    return fig
-
-
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
                   other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
                   stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None,
@@ -394,6 +273,8 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
     ``hardware``: the hardware table (MFU and bus bandwidth figure); ``placement``: the
     intra- vs inter-node table (drawn when some point spanned nodes); ``campaign``: the
     campaign's row, whose name, id and date every figure carries above it."""
+    from campaign.harvest.plots_bars import breakdown_figure, hardware_figure, placement_figure
+
     plt = _plt()
     out = Path(out_dir)
     try:
