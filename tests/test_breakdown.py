@@ -21,7 +21,8 @@ torch = pytest.importorskip("torch")
 from campaign_trace.intervals import uncovered  # noqa: E402
 from trainers.comm import bus_factor  # noqa: E402
 from trainers.flops import mfu_extra  # noqa: E402
-from trainers.instrument import Recorder, union_length  # noqa: E402
+from trainers.instrument import Recorder  # noqa: E402
+from trainers.stats import union_length  # noqa: E402
 
 # 3 conv blocks of 64/128/256 channels: ~370K parameters, more than DDP's 1 MiB first
 # bucket, so the all-reduce runs in 2 buckets; on 8x8 images it computes little.

@@ -8,7 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainers.instrument import Recorder, percentile  # noqa: E402
+from trainers.instrument import Recorder  # noqa: E402
+from trainers.stats import percentile  # noqa: E402
 
 
 def test_phases_sum_to_the_iteration_and_warmup_is_apart():

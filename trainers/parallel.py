@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from trainers.flops import counting
-from trainers.instrument import percentile
+from trainers.stats import percentile
 
 Lap = Callable[[str, str], None]  # lap(phase, stage): the Recorder phase and the stage that just ended
 
