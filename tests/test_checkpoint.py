@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -89,6 +91,63 @@ def test_a_checkpoint_of_another_run_is_not_resumed(ctx, tmp_path):
     spec = {"checkpoint_dir": str(tmp_path), "point_id": 7, "config": CFG, "plan": other}
     trainer, rec = SyntheticTrainer(ctx, CFG, other), Recorder(ctx.device, warmup=WARMUP)
     assert Checkpointer(ctx, spec, TOTAL).load(trainer, rec) is None and rec.iterations_done == 0
+
+
+# A local job's ranks agree on their rendezvous port through a file that a requeued job
+# (the same job id, its ranks started again) finds from its run before.
+_RANK = """
+import os, sys, time
+from pathlib import Path
+from trainers import dist
+env = {"rank": int(os.environ["SUBMITIT_LOCAL_GLOBALID"]), "job_id": os.environ["SUBMITIT_LOCAL_JOB_ID"]}
+folder = Path(os.environ["CAMPAIGN_JOB_FOLDER"])
+if env["rank"] == 0:
+    while not (folder / "go").exists():
+        time.sleep(0.02)
+    print(dist._local_port(env) if sys.argv[1] == "publish" else "ended")
+else:
+    (folder / "ready").touch()
+    try:
+        print(dist._local_port(env, wait_s=120))
+    except RuntimeError as exc:
+        print(exc)
+"""
+_CONTROLLER = """
+import os, subprocess, sys, time
+from pathlib import Path
+folder = Path(os.environ["CAMPAIGN_JOB_FOLDER"])
+ranks = [subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, SUBMITIT_LOCAL_GLOBALID=str(k))) for k in (0, 1)]
+while not (folder / "ready").exists():  # rank 1 reads the port file first: rank 0 is late
+    time.sleep(0.02)
+time.sleep(0.5)
+(folder / "go").touch()
+print("|".join(r.communicate()[0].strip() for r in ranks))
+"""
+
+
+def _restarted_ranks(tmp_path, rank0: str, before: str) -> tuple[str, str]:
+    """What the two ranks of local job 77, started again, say (rank 0 publishes its port,
+    or ends without), given the port file of the run ``before``."""
+    (tmp_path / "77.master_port").write_text(before)
+    env = dict(os.environ, CAMPAIGN_JOB_FOLDER=str(tmp_path), SUBMITIT_LOCAL_JOB_ID="77", SUBMITIT_EXECUTOR="local")
+    out = subprocess.run([sys.executable, "-c", _CONTROLLER, _RANK, rank0], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.strip().split("|")
+    return first, second
+
+
+def test_restarted_local_ranks_meet_at_their_rank_0s_port_not_the_run_befores(tmp_path):
+    port0, port1 = _restarted_ranks(tmp_path, "publish", "34577")  # as written before ranks signed it
+    assert port1 == port0 != "34577"
+
+
+def test_a_local_rank_whose_rank_0_ended_without_a_port_fails_at_once(tmp_path):
+    said0, said1 = _restarted_ranks(tmp_path, "end", "34577 12345:678")  # its rank 0 (pid 12345), ended
+    assert said0 == "ended"
+    assert said1.startswith("rank 1: rank 0 of local job 77 (pid ") and \
+        said1.endswith(") ended before it published the rendezvous port (see rank 0's log)"), said1
 
 
 def test_a_trainer_that_cannot_resume_is_refused_at_launch(ws):
