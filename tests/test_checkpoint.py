@@ -18,7 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import TINY, campaign_id_from  # noqa: E402
-from trainers import loop  # noqa: E402
+from trainers import loop, preempt  # noqa: E402
 from trainers.checkpoint import Checkpointer, Requeue  # noqa: E402
 from trainers.dist import DistContext  # noqa: E402
 from trainers.instrument import Recorder  # noqa: E402
@@ -91,6 +91,28 @@ def test_a_checkpoint_of_another_run_is_not_resumed(ctx, tmp_path):
     spec = {"checkpoint_dir": str(tmp_path), "point_id": 7, "config": CFG, "plan": other}
     trainer, rec = SyntheticTrainer(ctx, CFG, other), Recorder(ctx.device, warmup=WARMUP)
     assert Checkpointer(ctx, spec, TOTAL).load(trainer, rec) is None and rec.iterations_done == 0
+
+
+def test_a_signal_while_the_rank_starts_stops_it_at_its_first_boundary(ctx, tmp_path):
+    """The job's entry catches the signal before the rank's start-up (preempt.catch): it
+    only raises the flag that the checkpointer takes over, keeping submitit's handler
+    (here a stand-in) for the requeue, which is not called before the checkpoint."""
+    requeued = []
+    signal.signal(signal.SIGUSR2, lambda signum, _frame: requeued.append(signum))  # submitit's, in a job
+    preempt.catch()
+    os.kill(os.getpid(), signal.SIGUSR2)  # while the rank imports, meets its peers, registers...
+    time.sleep(0.01)
+    assert requeued == []
+    spec = {"checkpoint_dir": str(tmp_path), "point_id": 7, "config": CFG, "plan": PLAN}
+    trainer, rec = SyntheticTrainer(ctx, CFG, PLAN), Recorder(ctx.device, warmup=WARMUP)
+    ckpt = Checkpointer(ctx, spec, TOTAL, every=4)
+    ckpt.install()
+    assert ckpt.load(trainer, rec) is None
+    with pytest.raises(Requeue, match=f"checkpointed at iteration 1 of {TOTAL} on SIGUSR2"):
+        loop.train(trainer, rec, TOTAL, ckpt.hook(trainer, rec))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p7-r0-i1.pt"]
+    ckpt.requeue()
+    assert requeued == [signal.SIGUSR2]
 
 
 # A local job's ranks agree on their rendezvous port through a file that a requeued job

@@ -28,6 +28,10 @@ from the checkpoint to the resumed first iteration, never counted as training ti
 the segments go into ``rank_timing.extra["checkpoint"]``. Saving time is taken off
 the timed window too. A resumed attempt does not warm up again: its first iterations
 are timed as they come. Files are removed once the run completes.
+
+The flag is raised from the rank's first moment (trainers/preempt.py): a job signalled
+while it starts stops at its first iteration boundary. One signalled after its last
+boundary completes (its results are being written).
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from trainers.preempt import preempt_signal, take_over
+
 FORMAT = 1
 
 
@@ -52,11 +58,6 @@ class Requeue(Exception):
         self.iteration = iteration
         super().__init__(f"checkpointed at iteration {iteration} of {total} on {signame} (preemption or time "
                          "limit); requeued")
-
-
-def preempt_signal() -> int:
-    """The signal submitit treats as preemption (``SUBMITIT_PREEMPT_SIGNAL``, USR2 by default)."""
-    return int(getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")))
 
 
 def fingerprint(spec: dict, world_size: int) -> str:
@@ -94,8 +95,11 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ signal
     def install(self) -> None:
-        """Raise the flag on the preemption signal (submitit's handler is kept to requeue)."""
-        self._previous = signal.signal(preempt_signal(), self._on_signal)
+        """Raise the flag on the preemption signal (submitit's handler is kept to requeue);
+        a signal caught since the rank started (``preempt.catch``) raises it now."""
+        self._previous, early = take_over(self._on_signal)
+        if early is not None and self.signalled is None:
+            self.signalled = early
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.signalled = signal.Signals(signum).name
