@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 from conftest import TINY, campaign_id_from  # noqa: E402
 from trainers import loop, preempt  # noqa: E402
-from trainers.checkpoint import Checkpointer, Requeue  # noqa: E402
+from trainers.checkpoint import AWAIT_ENV, Checkpointer, Requeue  # noqa: E402
 from trainers.dist import DistContext  # noqa: E402
 from trainers.instrument import Recorder  # noqa: E402
 from trainers.synthetic import SyntheticTrainer  # noqa: E402
@@ -181,9 +181,13 @@ def test_a_trainer_that_cannot_resume_is_refused_at_launch(ws):
 
 
 def _ranks(job_id: str, folder: str) -> list[int]:
+    """The ranks of a local job: its controller's own children (what the controller
+    signals), not processes they may have forked."""
     from campaign.backends.local import ProcessTable
 
-    return ProcessTable().job(job_id, folder)[1]
+    table = ProcessTable()
+    controllers = set(table.job(job_id, folder)[0])
+    return [r.pid for r in table.ranks.get(str(job_id), []) if r.ppid in controllers]
 
 
 def _until(what, pred, timeout=240.0):
@@ -196,26 +200,35 @@ def _until(what, pred, timeout=240.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.slow
-def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws):
-    """The ranks get USR2 mid-run (as from the local controller before the time limit):
-    the job checkpoints, requeues itself, its next attempt continues at that iteration,
-    and the completed attempt holds every timed iteration once."""
+def _launch_checkpointing(ws, await_at: int) -> tuple[str, str, str]:
+    """A 2-rank checkpointing run of 61 iterations (every 10th saved) whose ranks wait
+    after iteration ``await_at`` until they have the signal (AWAIT_ENV): the test's
+    signal lands mid-run however slow the machine is. (campaign id, job id, job folder)"""
+    ws.env[AWAIT_ENV] = str(await_at)
     res = ws.launch("-m", "gpus=2", "experiment=smoke", "experiment.base_iterations=120", "experiment.checkpoint=true",
                     "experiment.checkpoint_every=10", "+trainer.params.inject_data_delay_s=0.05", *TINY[2:])
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
     (job_id, folder), = ws.query("select job_id, job_folder from point where campaign_id = ?", cid)
-    ckpts = ws.results / "jobs" / cid / "checkpoints"
-    _until("the first interval checkpoint", lambda: list(ckpts.glob("p*-r1-i*.pt")))
-    for pid in _ranks(job_id, folder):  # what a local controller sends every rank at the time limit
+    return cid, job_id, folder
+
+
+def _signal_ranks(job_id: str, folder: str) -> None:
+    ranks = _ranks(job_id, folder)
+    assert len(ranks) == 2, ranks
+    for pid in ranks:  # what a local controller sends every rank at the time limit
         os.kill(pid, signal.SIGUSR2)
+
+
+def _assert_resumed_once(ws, cid: str) -> int:
+    """The point completed in two attempts, requeued then resumed, as one run; the
+    iteration the first one stopped at."""
     done = ws.campaign("status", cid, "--wait", "--interval", "0.5", "--timeout", "300", timeout=360)
     assert done.returncode == 0, done.stdout + done.stderr
     attempts = ws.query("select attempt_no, state, origin, reason from attempt order by attempt_no")
     assert [(n, s, o) for n, s, o, _ in attempts] == [(0, "requeued", "launch"), (1, "completed", "requeue")]
     stopped = int(attempts[0][3].split("checkpointed at iteration ")[1].split()[0])
-    assert 10 <= stopped < 61 and attempts[0][3].endswith("of 61 on SIGUSR2 (preemption or time limit); requeued")
+    assert 1 <= stopped < 61 and attempts[0][3].endswith("of 61 on SIGUSR2 (preemption or time limit); requeued")
     # one consistent set of rows, all in the completed attempt: each iteration once per rank
     per_rank = ws.query("select i.rank, count(*), count(distinct i.iter), min(i.iter), max(i.iter), sum(i.warmup) "
                         "from iteration i join attempt a on a.id = i.attempt_id group by a.attempt_no, i.rank")
@@ -231,7 +244,41 @@ def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws):
     assert table[1]["gap_before_s"] == segments[1]["gap_before_s"]
     scaling = json.loads(ws.campaign("harvest", cid, "--to", "json").stdout)
     assert scaling[0]["time_s"] == pytest.approx(max(w for (w,) in ws.query("select wall_s from rank_timing")))
-    assert list(ckpts.glob("*.pt")) == []  # removed once the run completed
+    assert list((ws.results / "jobs" / cid / "checkpoints").glob("*.pt")) == []  # removed once the run completed
+    return stopped
+
+
+@pytest.mark.slow
+def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws):
+    """The ranks get USR2 mid-run (as from the local controller before the time limit):
+    the job checkpoints, requeues itself, its next attempt (the same job, its ranks
+    started again: they meet at a new port) continues at that iteration, and the
+    completed attempt holds every timed iteration once."""
+    cid, job_id, folder = _launch_checkpointing(ws, await_at=20)
+    # iteration 20's file: both ranks have passed that boundary's agreement and wait after it
+    _until("iteration 20's checkpoint", lambda: list((ws.results / "jobs" / cid / "checkpoints").glob("p*-r1-i20.pt")))
+    _signal_ranks(job_id, folder)
+    assert _assert_resumed_once(ws, cid) == 21
+
+
+def _torch_loaded(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            return "libtorch" in fh.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_local_job_signalled_while_it_starts_requeues_at_its_first_iterations(ws):
+    """USR2 while the ranks import torch, meet and register (before their checkpointer
+    exists): no rank is ended mid-way by submitit's handler, none loses the signal; the
+    job stops at its first iteration boundary it can, checkpointed, and resumes."""
+    cid, job_id, folder = _launch_checkpointing(ws, await_at=20)
+    # torch is imported after the entry caught the signal (trainers/preempt.py)
+    _until("two ranks importing torch", lambda: len([p for p in _ranks(job_id, folder) if _torch_loaded(p)]) == 2)
+    _signal_ranks(job_id, folder)
+    assert _assert_resumed_once(ws, cid) <= 21
 
 
 def test_a_timing_run_does_not_checkpoint(ws):

@@ -32,6 +32,11 @@ are timed as they come. Files are removed once the run completes.
 The flag is raised from the rank's first moment (trainers/preempt.py): a job signalled
 while it starts stops at its first iteration boundary. One signalled after its last
 boundary completes (its results are being written).
+
+Test knob: ``CAMPAIGN_INJECT_AWAIT_SIGNAL_AT=N`` makes each rank of a run's first
+attempt (not a resumed one) wait after iteration N (outside the timed window, at most
+``AWAIT_MAX_S``) until it has the signal, so that a test signals a run that is
+certainly mid-way however slow the machine: it stops at N + 1 at the latest.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ import torch
 from trainers.preempt import preempt_signal, take_over
 
 FORMAT = 1
+AWAIT_ENV = "CAMPAIGN_INJECT_AWAIT_SIGNAL_AT"  # test knob (module docstring)
+AWAIT_MAX_S = 600.0
 
 
 class Requeue(Exception):
@@ -92,6 +99,7 @@ class Checkpointer:
         self.resumed_from: Optional[int] = None
         self.prior_peak: Optional[float] = None  # the timed window's peak memory in earlier attempts
         self._wall_at_start = 0.0
+        self._await_at = int(os.environ.get(AWAIT_ENV) or 0)
 
     # ------------------------------------------------------------------ signal
     def install(self) -> None:
@@ -130,6 +138,15 @@ class Checkpointer:
             self.save(done, trainer, rec)
         if stop:
             raise Requeue(done, self.total, self.signalled or "the preemption signal")
+        if done == self._await_at and self.resumed_from is None:
+            self._await_signal(rec)
+
+    def _await_signal(self, rec: Any) -> None:
+        """The test knob (module docstring): wait until signalled, not as training time."""
+        t0 = time.perf_counter()
+        while self.signalled is None and time.perf_counter() - t0 < AWAIT_MAX_S:
+            time.sleep(0.05)  # the signal's handler runs between two sleeps
+        rec.exclude(time.perf_counter() - t0)
 
     def hook(self, trainer: Any, rec: Any) -> Callable[[int], None]:
         """``between`` for ``trainers.loop.train``."""
