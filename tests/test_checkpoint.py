@@ -186,7 +186,8 @@ def _ranks(job_id: str, folder: str) -> list[int]:
     from campaign.backends.local import ProcessTable
 
     table = ProcessTable()
-    controllers = set(table.job(job_id, folder)[0])
+    controllers = table.job(job_id, folder)[0]
+    assert len(controllers) == len(set(controllers)), controllers  # each once (cancel signals each)
     return [r.pid for r in table.ranks.get(str(job_id), []) if r.ppid in controllers]
 
 
@@ -211,6 +212,21 @@ def _launch_checkpointing(ws, await_at: int) -> tuple[str, str, str]:
     cid = campaign_id_from(res.stdout)
     (job_id, folder), = ws.query("select job_id, job_folder from point where campaign_id = ?", cid)
     return cid, job_id, folder
+
+
+@pytest.fixture
+def launch_checkpointing(ws):
+    """``_launch_checkpointing``; a test that fails leaves no job waiting for its signal."""
+    launched = []
+
+    def launch(await_at: int) -> tuple[str, str, str]:
+        cid, job_id, folder = _launch_checkpointing(ws, await_at)
+        launched.append(cid)
+        return cid, job_id, folder
+
+    yield launch
+    for cid in launched:
+        ws.campaign("cancel", cid)
 
 
 def _signal_ranks(job_id: str, folder: str) -> None:
@@ -249,12 +265,12 @@ def _assert_resumed_once(ws, cid: str) -> int:
 
 
 @pytest.mark.slow
-def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws):
+def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws, launch_checkpointing):
     """The ranks get USR2 mid-run (as from the local controller before the time limit):
     the job checkpoints, requeues itself, its next attempt (the same job, its ranks
     started again: they meet at a new port) continues at that iteration, and the
     completed attempt holds every timed iteration once."""
-    cid, job_id, folder = _launch_checkpointing(ws, await_at=20)
+    cid, job_id, folder = launch_checkpointing(await_at=20)
     # iteration 20's file: both ranks have passed that boundary's agreement and wait after it
     _until("iteration 20's checkpoint", lambda: list((ws.results / "jobs" / cid / "checkpoints").glob("p*-r1-i20.pt")))
     _signal_ranks(job_id, folder)
@@ -270,11 +286,11 @@ def _torch_loaded(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_local_job_signalled_while_it_starts_requeues_at_its_first_iterations(ws):
+def test_a_local_job_signalled_while_it_starts_requeues_at_its_first_iterations(ws, launch_checkpointing):
     """USR2 while the ranks import torch, meet and register (before their checkpointer
     exists): no rank is ended mid-way by submitit's handler, none loses the signal; the
     job stops at its first iteration boundary it can, checkpointed, and resumes."""
-    cid, job_id, folder = _launch_checkpointing(ws, await_at=20)
+    cid, job_id, folder = launch_checkpointing(await_at=20)
     # torch is imported after the entry caught the signal (trainers/preempt.py)
     _until("two ranks importing torch", lambda: len([p for p in _ranks(job_id, folder) if _torch_loaded(p)]) == 2)
     _signal_ranks(job_id, folder)
