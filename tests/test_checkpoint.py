@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -16,8 +18,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import TINY, campaign_id_from  # noqa: E402
-from trainers import loop  # noqa: E402
-from trainers.checkpoint import Checkpointer, Requeue  # noqa: E402
+from trainers import loop, preempt  # noqa: E402
+from trainers.checkpoint import AWAIT_ENV, Checkpointer, Requeue  # noqa: E402
 from trainers.dist import DistContext  # noqa: E402
 from trainers.instrument import Recorder  # noqa: E402
 from trainers.synthetic import SyntheticTrainer  # noqa: E402
@@ -91,6 +93,85 @@ def test_a_checkpoint_of_another_run_is_not_resumed(ctx, tmp_path):
     assert Checkpointer(ctx, spec, TOTAL).load(trainer, rec) is None and rec.iterations_done == 0
 
 
+def test_a_signal_while_the_rank_starts_stops_it_at_its_first_boundary(ctx, tmp_path):
+    """The job's entry catches the signal before the rank's start-up (preempt.catch): it
+    only raises the flag that the checkpointer takes over, keeping submitit's handler
+    (here a stand-in) for the requeue, which is not called before the checkpoint."""
+    requeued = []
+    signal.signal(signal.SIGUSR2, lambda signum, _frame: requeued.append(signum))  # submitit's, in a job
+    preempt.catch()
+    os.kill(os.getpid(), signal.SIGUSR2)  # while the rank imports, meets its peers, registers...
+    time.sleep(0.01)
+    assert requeued == []
+    spec = {"checkpoint_dir": str(tmp_path), "point_id": 7, "config": CFG, "plan": PLAN}
+    trainer, rec = SyntheticTrainer(ctx, CFG, PLAN), Recorder(ctx.device, warmup=WARMUP)
+    ckpt = Checkpointer(ctx, spec, TOTAL, every=4)
+    ckpt.install()
+    assert ckpt.load(trainer, rec) is None
+    with pytest.raises(Requeue, match=f"checkpointed at iteration 1 of {TOTAL} on SIGUSR2"):
+        loop.train(trainer, rec, TOTAL, ckpt.hook(trainer, rec))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p7-r0-i1.pt"]
+    ckpt.requeue()
+    assert requeued == [signal.SIGUSR2]
+
+
+# A local job's ranks agree on their rendezvous port through a file that a requeued job
+# (the same job id, its ranks started again) finds from its run before.
+_RANK = """
+import os, sys, time
+from pathlib import Path
+from trainers import dist
+env = {"rank": int(os.environ["SUBMITIT_LOCAL_GLOBALID"]), "job_id": os.environ["SUBMITIT_LOCAL_JOB_ID"]}
+folder = Path(os.environ["CAMPAIGN_JOB_FOLDER"])
+if env["rank"] == 0:
+    while not (folder / "go").exists():
+        time.sleep(0.02)
+    print(dist._local_port(env) if sys.argv[1] == "publish" else "ended")
+else:
+    (folder / "ready").touch()
+    try:
+        print(dist._local_port(env, wait_s=120))
+    except RuntimeError as exc:
+        print(exc)
+"""
+_CONTROLLER = """
+import os, subprocess, sys, time
+from pathlib import Path
+folder = Path(os.environ["CAMPAIGN_JOB_FOLDER"])
+ranks = [subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, SUBMITIT_LOCAL_GLOBALID=str(k))) for k in (0, 1)]
+while not (folder / "ready").exists():  # rank 1 reads the port file first: rank 0 is late
+    time.sleep(0.02)
+time.sleep(0.5)
+(folder / "go").touch()
+print("|".join(r.communicate()[0].strip() for r in ranks))
+"""
+
+
+def _restarted_ranks(tmp_path, rank0: str, before: str) -> tuple[str, str]:
+    """What the two ranks of local job 77, started again, say (rank 0 publishes its port,
+    or ends without), given the port file of the run ``before``."""
+    (tmp_path / "77.master_port").write_text(before)
+    env = dict(os.environ, CAMPAIGN_JOB_FOLDER=str(tmp_path), SUBMITIT_LOCAL_JOB_ID="77", SUBMITIT_EXECUTOR="local")
+    out = subprocess.run([sys.executable, "-c", _CONTROLLER, _RANK, rank0], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.strip().split("|")
+    return first, second
+
+
+def test_restarted_local_ranks_meet_at_their_rank_0s_port_not_the_run_befores(tmp_path):
+    port0, port1 = _restarted_ranks(tmp_path, "publish", "34577")  # as written before ranks signed it
+    assert port1 == port0 != "34577"
+
+
+def test_a_local_rank_whose_rank_0_ended_without_a_port_fails_at_once(tmp_path):
+    said0, said1 = _restarted_ranks(tmp_path, "end", "34577 12345:678")  # its rank 0 (pid 12345), ended
+    assert said0 == "ended"
+    assert said1.startswith("rank 1: rank 0 of local job 77 (pid ") and \
+        said1.endswith(") ended before it published the rendezvous port (see rank 0's log)"), said1
+
+
 def test_a_trainer_that_cannot_resume_is_refused_at_launch(ws):
     res = ws.launch("-m", "trainer=vit", "experiment.checkpoint=true")
     assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr
@@ -100,9 +181,14 @@ def test_a_trainer_that_cannot_resume_is_refused_at_launch(ws):
 
 
 def _ranks(job_id: str, folder: str) -> list[int]:
+    """The ranks of a local job: its controller's own children (what the controller
+    signals), not processes they may have forked."""
     from campaign.backends.local import ProcessTable
 
-    return ProcessTable().job(job_id, folder)[1]
+    table = ProcessTable()
+    controllers = table.job(job_id, folder)[0]
+    assert len(controllers) == len(set(controllers)), controllers  # each once (cancel signals each)
+    return [r.pid for r in table.ranks.get(str(job_id), []) if r.ppid in controllers]
 
 
 def _until(what, pred, timeout=240.0):
@@ -115,26 +201,50 @@ def _until(what, pred, timeout=240.0):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-@pytest.mark.slow
-def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws):
-    """The ranks get USR2 mid-run (as from the local controller before the time limit):
-    the job checkpoints, requeues itself, its next attempt continues at that iteration,
-    and the completed attempt holds every timed iteration once."""
+def _launch_checkpointing(ws, await_at: int) -> tuple[str, str, str]:
+    """A 2-rank checkpointing run of 61 iterations (every 10th saved) whose ranks wait
+    after iteration ``await_at`` until they have the signal (AWAIT_ENV): the test's
+    signal lands mid-run however slow the machine is. (campaign id, job id, job folder)"""
+    ws.env[AWAIT_ENV] = str(await_at)
     res = ws.launch("-m", "gpus=2", "experiment=smoke", "experiment.base_iterations=120", "experiment.checkpoint=true",
                     "experiment.checkpoint_every=10", "+trainer.params.inject_data_delay_s=0.05", *TINY[2:])
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
     (job_id, folder), = ws.query("select job_id, job_folder from point where campaign_id = ?", cid)
-    ckpts = ws.results / "jobs" / cid / "checkpoints"
-    _until("the first interval checkpoint", lambda: list(ckpts.glob("p*-r1-i*.pt")))
-    for pid in _ranks(job_id, folder):  # what a local controller sends every rank at the time limit
+    return cid, job_id, folder
+
+
+@pytest.fixture
+def launch_checkpointing(ws):
+    """``_launch_checkpointing``; a test that fails leaves no job waiting for its signal."""
+    launched = []
+
+    def launch(await_at: int) -> tuple[str, str, str]:
+        cid, job_id, folder = _launch_checkpointing(ws, await_at)
+        launched.append(cid)
+        return cid, job_id, folder
+
+    yield launch
+    for cid in launched:
+        ws.campaign("cancel", cid)
+
+
+def _signal_ranks(job_id: str, folder: str) -> None:
+    ranks = _ranks(job_id, folder)
+    assert len(ranks) == 2, ranks
+    for pid in ranks:  # what a local controller sends every rank at the time limit
         os.kill(pid, signal.SIGUSR2)
+
+
+def _assert_resumed_once(ws, cid: str) -> int:
+    """The point completed in two attempts, requeued then resumed, as one run; the
+    iteration the first one stopped at."""
     done = ws.campaign("status", cid, "--wait", "--interval", "0.5", "--timeout", "300", timeout=360)
     assert done.returncode == 0, done.stdout + done.stderr
     attempts = ws.query("select attempt_no, state, origin, reason from attempt order by attempt_no")
     assert [(n, s, o) for n, s, o, _ in attempts] == [(0, "requeued", "launch"), (1, "completed", "requeue")]
     stopped = int(attempts[0][3].split("checkpointed at iteration ")[1].split()[0])
-    assert 10 <= stopped < 61 and attempts[0][3].endswith("of 61 on SIGUSR2 (preemption or time limit); requeued")
+    assert 1 <= stopped < 61 and attempts[0][3].endswith("of 61 on SIGUSR2 (preemption or time limit); requeued")
     # one consistent set of rows, all in the completed attempt: each iteration once per rank
     per_rank = ws.query("select i.rank, count(*), count(distinct i.iter), min(i.iter), max(i.iter), sum(i.warmup) "
                         "from iteration i join attempt a on a.id = i.attempt_id group by a.attempt_no, i.rank")
@@ -150,7 +260,41 @@ def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws):
     assert table[1]["gap_before_s"] == segments[1]["gap_before_s"]
     scaling = json.loads(ws.campaign("harvest", cid, "--to", "json").stdout)
     assert scaling[0]["time_s"] == pytest.approx(max(w for (w,) in ws.query("select wall_s from rank_timing")))
-    assert list(ckpts.glob("*.pt")) == []  # removed once the run completed
+    assert list((ws.results / "jobs" / cid / "checkpoints").glob("*.pt")) == []  # removed once the run completed
+    return stopped
+
+
+@pytest.mark.slow
+def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws, launch_checkpointing):
+    """The ranks get USR2 mid-run (as from the local controller before the time limit):
+    the job checkpoints, requeues itself, its next attempt (the same job, its ranks
+    started again: they meet at a new port) continues at that iteration, and the
+    completed attempt holds every timed iteration once."""
+    cid, job_id, folder = launch_checkpointing(await_at=20)
+    # iteration 20's file: both ranks have passed that boundary's agreement and wait after it
+    _until("iteration 20's checkpoint", lambda: list((ws.results / "jobs" / cid / "checkpoints").glob("p*-r1-i20.pt")))
+    _signal_ranks(job_id, folder)
+    assert _assert_resumed_once(ws, cid) == 21
+
+
+def _torch_loaded(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/maps") as fh:
+            return "libtorch" in fh.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_local_job_signalled_while_it_starts_requeues_at_its_first_iterations(ws, launch_checkpointing):
+    """USR2 while the ranks import torch, meet and register (before their checkpointer
+    exists): no rank is ended mid-way by submitit's handler, none loses the signal; the
+    job stops at its first iteration boundary it can, checkpointed, and resumes."""
+    cid, job_id, folder = launch_checkpointing(await_at=20)
+    # torch is imported after the entry caught the signal (trainers/preempt.py)
+    _until("two ranks importing torch", lambda: len([p for p in _ranks(job_id, folder) if _torch_loaded(p)]) == 2)
+    _signal_ranks(job_id, folder)
+    assert _assert_resumed_once(ws, cid) <= 21
 
 
 def test_a_timing_run_does_not_checkpoint(ws):

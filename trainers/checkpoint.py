@@ -28,6 +28,15 @@ from the checkpoint to the resumed first iteration, never counted as training ti
 the segments go into ``rank_timing.extra["checkpoint"]``. Saving time is taken off
 the timed window too. A resumed attempt does not warm up again: its first iterations
 are timed as they come. Files are removed once the run completes.
+
+The flag is raised from the rank's first moment (trainers/preempt.py): a job signalled
+while it starts stops at its first iteration boundary. One signalled after its last
+boundary completes (its results are being written).
+
+Test knob: ``CAMPAIGN_INJECT_AWAIT_SIGNAL_AT=N`` makes each rank of a run's first
+attempt (not a resumed one) wait after iteration N (outside the timed window, at most
+``AWAIT_MAX_S``) until it has the signal, so that a test signals a run that is
+certainly mid-way however slow the machine: it stops at N + 1 at the latest.
 """
 
 from __future__ import annotations
@@ -42,7 +51,11 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from trainers.preempt import preempt_signal, take_over
+
 FORMAT = 1
+AWAIT_ENV = "CAMPAIGN_INJECT_AWAIT_SIGNAL_AT"  # test knob (module docstring)
+AWAIT_MAX_S = 600.0
 
 
 class Requeue(Exception):
@@ -52,11 +65,6 @@ class Requeue(Exception):
         self.iteration = iteration
         super().__init__(f"checkpointed at iteration {iteration} of {total} on {signame} (preemption or time "
                          "limit); requeued")
-
-
-def preempt_signal() -> int:
-    """The signal submitit treats as preemption (``SUBMITIT_PREEMPT_SIGNAL``, USR2 by default)."""
-    return int(getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2")))
 
 
 def fingerprint(spec: dict, world_size: int) -> str:
@@ -91,11 +99,15 @@ class Checkpointer:
         self.resumed_from: Optional[int] = None
         self.prior_peak: Optional[float] = None  # the timed window's peak memory in earlier attempts
         self._wall_at_start = 0.0
+        self._await_at = int(os.environ.get(AWAIT_ENV) or 0)
 
     # ------------------------------------------------------------------ signal
     def install(self) -> None:
-        """Raise the flag on the preemption signal (submitit's handler is kept to requeue)."""
-        self._previous = signal.signal(preempt_signal(), self._on_signal)
+        """Raise the flag on the preemption signal (submitit's handler is kept to requeue);
+        a signal caught since the rank started (``preempt.catch``) raises it now."""
+        self._previous, early = take_over(self._on_signal)
+        if early is not None and self.signalled is None:
+            self.signalled = early
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.signalled = signal.Signals(signum).name
@@ -126,6 +138,15 @@ class Checkpointer:
             self.save(done, trainer, rec)
         if stop:
             raise Requeue(done, self.total, self.signalled or "the preemption signal")
+        if done == self._await_at and self.resumed_from is None:
+            self._await_signal(rec)
+
+    def _await_signal(self, rec: Any) -> None:
+        """The test knob (module docstring): wait until signalled, not as training time."""
+        t0 = time.perf_counter()
+        while self.signalled is None and time.perf_counter() - t0 < AWAIT_MAX_S:
+            time.sleep(0.05)  # the signal's handler runs between two sleeps
+        rec.exclude(time.perf_counter() - t0)
 
     def hook(self, trainer: Any, rec: Any) -> Callable[[int], None]:
         """``between`` for ``trainers.loop.train``."""

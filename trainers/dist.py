@@ -74,8 +74,15 @@ def _local_port(env: dict, wait_s: float = 120.0) -> int:
     """A free port for a local job, agreed through a file in the job folder.
 
     Rank 0 binds port 0 to find a free port when the job *starts* (a port picked at
-    submission may be taken by the time a queued local job runs) and publishes it;
-    the other ranks wait for the file.
+    submission may be taken by the time a queued local job runs) and publishes it with
+    its own identity (pid and start time); the other ranks wait for the file.
+
+    A requeued job restarts its ranks under the same job id, so the file of the run
+    before is still there: a rank that read it would knock at a port nobody serves
+    any more for the whole rendezvous timeout while rank 0 waits for it (found by the
+    checkpoint test under load). So the other ranks accept only the file of *their*
+    rank 0, the ``submitit.core._submit`` process that their controller (their parent)
+    started as rank 0, and fail at once when that one has ended without publishing.
     """
     import socket
     import time
@@ -88,16 +95,63 @@ def _local_port(env: dict, wait_s: float = 120.0) -> int:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(str(port))
+        tmp.write_text(f"{port} {_process_identity(os.getpid()) or ''}".strip())
         tmp.replace(path)
         return port
+    rank0 = _local_rank0(str(env["job_id"]))
+    if rank0 == "":
+        raise RuntimeError(f"rank {env['rank']}: rank 0 of local job {env['job_id']} ended before it published "
+                           "the rendezvous port (see rank 0's log)")
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         try:
-            return int(path.read_text())
-        except (OSError, ValueError):
-            time.sleep(0.05)
+            words = path.read_text().split()
+            if rank0 is None or words[1:] == [rank0]:  # None: no /proc to tell runs apart
+                return int(words[0])
+        except (OSError, ValueError, IndexError):
+            pass
+        if rank0 is not None and _process_identity(int(rank0.split(":")[0])) != rank0:
+            raise RuntimeError(f"rank {env['rank']}: rank 0 of local job {env['job_id']} (pid {rank0.split(':')[0]}) "
+                               "ended before it published the rendezvous port (see rank 0's log)")
+        time.sleep(0.05)
     raise RuntimeError(f"rank {env['rank']}: rank 0 never published the rendezvous port ({path})")
+
+
+def _process_identity(pid: int) -> "str | None":
+    """``pid:start time`` of a live process (a pid reused later has another start time);
+    None when /proc cannot say (gone, a zombie, not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        if fields[0] in (b"Z", b"X"):  # ended, not yet reaped
+            return None
+        return f"{pid}:{int(fields[19])}"  # field 22 of proc(5): starttime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _local_rank0(job_id: str) -> "str | None":
+    """The identity of this local rank's rank 0: its sibling (same parent, submitit's
+    controller) with ``SUBMITIT_LOCAL_GLOBALID=0`` of the same job. The controller starts
+    rank 0 first, so "" means it has ended already; None: no /proc to look in."""
+    if not os.path.isdir("/proc"):
+        return None
+    parent = os.getppid()
+    want = {b"SUBMITIT_LOCAL_GLOBALID": b"0", b"SUBMITIT_LOCAL_JOB_ID": job_id.encode()}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                if int(fh.read().rsplit(b")", 1)[1].split()[1]) != parent:
+                    continue
+            with open(f"/proc/{entry}/environ", "rb") as fh:
+                environ = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or not ours to read
+            continue
+        if all(environ.get(k) == v for k, v in want.items()):
+            return _process_identity(int(entry)) or ""
+    return ""
 
 
 def _store(master: rendezvous.Master, rank: int, world: int, timeout_s: float) -> "dist.Store":

@@ -63,6 +63,15 @@ class CheckpointingJobEntry(Checkpointable, JobEntry):
     """``JobEntry`` of a checkpointing point: submitit requeues it (``checkpoint()``
     resubmits the same entry: the job finds its checkpoint files by its spec)."""
 
+    def __call__(self) -> Any:
+        # First, before the seconds of imports and set-up: the preemption signal only
+        # raises the checkpointer's flag from now on (trainers/preempt.py, torch-free),
+        # instead of submitit ending rank 0 wherever it stands while its peers wait.
+        from trainers.preempt import catch
+
+        catch()
+        return super().__call__()
+
 
 def entry_for(spec: dict[str, Any], plain: Callable[[dict[str, Any]], JobEntry] = JobEntry) -> JobEntry:
     """The entry a point's job runs: checkpointing (requeued on SLURM's signal) with

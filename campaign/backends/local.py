@@ -145,7 +145,9 @@ class ProcessTable:
         own = self.controllers.get(int(job_id)) if str(job_id).isdigit() else None
         if own is not None and (not folder or os.fsencode(os.path.basename(os.path.normpath(folder))) in own.cmdline):
             found.append(own.pid)
-        found += [r.ppid for r in ranks if r.ppid in self.controllers and r.ppid not in found]
+        for rank in ranks:  # every rank's parent once: stop_job signals each pid found
+            if rank.ppid in self.controllers and rank.ppid not in found:
+                found.append(rank.ppid)
         return found, [r.pid for r in ranks]
 
 
