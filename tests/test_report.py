@@ -55,3 +55,9 @@ def test_saved_figures_render_with_their_spread_goal_and_load(tmp_path):
     assert report.main(["--results", str(tmp_path), "--readme", str(readme)]) == 0
     assert readme.read_text() == f"before\n{block}\nafter\n"
     assert report.main(["--results", str(tmp_path), "--readme", str(readme), "--check"]) == 0
+
+
+def test_a_saved_command_line_shows_no_store_password():
+    common = _module("_common")
+    line = common.command_line("store_writes.py", ["--writers", "16", "--store", "postgresql+psycopg2://u:s3cret@h:5432/db"])
+    assert line == "python benchmarks/store_writes.py --writers 16 --store postgresql+psycopg2://u:***@h:5432/db"
