@@ -46,6 +46,7 @@ import math
 import pstats
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -256,7 +257,9 @@ def _variants(all_overrides: list) -> list[str]:
             if k not in skip and not k.startswith("hydra."):
                 d[k] = v
         parsed.append(d)
-    varying = [k for k in sorted({k for d in parsed for k in d}) if len({d.get(k) for d in parsed}) > 1]
+    # in the sweep's order of first appearance, as harvest names a variant (campaign.varying)
+    keys = list(dict.fromkeys(k for d in parsed for k in d))
+    varying = [k for k in keys if len({d.get(k) for d in parsed}) > 1]
     return [" ".join(f"{k}={d[k]}" for k in varying if k in d) for d in parsed]
 
 
@@ -383,10 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         print("what harvest's SQL design saves (per-point aggregates and the job's iterations in SQL from the "
               "covering index), both in pandas:")
         print("  " + ratio_line("naive read/same SQL wall time", t["pandas_naive"], t["pandas_sql"]))
-        best = min(t["harvest"])
-        verdict = "meets" if best <= TARGET_S else "MISSES"
-        print(f"harvest {verdict} the {TARGET_S:g} s target here: best {fmt(best)}, "
-              f"median {fmt(sorted(t['harvest'])[len(t['harvest']) // 2])} of {len(t['harvest'])}")
+        # the goal is judged on the median, the figure the README's table shows
+        best, median = min(t["harvest"]), statistics.median(t["harvest"])
+        verdict = "meets" if median <= TARGET_S else "MISSES"
+        print(f"harvest {verdict} the {TARGET_S:g} s target here: median {fmt(median)} of {len(t['harvest'])}, "
+              f"best {fmt(best)}")
         agree_sql, agree_naive = compare_csv(h_csv, p_csv), compare_csv(h_csv, csvs["pandas_naive"])
         print(f"CSVs (same SQL) {agree_sql}")
         print(f"CSVs (naive)    {agree_naive}")
@@ -395,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
             print("saved:", save("harvest_scale", command=command_line("harvest_scale.py", argv), load_start=load0,
                                  figures=[
                 figure("harvest_s", f"harvest to CSV, {size} (fresh process)", t["harvest"], unit="s",
-                       goal=f"<= {TARGET_S:g} s", met=best <= TARGET_S),
+                       goal=f"<= {TARGET_S:g} s", met=median <= TARGET_S),
                 ratio_figure("same_sql", "pandas with harvest's own SQL and interval / harvest", t["pandas_sql"],
                              t["harvest"], note=f"CSVs {agree_sql.split(':')[0]}"),
                 ratio_figure("naive", "naive pandas read / pandas with the same SQL (what the SQL design saves)",

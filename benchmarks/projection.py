@@ -33,7 +33,7 @@ to absolute deadlines, so a projection cannot miss) is the exactness check of th
 machinery, never the headline. ``--size F`` scales N (and the cap with it); ``--pairs K``.
 
     .venv/bin/python benchmarks/projection.py                            # both trainers, 6 pairs each (~35 min)
-    .venv/bin/python benchmarks/projection.py --pairs 10 --save          # the README's figures
+    .venv/bin/python benchmarks/projection.py --save                     # the README's figures (6 pairs each)
     .venv/bin/python benchmarks/projection.py --trainers sleep --pairs 2 # the exactness check
     .venv/bin/python benchmarks/projection.py --size 0.02 --pairs 1      # smoke size
 """

@@ -70,6 +70,11 @@ def load_results(folder: Path = RESULTS) -> list[dict]:
     return sorted(docs, key=lambda d: (rank.get(d["benchmark"], len(ORDER)), d["benchmark"]))
 
 
+def _cell_text(text: str) -> str:
+    """``text`` safe inside a Markdown table cell: a bare ``|`` would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def render(docs: list[dict]) -> str:
     """The README block (markers included) for these saved outputs."""
     lines = [BEGIN, "", "| figure | median (min .. max over runs) | goal | command | measured |", "|---|---|---|---|---|"]
@@ -77,7 +82,7 @@ def render(docs: list[dict]) -> str:
     for d in docs:
         when = f"{d['date']}, {_load(d)}"
         for fig in d["figures"]:
-            what = fig["what"] + (f" ({fig['note']})" if fig.get("note") else "")
+            what = _cell_text(fig["what"] + (f" ({fig['note']})" if fig.get("note") else ""))
             lines.append(f"| {what} | {cell(fig)} | {_goal(fig)} | `{d['command']}` | {when} |")
     lines += ["", f"Measured on: {'; '.join(machines) or 'nothing saved yet'} (the load is the 1-minute load "
                   "average at the benchmark's start and end; this machine is shared)."]

@@ -128,7 +128,10 @@ def concurrent(args: argparse.Namespace, folder: Path) -> int:
     print(f"rows lost: {lost}, doubled: {doubled}, writers that spooled: {spooled} "
           f"(of {args.writers * len(runs)} writer runs; spooled rows ingested and counted)")
     ok = statistics.median(rate["batched"]) >= GOAL_ROWS_PER_S
-    print(f"batched {'meets' if ok else 'MISSES'} the {GOAL_ROWS_PER_S:,} rows/s goal here")
+    if sqlite_path(url):
+        print(f"batched {'meets' if ok else 'MISSES'} the {GOAL_ROWS_PER_S:,} rows/s goal here")
+    else:  # the goal is SQLite's: a server store is measured for comparison, not judged
+        print(f"(the {GOAL_ROWS_PER_S:,} rows/s goal is SQLite's; this store is not judged against it)")
     if args.save:
         db = "sqlite" if sqlite_path(url) else url.split("://")[0].split("+")[0]
         tag = f"{args.writers} writers, {'SQLite' if db == 'sqlite' else 'PostgreSQL' if db.startswith('postgres') else db}"

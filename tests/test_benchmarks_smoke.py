@@ -66,26 +66,47 @@ def test_store_writes_with_concurrent_writers_on_postgresql():
         out = _run("store_writes.py", "--writers", "2", "--rows", "300", "--per-row-rows", "30", "--rounds", "1",
                    "--store", url)
         assert "postgresql+psycopg2 (--store)" in out and "rows lost: 0, doubled: 0" in out, out
+        assert "the 100,000 rows/s goal is SQLite's; this store is not judged against it" in out, out
     finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _drop_database(admin, name)
         admin.dispose()
+
+
+def _drop_database(admin, name: str) -> None:
+    """Drop the test's database. ``WITH (FORCE)`` is refused (InsufficientPrivilege) while
+    an autovacuum worker, a superuser's process, is in it right after the writers' inserts:
+    then a plain DROP is retried until the worker has left."""
+    import time
+
+    from sqlalchemy.exc import DBAPIError
+
+    for attempt in range(20):
+        try:
+            with admin.connect() as conn:
+                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"' + (" WITH (FORCE)" if attempt == 0 else ""))
+            return
+        except DBAPIError:
+            time.sleep(0.5)
+    with admin.connect() as conn:  # the last try fails loudly
+        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
 
 
 @pytest.mark.slow
 def test_harvest_scale_agrees_with_its_pandas_baseline():
     pytest.importorskip("pandas", reason="the baseline needs pandas (pip install -e '.[test]')")
-    out = _run("harvest_scale.py", "--points", "40", "--iterations", "8000", "--rounds", "1", "--explain",
+    # 80 points: two repeats, so the per-repeat seed is a varying override and the
+    # baselines must name a variant as harvest does (the sweep's order of its overrides)
+    out = _run("harvest_scale.py", "--points", "80", "--iterations", "16000", "--rounds", "1", "--explain",
                "--profile", "3")
-    # weak scaling: 8 x gpus x timed iterations is the same for every GPU count (at most 8,000 rows)
-    assert "store: 40 completed points" in out and re.search(r"[67],\d{3} iteration rows", out), out
+    # weak scaling: 8 x gpus x timed iterations is the same for every GPU count (at most 16,000 rows)
+    assert "store: 80 completed points" in out and re.search(r"1[2-5],\d{3} iteration rows", out), out
     # the fair peer (harvest's own SQL and bootstrap in pandas), and what the SQL design saves
     assert "pandas baseline with harvest's own SQL and interval (only the data-frame library differs)" in out
     assert re.search(r"pandas/harvest wall time \(fresh process each\): " + RATIO, out), out
     assert re.search(r"naive read/same SQL wall time: " + RATIO, out), out
     assert re.search(r"harvest (meets|MISSES) the 1 s target here", out), out
     # both baselines compute the same per-point aggregates: every CSV holds the same numbers
-    assert "CSVs (same SQL) agree: 40 rows" in out and "CSVs (naive)    agree: 40 rows" in out, out
+    assert "CSVs (same SQL) agree: 80 rows" in out and "CSVs (naive)    agree: 80 rows" in out, out
     assert "job_iterations_query:" in out and "completed_points_query:" in out
     assert "in-process harvest (imports warm), under cProfile" in out
 

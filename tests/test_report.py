@@ -55,3 +55,19 @@ def test_saved_figures_render_with_their_spread_goal_and_load(tmp_path):
     assert report.main(["--results", str(tmp_path), "--readme", str(readme)]) == 0
     assert readme.read_text() == f"before\n{block}\nafter\n"
     assert report.main(["--results", str(tmp_path), "--readme", str(readme), "--check"]) == 0
+
+
+def test_a_saved_command_line_shows_no_store_password():
+    common = _module("_common")
+    line = common.command_line("store_writes.py", ["--writers", "16", "--store", "postgresql+psycopg2://u:s3cret@h:5432/db"])
+    assert line == "python benchmarks/store_writes.py --writers 16 --store postgresql+psycopg2://u:***@h:5432/db"
+
+
+def test_a_figure_with_a_bar_in_its_name_stays_in_its_cell(tmp_path):
+    common, report = _module("_common"), _module("report")
+    common.save("bar", command="python benchmarks/bar.py", load_start=[1.0], folder=tmp_path,
+                figures=[common.figure("w", "pairs with |error| <= 3 %", [50.0], unit="%", goal=">= 90 %", met=False)])
+    row = next(line for line in report.render(report.load_results(tmp_path)).splitlines() if "error" in line)
+    assert "pairs with \\|error\\| <= 3 %" in row
+    # five cells: the escaped bars are no column separators
+    assert len([c for c in row.replace("\\|", "").split("|")[1:-1]]) == 5, row
