@@ -91,6 +91,7 @@ def build_store(url: str, points: int, iterations: int, sampled: float, seed: in
               "experiment": {"name": "x", "images_per_gpu": 8}, "trainer": {"name": "synthetic", "params": {"width": 64}},
               "dataset": {"name": "synthetic", "image_size": 224}, "store": {"url": url}, "notes": "x" * 1500}
     rows, plans = [], []
+    repeats = -(-points // len(combos))
     for i in range(points):
         plat, gpus, opt = combos[i % len(combos)]
         repeat = i // len(combos)
@@ -103,8 +104,10 @@ def build_store(url: str, points: int, iterations: int, sampled: float, seed: in
         rows.append({"idx": i, "platform": plat, "trainer": "synthetic", "experiment": exp, "dataset": "synthetic",
                      "gpus": gpus, "nodes": 1, "repeat": repeat, "batch_per_gpu": 8,
                      "iterations": timed * PROJECTION_FACTOR if is_sampled else timed,
+                     # a repeat is the same point run again (repeats=K), not another seed: harvest
+                     # takes the median over a point's repeats
                      "overrides": [f"platform={plat}", f"gpus={gpus}", f"experiment={exp}", f"trainer.optimizer={opt}",
-                                   f"seed={repeat}"],
+                                   f"repeats={repeats}"],
                      "config": config, "executor": "slurm", "job_id": f"{1000 + i}", "state": "completed",
                      "submitted_at": 1.0, "started_at": 2.0, "ended_at": 3.0})
         plans.append((gpus, per_rank, timed, 0.05 * (1 + 0.04 * math.log2(gpus)) * (1.12 if opt == "adamw" else 1.0)))
