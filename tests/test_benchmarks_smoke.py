@@ -172,7 +172,8 @@ def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
                   r"half-width [\d.]+ %, (target met|--pairs 40 reached); bare [\d.]+ ms/step; 2 rank\(s\) on cpu, "
                   r"width 8, depth 2, 8x16x16 images/rank", out)
     assert m, out
-    m = re.search(r"accounted: ([\d.]+) us/step = ([\d.]+)% of the bare step \(Recorder ([\d.]+) us/step \+ "
+    # the accounted cost may come out below 0 on a noisy machine (the hook's part is a difference)
+    m = re.search(r"accounted: (-?[\d.]+) us/step = (-?[\d.]+)% of the bare step \(Recorder ([\d.]+) us/step \+ "
                   r"hook (-?[\d.]+) us/bucket \[95% CI .*\] x (\d+) bucket\(s\)/step; budget 1%: (met|NOT met)\)", out)
     assert m, out
     assert int(m.group(5)) >= 1  # 2 DDP ranks: the default model's gradients go in at least one bucket

@@ -40,6 +40,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_a_jobs_master_port_is_outside_the_ephemeral_range():
+    """Every rank derives the port from the job id; one an outgoing connection could hold
+    (Linux's ephemeral range) made rank 0 fail with EADDRINUSE."""
+    from trainers.dist import MASTER_PORTS, _master_port
+
+    ports = {_master_port(str(job)) for job in range(2000)} | {_master_port(f"{job}_3") for job in range(500)}
+    assert min(ports) >= MASTER_PORTS[0] and max(ports) <= MASTER_PORTS[1] < 32768 and len(ports) > 1000
+    assert _master_port("885_0") == _master_port("885_0")  # every rank agrees
+    low = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    if low.exists():
+        assert max(ports) < int(low.read_text().split()[0]), "this machine's ephemeral range starts lower"
+
+
 def test_master_host_from_override_slurm_torchrun_or_loopback():
     slurm = {"SUBMITIT_EXECUTOR": "slurm", "SLURM_JOB_NODELIST": "n[1-2]"}
     assert rdv.master_host({**slurm, "CAMPAIGN_MASTER_ADDR": "m0"}, 2) == ("m0", "CAMPAIGN_MASTER_ADDR")

@@ -62,12 +62,17 @@ def _job_env() -> dict:
     }
 
 
+MASTER_PORTS = (20000, 32767)  # below Linux's ephemeral range (32768-60999 by default)
+
+
 def _master_port(job_id: str) -> int:
-    # Same rule as submitit's TorchDistributedEnvironment: every rank derives the
-    # same port from the job id, so no rendezvous is needed to agree on it.
+    # As submitit's TorchDistributedEnvironment: every rank derives the same port from
+    # the job id, so no rendezvous is needed to agree on it. Not from the ephemeral
+    # range, where any outgoing connection on the node (a TCPStore client, sacct, the
+    # store's database) may hold the port: rank 0 then fails with EADDRINUSE (seen in CI).
     import random
 
-    return random.Random(job_id).randint(20000, 60000)
+    return random.Random(job_id).randint(*MASTER_PORTS)
 
 
 def _local_port(env: dict, wait_s: float = 120.0) -> int:
