@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
 
 import pytest
 
@@ -128,7 +129,12 @@ def test_max_retries_resubmits_a_retry_on_failure_and_stops_at_k(ws):
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.count("#1 failed: automatic retry") == 2
     assert "automatic retry 1 of 2: submitted" in done.stderr and "automatic retry 2 of 2: submitted" in done.stderr
-    attempts = _attempts(ws, cid)
+    # status saw the last job end (its effective state); the job's own row may land a moment later
+    for _ in range(60):
+        attempts = _attempts(ws, cid)
+        if attempts[-1][2] not in ("pending", "running"):
+            break
+        time.sleep(0.5)
     assert [(i, n, s, o) for i, n, s, o, _ in attempts] == [
         (0, 0, "completed", "launch"), (1, 0, "failed", "launch"), (1, 1, "failed", "retry"), (1, 2, "failed", "retry")]
     again = _wait(ws, cid, "--submit")  # K used: nothing more is submitted
