@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,3 +98,15 @@ def campaign_id_from(stdout: str) -> str:
         if line.startswith("campaign "):
             return line.split()[1].rstrip(":")
     raise AssertionError(f"no campaign id in: {stdout}")
+
+
+def until(pred, timeout: float, what: str, every: float = 0.5):
+    """``pred()``'s first truthy value, asked every ``every`` seconds for up to
+    ``timeout``; AssertionError naming ``what`` when it never comes."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import TINY, campaign_id_from  # noqa: E402
+from conftest import TINY, campaign_id_from, until  # noqa: E402
 from trainers import loop, preempt  # noqa: E402
 from trainers.checkpoint import AWAIT_ENV, Checkpointer, Requeue  # noqa: E402
 from trainers.dist import DistContext  # noqa: E402
@@ -191,16 +191,6 @@ def _ranks(job_id: str, folder: str) -> list[int]:
     return [r.pid for r in table.ranks.get(str(job_id), []) if r.ppid in controllers]
 
 
-def _until(what, pred, timeout=240.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _launch_checkpointing(ws, await_at: int) -> tuple[str, str, str]:
     """A 2-rank checkpointing run of 61 iterations (every 10th saved) whose ranks wait
     after iteration ``await_at`` until they have the signal (AWAIT_ENV): the test's
@@ -272,7 +262,8 @@ def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws, launch_check
     completed attempt holds every timed iteration once."""
     cid, job_id, folder = launch_checkpointing(await_at=20)
     # iteration 20's file: both ranks have passed that boundary's agreement and wait after it
-    _until("iteration 20's checkpoint", lambda: list((ws.results / "jobs" / cid / "checkpoints").glob("p*-r1-i20.pt")))
+    until(lambda: list((ws.results / "jobs" / cid / "checkpoints").glob("p*-r1-i20.pt")), 240, "iteration 20's checkpoint",
+          every=0.2)
     _signal_ranks(job_id, folder)
     assert _assert_resumed_once(ws, cid) == 21
 
@@ -292,7 +283,8 @@ def test_a_local_job_signalled_while_it_starts_requeues_at_its_first_iterations(
     job stops at its first iteration boundary it can, checkpointed, and resumes."""
     cid, job_id, folder = launch_checkpointing(await_at=20)
     # torch is imported after the entry caught the signal (trainers/preempt.py)
-    _until("two ranks importing torch", lambda: len([p for p in _ranks(job_id, folder) if _torch_loaded(p)]) == 2)
+    until(lambda: len([p for p in _ranks(job_id, folder) if _torch_loaded(p)]) == 2, 240, "two ranks importing torch",
+          every=0.2)
     _signal_ranks(job_id, folder)
     assert _assert_resumed_once(ws, cid) <= 21
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import campaign_id_from
+from conftest import campaign_id_from, until
 from test_slurm import ONE_CPU, cluster  # noqa: F401  (fixture: skips without the local cluster)
 
 LONG_SLEEP = ["trainer=sleep", "experiment.base_iterations=100000000", "experiment.warmup_iterations=1",
@@ -41,16 +41,6 @@ def _ranks(env_key: str, value: str) -> list[tuple[int, int, dict]]:
     return found
 
 
-def _until(pred, timeout: float, what: str):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _agree(run, cid: str) -> dict:
     """status --wait ends, --json and the table say the same, harvest counts nothing,
     elapsed does not grow; returns the point."""
@@ -73,13 +63,13 @@ def test_a_killed_job_controller_fails_its_point_everywhere(ws):
     res = ws.launch("-m", "gpus=2", *LONG_SLEEP)
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
-    job = _until(lambda: ws.query("select job_id from point where state = 'running'"), 120, "the job to run")[0][0]
-    ranks = _until(lambda: len(r := _ranks("SUBMITIT_LOCAL_JOB_ID", job)) >= 2 and r, 60, "both ranks")
+    job = until(lambda: ws.query("select job_id from point where state = 'running'"), 120, "the job to run")[0][0]
+    ranks = until(lambda: len(r := _ranks("SUBMITIT_LOCAL_JOB_ID", job)) >= 2 and r, 60, "both ranks")
     controller = ranks[0][1]
     with open(f"/proc/{controller}/cmdline", "rb") as fh:
         assert b"submitit.local._local" in fh.read()
     os.kill(controller, signal.SIGKILL)
-    _until(lambda: not _ranks("SUBMITIT_LOCAL_JOB_ID", job), 60, "the orphaned ranks to end")
+    until(lambda: not _ranks("SUBMITIT_LOCAL_JOB_ID", job), 60, "the orphaned ranks to end")
     p = _agree(lambda *a: ws.campaign(*a), cid)
     assert p["state"] == "failed", p
     # killed while it ran, or (a slow start) while a rank was still starting: either way named
@@ -108,9 +98,9 @@ def test_a_killed_rank_fails_its_slurm_point_everywhere(cluster, ws):  # noqa: F
     assert res.returncode == 0, res.stdout + res.stderr
     cid = campaign_id_from(res.stdout)
     try:
-        job = _until(lambda: ws.query("select job_id from point where state = 'running'"), 180, "the job to run")[0][0]
+        job = until(lambda: ws.query("select job_id from point where state = 'running'"), 180, "the job to run")[0][0]
         array, task = job.split("_")
-        ranks = _until(lambda: len(r := [x for x in _ranks("SLURM_ARRAY_JOB_ID", array)
+        ranks = until(lambda: len(r := [x for x in _ranks("SLURM_ARRAY_JOB_ID", array)
                                          if x[2].get("SLURM_ARRAY_TASK_ID") == task]) >= 2 and r, 60, "the job's ranks")
         (rank0,) = [pid for pid, _, env in ranks if env.get("SLURM_PROCID") == "0"]
         os.kill(rank0, signal.SIGKILL)

@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-import time
 
 import pytest
 
-from conftest import TINY, campaign_id_from
+from conftest import TINY, campaign_id_from, until
 
 SLEEPY = ["trainer=sleep", "experiment=smoke", "experiment.base_iterations=4", "trainer.params.a_s=0.002",
           "trainer.params.c_s=0.0"]
@@ -130,11 +129,8 @@ def test_max_retries_resubmits_a_retry_on_failure_and_stops_at_k(ws):
     assert done.stderr.count("#1 failed: automatic retry") == 2
     assert "automatic retry 1 of 2: submitted" in done.stderr and "automatic retry 2 of 2: submitted" in done.stderr
     # status saw the last job end (its effective state); the job's own row may land a moment later
-    for _ in range(60):
-        attempts = _attempts(ws, cid)
-        if attempts[-1][2] not in ("pending", "running"):
-            break
-        time.sleep(0.5)
+    attempts = until(lambda: (a := _attempts(ws, cid))[-1][2] not in ("pending", "running") and a, 30,
+                     "the last retry's attempt row")
     assert [(i, n, s, o) for i, n, s, o, _ in attempts] == [
         (0, 0, "completed", "launch"), (1, 0, "failed", "launch"), (1, 1, "failed", "retry"), (1, 2, "failed", "retry")]
     again = _wait(ws, cid, "--submit")  # K used: nothing more is submitted

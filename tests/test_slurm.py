@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,6 +22,7 @@ from campaign.backends.base import Observed
 from campaign.backends.resources import Resources
 from campaign.errors import SubmitError
 from campaign.proc import Completed
+from conftest import until
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_TRAINER = ["trainer.params.width=4", "trainer.params.depth=2", "dataset.image_size=8"]
@@ -347,22 +347,12 @@ def sweep(site):
     return cid, res, site.wait(cid)
 
 
-def _until(pred, timeout: float, what: str):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = pred()
-        if value:
-            return value
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.mark.slurm
 def test_cancelled_jobs_show_as_cancelled(site):
     # first in the module, so that its long jobs burn CPU only for a moment
     cid, _ = site.launch("platform=v100", "repeats=2", "experiment=smoke", "experiment.base_iterations=100000000",
                          *ONE_CPU, *TINY_TRAINER)
-    points = _until(lambda: (ps := site.points(cid)) and all(p["job_id"] for p in ps) and ps, 30, "job ids")
+    points = until(lambda: (ps := site.points(cid)) and all(p["job_id"] for p in ps) and ps, 30, "job ids", every=1)
     res = site.campaign("cancel", cid, "--point", str(points[0]["idx"]))
     assert res.returncode == 0 and res.stdout == f"campaign {cid}: cancelled 1 point(s)\n", res.stderr
     # the other one from outside campaign: only sacct can tell
@@ -428,7 +418,7 @@ def test_nvlink_platforms_submit_with_their_constraint(site):
         got = sorted(tuple(line.split("|")[1:]) for line in out.splitlines())
         return got if all(g[2] == "COMPLETED" for g in got) else None
 
-    got = _until(sacct, 30, "sacct to show both jobs COMPLETED")
+    got = until(sacct, 30, "sacct to show both jobs COMPLETED", every=1)
     assert got == [("a100_nvlink", "a100_40g", "COMPLETED"), ("a100_nvlink", "a100_80g", "COMPLETED")]
 
 

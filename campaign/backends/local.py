@@ -86,7 +86,12 @@ def exclusive_setup() -> list[str]:
     """
     if shutil.which("flock") is None:
         return []  # no util-linux: jobs run concurrently (timings may interfere)
-    return [f"exec 9>>{shlex.quote(str(lock_path()))}", "flock 9"]
+    return lock_commands(lock_path())
+
+
+def lock_commands(lock: Path) -> list[str]:
+    """The shell lines that hold ``lock`` for the rest of the shell's life (fd 9)."""
+    return [f"exec 9>>{shlex.quote(str(lock))}", "flock 9"]
 
 
 CONTROLLER = b"submitit.local._local"  # submitit's job controller (and the shell that waits for the lock)

@@ -17,7 +17,6 @@ it goes (the job folder ``results/jobs/<id>``, the job names).
 from __future__ import annotations
 
 import json
-import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -162,9 +161,9 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[Array], python: Opt
 def lock_lines() -> list[str]:
     """campaign.backends.local.exclusive_setup's lines, without making the lock's folder (a
     dry run makes nothing; a test checks that the two agree)."""
-    from campaign.backends.local import LOCK_FILE, lock_folder
+    from campaign.backends.local import LOCK_FILE, lock_commands, lock_folder
 
-    return [f"exec 9>>{shlex.quote(str(lock_folder() / LOCK_FILE))}", "flock 9"]
+    return lock_commands(lock_folder() / LOCK_FILE)
 
 
 def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[Array]) -> list[str]:
