@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, exists, or_, select, update
 
 from campaign_sql.engine import insert_ignore
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
@@ -38,6 +38,14 @@ class AttemptKey(tuple):
         return self[1]
 
 
+def _latest(key: AttemptKey):
+    """The point's own state follows only its latest attempt: a late report of an earlier
+    one (a rank that ended after its point was resubmitted, a spool file ingested late)
+    changes that attempt alone."""
+    return ~exists(select(attempt.c.id).where(and_(attempt.c.point_id == key.point_id,
+                                                   attempt.c.attempt_no > key.attempt_no)))
+
+
 def _attempt_id(conn, key: AttemptKey, cache: dict) -> int:
     if key not in cache:
         found = conn.execute(select(attempt.c.id).where(
@@ -58,8 +66,8 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
             and_(attempt.c.point_id == key.point_id, attempt.c.attempt_no == key.attempt_no))).scalar()
         if exists is None:
             insert_ignore(conn, attempt, [row])
-        elif payload.get("started_at"):  # opened at submission (sql/schema.py), or the same attempt started again
-            conn.execute(update(attempt).where(and_(attempt.c.id == exists, attempt.c.state != "completed"))
+        elif payload.get("started_at"):  # opened at submission (sql/schema.py), or the same attempt started again; an ended one stays ended
+            conn.execute(update(attempt).where(and_(attempt.c.id == exists, attempt.c.state.in_(RUNNING_FROM)))
                          .values(state="running", reason=None, **{k: v for k, v in payload.items() if k in _STARTED}))
         if payload.get("job_id") and payload.get("started_at"):
             # earlier runs of this very job that never said how they ended: the scheduler
@@ -69,7 +77,7 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
                 attempt.c.job_id == payload["job_id"], attempt.c.state.in_(("registered", "pending", "running"))))
                 .values(state="requeued", reason=f"requeued: attempt {key.attempt_no} of the same job started",
                         ended_at=payload["started_at"]))
-        conn.execute(update(point).where(and_(point.c.id == key.point_id, point.c.state.in_(RUNNING_FROM)))
+        conn.execute(update(point).where(and_(point.c.id == key.point_id, point.c.state.in_(RUNNING_FROM), _latest(key)))
                      .values(state="running", reason=None, started_at=payload.get("started_at")))
         return key
     aid = _attempt_id(conn, key, cache)
@@ -88,7 +96,7 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
             pcond = or_(pcond, and_(point.c.state == "failed", point.c.ended_at > payload["ended_at"]))
         conn.execute(update(attempt).where(acond)
                      .values(state=payload["state"], reason=payload["reason"], ended_at=payload["ended_at"]))
-        conn.execute(update(point).where(and_(point.c.id == key.point_id, pcond))
+        conn.execute(update(point).where(and_(point.c.id == key.point_id, pcond, _latest(key)))
                      .values(state=payload["state"], reason=payload["reason"], ended_at=payload["ended_at"]))
     else:
         raise ValueError(f"unknown spool operation {op!r}")

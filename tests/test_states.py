@@ -90,6 +90,19 @@ def test_a_local_point_past_its_time_limit_is_timeout():
                   None, now=NOW)["state"] == "failed"
 
 
+def test_a_local_job_without_process_or_log_is_starting_just_after_submission_lost_later(tmp_path):
+    from campaign.backends.local import START_GRACE_S, ProcessTable, observe_job
+
+    table = ProcessTable()
+    gone = dict(_p(job_id="999999996", job_folder=str(tmp_path)), state="pending")
+    fresh = observe_job(dict(gone, submitted_at=time.time()), table)
+    assert (fresh.state, fresh.reason) == ("pending", "starting: no process or log of local job 999999996 seen yet")
+    old = observe_job(dict(gone, submitted_at=time.time() - START_GRACE_S - 1), table)
+    assert old.state == "lost" and old.reason.endswith(f"no log in {tmp_path}")
+    (tmp_path / "controllers.log").write_text("Traceback (most recent call last):\n...\nOSError: no space\n")
+    assert observe_job(gone, table).reason.endswith(f"; see {tmp_path / 'controllers.log'}")
+
+
 def test_elapsed_of_an_ended_point_does_not_grow():
     ended = derive(_p(), Observed("failed", "x", ended_at=NOW - 40), now=NOW)
     assert point_view(ended, NOW)["elapsed_s"] == point_view(ended, NOW + 3600)["elapsed_s"] == 60

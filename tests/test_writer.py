@@ -171,3 +171,32 @@ def test_the_earliest_rank_failure_is_the_reason_whatever_order_it_arrives_in(tm
     expected = ("failed", "rank 1: RuntimeError: boom", 100.0)
     assert con.execute("select state, reason, ended_at from attempt").fetchone() == expected
     assert con.execute("select state, reason, ended_at from point").fetchone() == expected
+
+
+def test_a_late_report_of_an_earlier_attempt_leaves_the_resubmitted_point_alone(tmp_path):
+    """Rank 0 of attempt 0 reports its failure after the point was resubmitted (attempt 1
+    running): attempt 0 records it, the point keeps following attempt 1; a late start of
+    attempt 0 (a spool file ingested late) does not move the point either."""
+    url = f"sqlite:///{tmp_path}/c.db"
+    with open_store(url, create=True) as s:
+        (pid,) = s.register({"id": "c", "created_at": 1.0}, _points(1))
+    writer = JobWriter(url)
+    first = writer.start_attempt(pid, job_id="1", world_size=2, provenance={}, attempt_base=0)
+    writer.finish_attempt(first, pid, "failed", "rank 1: RuntimeError: boom", rank=1)
+    with open_store(url) as s:
+        row = next(p for p in s.points("c"))
+        assert s.claim(dict(row, stored_state=row["state"]))
+        assert s.open_attempts([pid], origin="retry") == {pid: 1}
+        s.mark_submitted([{"point_id": pid, "job_id": "2", "attempt_no": 1}])
+    second = writer.start_attempt(pid, job_id="2", world_size=2, provenance={}, attempt_base=1)
+    assert second.attempt_no == 1
+    writer.finish_attempt(first, pid, "failed", "rank 0: Connection closed by peer", rank=0)  # late
+    with open_store(url) as s, s.engine.begin() as conn:  # attempt 0's start replayed from a spool file
+        apply_op(conn, "start", first, {"job_id": "1", "world_size": 2, "started_at": 5.0, "provenance": {}}, {})
+    con = sqlite3.connect(tmp_path / "c.db")
+    assert con.execute("select state, job_id from point").fetchone() == ("running", "2")
+    assert con.execute("select attempt_no, state from attempt order by attempt_no").fetchall() == [
+        (0, "failed"), (1, "running")]
+    writer.finish_attempt(second, pid, "completed")
+    assert con.execute("select state from point").fetchone() == ("completed",)
+    writer.close()

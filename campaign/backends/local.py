@@ -9,6 +9,7 @@ import shutil
 import signal
 import stat
 import sys
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,6 +157,19 @@ class ProcessTable:
         return found, [r.pid for r in ranks]
 
 
+START_GRACE_S = 30.0  # a local job with neither process nor log this soon after submission is starting, not lost
+CONTROLLERS_LOG = "controllers.log"  # the job folder's controllers' own output (detached_stdio)
+
+
+def _controllers_hint(folder: Optional[str]) -> str:
+    """Where to look when a job left no log: its folder's controllers' output, if any."""
+    path = Path(folder) / CONTROLLERS_LOG if folder else None
+    try:
+        return f"; see {path}" if path is not None and path.stat().st_size > 0 else ""
+    except OSError:
+        return ""
+
+
 def observe_job(p: dict, table: ProcessTable) -> Observed:
     """What a local job's processes and files say of it (never its result pickle)."""
     controllers, ranks = table.job(p["job_id"], p.get("job_folder"))
@@ -169,8 +183,14 @@ def observe_job(p: dict, table: ProcessTable) -> Observed:
         return Observed("failed", f"job controller {p['job_id']} ended while rank(s) ran (killed?); its ranks "
                                   f"end themselves", ended_at=ended)
     if not logs:
+        submitted = p.get("submitted_at")
+        if submitted is not None and time.time() - float(submitted) < START_GRACE_S:
+            # its shell and controller start, its tasks' logs come a moment later: a
+            # missed glimpse in between is not a job that vanished
+            return Observed("pending", f"starting: no process or log of local job {p['job_id']} seen yet")
         where = p.get("job_folder") or "its job folder"
-        return Observed("lost", f"nothing answers: no process of local job {p['job_id']} and no log in {where}")
+        return Observed("lost", f"nothing answers: no process of local job {p['job_id']} and no log in {where}"
+                                + _controllers_hint(p.get("job_folder")))
     found = failing_task_exception(logs)
     reason = f"{found} (the job ended without reporting it)" if found else \
         "job ended without reporting results (killed?); see its log"
@@ -201,7 +221,7 @@ class LocalBackend(Backend):
                     stderr_to_stdout=False,
                     setup=exclusive_setup() if res.exclusive else (),
                 )
-                with detached_stdio(Path(folder) / "controllers.log"):
+                with detached_stdio(Path(folder) / CONTROLLERS_LOG):
                     job = ex.submit(entry_for(spec))
             except Exception as exc:  # e.g. the folder is not writable, or is a file
                 out.append(Submitted(spec["point_id"], None, error=one_line(f"{type(exc).__name__}: {exc}")))
