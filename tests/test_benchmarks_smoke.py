@@ -163,6 +163,21 @@ def test_projection_runs_its_pairs_and_prints_the_error_distribution(tmp_path):
     assert re.search(r"compute spent by the sampled run: median [\d.]+ % of the full run's \(start-up alone", out)
     assert "prefix (the rule on each full run's own first iterations" in out
     assert re.search(r"the full runs' own rate, slowest tenth over fastest tenth: median [\d.]+x", out), out
+    assert "the full runs themselves (the same job in 1 process(es))" in out
+
+
+def test_projection_sets_the_errors_beside_how_far_apart_the_full_runs_are():
+    """Known answer: full runs of 100, 102 and 110 s are 2 %, 10 % and 7.84 % apart; one
+    pair of runs of three is within 3 %; their sample standard deviation is sqrt(56 / 2) = 5.29 s, 5.1 % of 104."""
+    proj = _module("projection")
+    pairs = [dict(full_s=f, error=0.01, covered=True, spent=0.04, spent_no_startup=0.03, startup_share=0.01,
+                  prefix=0.0, spread=1.0) for f in (100.0, 102.0, 110.0)]
+    lines, figs = proj.summary("t", pairs)
+    assert lines[-1].startswith("the full runs themselves (the same job in 3 process(es)): slowest / fastest 1.100x, "
+                                "coefficient of variation 5.1 %; two of them within 3 % of each other in 1 of 3 ")
+    by_key = {f["key"]: f for f in figs}
+    assert by_key["t.full_apart"]["runs"] == pytest.approx([2.0, 10.0, 100 * (110 / 102 - 1)])
+    assert by_key["t.full_near"]["runs"] == pytest.approx([100 / 3])
 
 
 @pytest.mark.slow
