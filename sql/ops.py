@@ -62,12 +62,14 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
     """Apply one operation in ``conn``'s transaction. Idempotent: replaying changes nothing."""
     if op == "start":
         row = {"point_id": key.point_id, "attempt_no": key.attempt_no, "state": "running", **payload}
-        exists = conn.execute(select(attempt.c.id).where(
+        known = conn.execute(select(attempt.c.id).where(
             and_(attempt.c.point_id == key.point_id, attempt.c.attempt_no == key.attempt_no))).scalar()
-        if exists is None:
+        if known is None:
             insert_ignore(conn, attempt, [row])
-        elif payload.get("started_at"):  # opened at submission (sql/schema.py), or the same attempt started again; an ended one stays ended
-            conn.execute(update(attempt).where(and_(attempt.c.id == exists, attempt.c.state.in_(RUNNING_FROM)))
+        elif payload.get("started_at"):
+            # opened at submission (sql/schema.py), or the same attempt started again; one
+            # that has ended stays ended (a start replayed from a spool file)
+            conn.execute(update(attempt).where(and_(attempt.c.id == known, attempt.c.state.in_(RUNNING_FROM)))
                          .values(state="running", reason=None, **{k: v for k, v in payload.items() if k in _STARTED}))
         if payload.get("job_id") and payload.get("started_at"):
             # earlier runs of this very job that never said how they ended: the scheduler

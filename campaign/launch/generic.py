@@ -95,7 +95,7 @@ def _submit(executor: str, entry: HydraJob, calls: list[tuple], folder: Path, re
     """One job per call: ``(job, None)``, or ``(None, error)`` for one that could not start."""
     import submitit
 
-    from campaign.backends.local import detached_stdio
+    from campaign.backends.local import CONTROLLERS_LOG, detached_stdio
     from campaign.backends import sbatch as sb
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -106,7 +106,7 @@ def _submit(executor: str, entry: HydraJob, calls: list[tuple], folder: Path, re
                 ex = submitit.LocalExecutor(folder=folder)
                 ex.update_parameters(tasks_per_node=resources.tasks_per_node, timeout_min=resources.timeout_min,
                                      gpus_per_node=resources.gpus_per_node, stderr_to_stdout=False)
-                with detached_stdio(folder / "controllers.log"):
+                with detached_stdio(folder / CONTROLLERS_LOG):
                     out.append((ex.submit(entry, *call), None))
             except Exception as exc:
                 out.append((None, exc))
