@@ -6,14 +6,17 @@ thousand levels deep makes Python's ``json`` (and every walk over its result) ra
 ``RecursionError``; a line of gigabytes, or a small gzip that expands to gigabytes,
 exhausts memory. Every such input is parsed here, with a size limit and a nesting
 limit checked *before* the parser sees the text, and any failure becomes one
-``BoundError`` line naming what was read. Stdlib only (the job side and
-``campaign_trace`` use it too).
+``BoundError`` line naming what was read. A store's JSON columns come through
+``stored`` (every engine ``open_store`` makes), a bad value as ``Unreadable``. Stdlib
+only. ``campaign_trace`` (shared with the job side, which imports nothing of the host:
+tests/test_import_graph.py) reads traces within the same bounds itself.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from itertools import accumulate
 from typing import Any, Optional, Union
 
 MAX_DEPTH = 64  # no config, spool operation or trace campaign writes nests deeper than ~12
@@ -25,27 +28,38 @@ class BoundError(ValueError):
     """Input beyond a bound (too large, too deep) or not JSON: the message is one line."""
 
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STRING = re.compile(r'"[^"]*"')  # once escaped quotes are gone, a string is quote to quote
+# every bracket as a parenthesis (a mismatched pair nests no deeper than a matched one), all else deleted
+_PARENS, _NOT_BRACKET = bytes.maketrans(b"[{]}", b"(())"), bytes(set(range(256)) - set(b"[]{}"))
+_STEP = [0] * 256  # how a parenthesis moves the depth
+_STEP[ord("(")], _STEP[ord(")")] = 1, -1
 
 
 def too_deep(text: Union[str, bytes], max_depth: int) -> bool:
     """Whether JSON ``text`` nests ``[``/``{`` deeper than ``max_depth`` (brackets inside
-    strings do not count). No recursion, and every pass runs in C: strings and other
-    characters are dropped, then each pass removes the innermost empty pairs."""
-    if isinstance(text, (bytes, bytearray)):
+    strings do not count). No recursion, no backtracking, every step in C and linear in
+    the text: escapes, strings and every other character are dropped; passes that each
+    remove the innermost pairs (one level) run while they shorten what is left by a
+    quarter or more; the depth of the rest is summed bracket by bracket. For text that
+    is not JSON (unbalanced, mismatched, a stray backslash) the answer bounds the depth
+    the parser reaches before it finds the fault."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8", "replace")
     if text.count("[") + text.count("{") <= max_depth:  # the common case
         return False
-    s = _NOT_BRACKET.sub("", _STRING.sub("", text))
-    for _ in range(max_depth):
-        if not s:
-            return False
-        shorter = s.replace("[]", "").replace("{}", "")
-        if shorter == s:  # unbalanced: not JSON, which the parser says
-            return False
-        s = shorter
-    return bool(s) and s.replace("[]", "").replace("{}", "") != s
+    # escapes that could hide a string's end: \\ pairs first (a run of backslashes pairs from its start)
+    unescaped = text.replace("\\\\", "").replace('\\"', "")
+    rest = _STRING.sub("", unescaped).encode("utf-8", "surrogatepass")
+    s = rest.translate(_PARENS, _NOT_BRACKET)
+    if b"(" * (max_depth + 1) in s:
+        return True
+    removed = 0
+    while s and removed < max_depth:
+        shorter = s.replace(b"()", b"")
+        if len(shorter) > len(s) * 3 // 4:  # long climbs: the sum below is cheaper than more passes
+            break
+        s, removed = shorter, removed + 1
+    return removed + max(accumulate(map(_STEP.__getitem__, s)), default=0) > max_depth
 
 
 def check(text: Union[str, bytes], what: str, *, max_bytes: int = MAX_TEXT,
@@ -53,8 +67,9 @@ def check(text: Union[str, bytes], what: str, *, max_bytes: int = MAX_TEXT,
     """``BoundError`` when ``text`` is larger than ``max_bytes`` or nests deeper than
     ``max_depth`` (None: not checked ahead; the parser's own RecursionError still is,
     for a large trace whose readers walk a flat event list and never recurse)."""
-    if len(text) > max_bytes:
-        raise BoundError(f"{what}: {len(text):,} bytes, more than the {max_bytes:,} campaign reads")
+    if len(text) > max_bytes:  # a str's length in characters: each at least one byte
+        unit = "characters" if isinstance(text, str) else "bytes"
+        raise BoundError(f"{what}: {len(text):,} {unit}, more than the {max_bytes:,} campaign reads")
     if max_depth is not None and too_deep(text, max_depth):
         raise BoundError(f"{what}: JSON nested more than {max_depth} levels deep, deeper than campaign reads")
 
@@ -67,13 +82,52 @@ def loads(text: Union[str, bytes], what: str = "JSON", *, max_bytes: int = MAX_T
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise BoundError(f"{what}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
-    except (UnicodeDecodeError, RecursionError, MemoryError) as exc:  # (bounds above make these unlikely)
-        raise BoundError(f"{what}: cannot be read ({'nested too deep' if isinstance(exc, RecursionError) else type(exc).__name__})") from None
+    except RecursionError:  # only where max_depth is None: the bound above comes first
+        raise BoundError(f"{what}: JSON nested too deep for the parser, deeper than campaign reads") from None
+    except MemoryError:
+        raise BoundError(f"{what}: too large to parse in the memory left") from None
+    except ValueError as exc:  # bytes not in UTF-8/16/32; an integer of more than 4,300 digits
+        raise BoundError(f"{what}: not JSON ({str(exc).splitlines()[0][:120]})") from None
 
 
-def decompress_gzip(raw: bytes, what: str, *, max_bytes: int = MAX_TRACE) -> bytes:
+class Unreadable(dict):
+    """A stored JSON value beyond the bounds, as every engine campaign makes hands it over
+    (``stored``): empty and false, so a reader that takes a missing value for ``{}`` or
+    ``[]`` goes on; ``reason`` says why, in one line. Read commands name the point and
+    go on without the value (campaign.state.unreadable_warnings); harvest leaves such a
+    point out; resume refuses it (its stored config no longer matches its signature)."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str):
+        super().__init__()
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Unreadable({self.reason!r})"
+
+
+def stored(text: Union[str, bytes]) -> Any:
+    """SQLAlchemy's ``json_deserializer`` for a store (sql/engine.py): a JSON column's
+    value within the default bounds, or ``Unreadable`` (one row's bad value never ends
+    a whole query with an exception)."""
+    try:
+        return loads(text, "stored JSON")
+    except BoundError as exc:
+        return Unreadable(str(exc).partition(": ")[2])
+
+
+def is_unreadable(value: Any) -> bool:
+    """Whether a stored JSON value came back ``Unreadable``."""
+    return isinstance(value, Unreadable)
+
+
+def decompress_gzip(raw: bytes, what: str, *, max_bytes: int = MAX_TRACE) -> bytearray:
     """The gzip ``raw`` decompressed, refusing (``BoundError``) once it passes ``max_bytes``
-    (a small file that expands to gigabytes never fills memory)."""
+    (a small file that expands to gigabytes never fills memory). Several gzip members
+    one after the other are read as one, zero bytes after the last are padding (as
+    ``gzip`` reads them). A ``bytearray``: no second copy of up to ``max_bytes``
+    (``json.loads`` reads it as it reads bytes)."""
     import zlib
 
     d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
@@ -88,10 +142,10 @@ def decompress_gzip(raw: bytes, what: str, *, max_bytes: int = MAX_TRACE) -> byt
         if len(out) > max_bytes:
             raise BoundError(f"{what}: expands to more than {max_bytes:,} bytes, more than campaign reads")
         data = d.unconsumed_tail
-        if not data and d.eof and d.unused_data:  # concatenated gzip members
-            rest = d.unused_data
+        if not data and d.eof and d.unused_data.strip(b"\0"):  # concatenated gzip members
+            rest = d.unused_data.lstrip(b"\0")
             d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
             data = rest
     if not d.eof:
         raise BoundError(f"{what}: a damaged gzip file (it ends early)")
-    return bytes(out)
+    return out

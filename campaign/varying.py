@@ -9,8 +9,9 @@ they say nothing about one point. Stdlib only (``campaign status`` imports it).
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable, Optional, Sequence
+
+from campaign.bounded import BoundError, loads
 
 AXES = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")  # columns of their own
 # one per campaign, or what says how to run it rather than what a point is
@@ -19,11 +20,16 @@ NOT_A_VALUE = ("dry_run", "name", "store.url", "results_dir", "max_gpu_hours", "
 
 def parse(overrides: Any) -> dict[str, str]:
     """key -> value of one point's overrides (a list of ``key=value``, or its JSON),
-    without Hydra's own keys and the campaign-wide settings (``NOT_A_VALUE``)."""
+    without Hydra's own keys and the campaign-wide settings (``NOT_A_VALUE``). JSON
+    beyond campaign.bounded's bounds, or not a list, reads as no overrides (the store's
+    reader warns about such a point: campaign.state.unreadable_warnings)."""
     if isinstance(overrides, str):
-        overrides = json.loads(overrides)
+        try:
+            overrides = loads(overrides, "stored overrides")
+        except BoundError:
+            overrides = None
     out: dict[str, str] = {}
-    for o in overrides or []:
+    for o in overrides if isinstance(overrides, Sequence) and not isinstance(overrides, str) else []:
         key, _, value = str(o).partition("=")
         key = key.lstrip("+~")
         if key.startswith("hydra.") or key in NOT_A_VALUE:

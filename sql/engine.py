@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sqlite3
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 from urllib.parse import quote
 
 from sqlalchemy import create_engine, event, insert, inspect, select
@@ -72,15 +72,19 @@ def _parse(url: str) -> URL:
 
 
 def make_engine(url: str, *, busy_timeout_s: float = 30.0, readonly: bool = False,
-                interruptible: bool = False) -> Engine:
+                interruptible: bool = False, json_deserializer: Optional[Callable[[str], Any]] = None) -> Engine:
     """An engine for ``url``; raises ``ValueError`` for a URL SQLAlchemy cannot parse.
 
     ``readonly``: an engine that cannot write (see the module's docstring); an SQLite
     file must exist. ``interruptible`` (the host's commands): Ctrl-C also ends a
-    psycopg2 query that waits on the server."""
+    psycopg2 query that waits on the server. ``json_deserializer``: how JSON columns
+    are parsed, on every backend (SQLite's text, psycopg's own parsing); the host passes
+    ``campaign.bounded.stored`` (a store others write is parsed within bounds; this
+    shared package imports nothing of the host), None: SQLAlchemy's ``json.loads``."""
     u = _parse(url)
+    json_args = {"json_deserializer": json_deserializer} if json_deserializer is not None else {}
     if u.get_backend_name() != "sqlite":
-        engine = create_engine(u, pool_pre_ping=True, future=True)
+        engine = create_engine(u, pool_pre_ping=True, future=True, **json_args)
         if readonly and u.get_backend_name() == "postgresql":
             _read_only_sessions(engine)
         if interruptible and u.get_driver_name() == "psycopg2":
@@ -88,10 +92,10 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0, readonly: bool = Fals
         return engine
     path = sqlite_path(url)
     if readonly and path is not None:
-        return _read_only_sqlite(path, busy_timeout_s)
+        return _read_only_sqlite(path, busy_timeout_s, json_args)
     # sqlite3's own timeout is the first line of defence against SQLITE_BUSY;
     # the pragma below repeats it for connections sqlite3 did not open itself.
-    engine = create_engine(u, connect_args={"timeout": busy_timeout_s}, future=True)
+    engine = create_engine(u, connect_args={"timeout": busy_timeout_s}, future=True, **json_args)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):  # pragma: no cover - exercised by every test
@@ -108,7 +112,7 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0, readonly: bool = Fals
     return engine
 
 
-def _read_only_sqlite(path: str, busy_timeout_s: float) -> Engine:
+def _read_only_sqlite(path: str, busy_timeout_s: float, json_args: Mapping[str, Any]) -> Engine:
     """An engine on the SQLite file ``path`` that cannot write it: ``mode=ro`` (the
     file is never created nor its journal mode switched: a WAL switch rewrites the
     header of a 0-byte or foreign file) and ``query_only`` besides.
@@ -132,7 +136,7 @@ def _read_only_sqlite(path: str, busy_timeout_s: float) -> Engine:
             pass  # not a database: the schema check says so, in its words
         return con
 
-    engine = create_engine("sqlite://", creator=connect, future=True)
+    engine = create_engine("sqlite://", creator=connect, future=True, **json_args)
 
     @event.listens_for(engine, "connect")
     def _pragmas(dbapi_conn, _record):  # pragma: no cover - exercised by every read test

@@ -6,13 +6,18 @@ phases, the timed iterations of sampled runs).
 The container image a point's harvested attempt ran in comes from the attempt's
 provenance JSON through SQLAlchemy's portable JSON paths (``JSON_EXTRACT`` on SQLite,
 ``->``/``->>`` on PostgreSQL): ``image_sha256`` and ``image_path``, NULL without a
-container (or without an image file to hash)."""
+container (or without an image file to hash). Every such path reads a value only where
+its column holds JSON the database reads (``json_ok``): SQLite keeps any text in a JSON
+column, and one value its ``JSON_EXTRACT`` refuses (not JSON, nested past SQLite's limit:
+a store others write) would end the whole query; such a value reads as NULL."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sqlalchemy import and_, false, func, or_, select
+from sqlalchemy import Boolean, and_, case, false, func, null, or_, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
@@ -23,9 +28,40 @@ FILTERS = POINT_FILTERS + ("image",)
 POINT_IDS = "point_id"
 NO_IMAGE = "none"  # ``--where image=none``: the points that ran without a container image
 
-EXTRA = rank_timing.c.extra  # a rank's figures beyond the columns (trainers/job.py, docs/breakdown.md)
-IMAGE_SHA256 = attempt.c.provenance["container"]["image_sha256"].as_string()
-IMAGE_PATH = attempt.c.provenance["container"]["image"].as_string()
+
+
+class json_ok(FunctionElement):
+    """True where a JSON column's text is JSON the database's JSON functions read:
+    ``json_valid`` on SQLite; always on PostgreSQL, whose json type is checked on write."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "json_ok"
+
+
+@compiles(json_ok)
+def _json_ok(element, compiler, **kw) -> str:
+    return "(1 = 1)"
+
+
+@compiles(json_ok, "sqlite")
+def _json_ok_sqlite(element, compiler, **kw) -> str:
+    return f"json_valid({compiler.process(element.clauses, **kw)})"
+
+
+def guarded(column, path):
+    """``path`` (a JSON path into ``column``) where ``column`` holds readable JSON, else NULL."""
+    return case((json_ok(column), path), else_=null())
+
+
+def extra(key: str, kind: str = "float"):
+    """A rank's figure ``key`` beyond the columns (trainers/job.py, docs/breakdown.md), as
+    ``kind`` (float, integer, string), guarded."""
+    return guarded(rank_timing.c.extra, getattr(rank_timing.c.extra[key], f"as_{kind}")())
+
+
+IMAGE_SHA256 = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image_sha256"].as_string())
+IMAGE_PATH = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image"].as_string())
 
 
 def _image_filter(values: Sequence[str]):
@@ -79,20 +115,20 @@ def _latest_attempts(campaign_ids: Sequence[str], where: Optional[dict]):
 
 def _hardware_aggregates() -> list:
     """How hard a job's ranks drove the hardware (hardware.py): per rank, averaged or the largest."""
-    def extra(key: str, agg=func.avg):
-        return agg(EXTRA[key].as_float()).label(key)
+    def agg_extra(key: str, agg=func.avg):
+        return agg(extra(key)).label(key)
 
     return [
         func.max(rank_timing.c.peak_memory_bytes).label("peak_memory_bytes"),
         func.max(rank_timing.c.trainable_params).label("trainable_params"),
-        func.max(EXTRA["peak_memory_source"].as_string()).label("peak_memory_source"),
-        func.max(EXTRA["precision"].as_string()).label("precision"),
-        func.max(EXTRA["math"].as_string()).label("math"),
-        extra("achieved_tflops"), extra("peak_tflops", func.max), extra("mfu"),
-        extra("allreduce_bytes_per_iter", func.max), extra("allreduce_busbw_gbs"),
-        extra("interconnect_bandwidth_gbs", func.max), extra("allreduce_busbw_fraction"),
-        extra("exposed_comm_s"), extra("sync_bytes_per_epoch", func.max),
-        extra("warmup_peak_memory_bytes", func.max),
+        func.max(extra("peak_memory_source", "string")).label("peak_memory_source"),
+        func.max(extra("precision", "string")).label("precision"),
+        func.max(extra("math", "string")).label("math"),
+        agg_extra("achieved_tflops"), agg_extra("peak_tflops", func.max), agg_extra("mfu"),
+        agg_extra("allreduce_bytes_per_iter", func.max), agg_extra("allreduce_busbw_gbs"),
+        agg_extra("interconnect_bandwidth_gbs", func.max), agg_extra("allreduce_busbw_fraction"),
+        agg_extra("exposed_comm_s"), agg_extra("sync_bytes_per_epoch", func.max),
+        agg_extra("warmup_peak_memory_bytes", func.max),
     ]
 
 
@@ -100,10 +136,10 @@ def _run_aggregates() -> list:
     """What a run paid besides its timed window, and a sampled run's own figures
     (trainers/startup.py, trainers/sampling.py; projection.py): the slowest rank's."""
     return [
-        func.max(EXTRA["startup_s"].as_float()).label("startup_s"),
-        func.max(EXTRA["sample_transient_s"].as_float()).label("sample_transient_s"),
-        func.max(EXTRA["sample_transient_iterations"].as_integer()).label("sample_transient_iterations"),
-        func.max(EXTRA["sample_check_s"].as_float()).label("sample_check_s"),
+        func.max(extra("startup_s")).label("startup_s"),
+        func.max(extra("sample_transient_s")).label("sample_transient_s"),
+        func.max(extra("sample_transient_iterations", "integer")).label("sample_transient_iterations"),
+        func.max(extra("sample_check_s")).label("sample_check_s"),
     ]
 
 
@@ -147,8 +183,9 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(profile.c.exposed_comm_s).label("profile_exposed_comm_s"),
             func.max(profile.c.iterations).label("profile_iterations"),
             # the profiler window's warning and trace files (trainers/loop.py: profile.top_ops)
-            func.max(profile.c.top_ops["warning"].as_string()).label("profile_warning"),
-            func.aggregate_strings(profile.c.top_ops["trace_file"].as_string(), "\n").label("trace_files"),
+            func.max(guarded(profile.c.top_ops, profile.c.top_ops["warning"].as_string())).label("profile_warning"),
+            func.aggregate_strings(guarded(profile.c.top_ops, profile.c.top_ops["trace_file"].as_string()),
+                                   "\n").label("trace_files"),
         )
         .where(profile.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(profile.c.attempt_id)

@@ -7,11 +7,12 @@ source checkout (editable or not), a git URL, or a built archive; advice names t
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
+
+from campaign.bounded import BoundError, loads
 
 NOT_PYPI = "the package named campaign on PyPI is another project"
 
@@ -24,9 +25,10 @@ def _direct_url() -> Optional[dict]:
     except Exception:  # not installed by pip (a bare checkout on PYTHONPATH), or no record
         return None
     try:
-        return json.loads(text) if text else None
-    except ValueError:
+        info = loads(text, "direct_url.json") if text else None
+    except BoundError:
         return None
+    return info if isinstance(info, dict) else None
 
 
 def _checkout() -> Optional[Path]:
