@@ -31,10 +31,11 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a command Ctrl-C ende
 
 
 def fail(exc: BaseException) -> NoReturn:
-    """Print ``error: <message>`` and exit 2 (bad input or a refused action)."""
-    from campaign.text import printable
+    """Print ``error: <message>`` (secrets redacted, control characters escaped) and exit 2
+    (bad input or a refused action)."""
+    from campaign.text import shown
 
-    print(f"error: {printable(exc)}", file=sys.stderr)
+    print(f"error: {shown(exc)}", file=sys.stderr)
     sys.exit(EXIT_USAGE)
 
 
@@ -202,6 +203,10 @@ def _main(argv: Optional[Sequence[str]] = None) -> int:
     from campaign.store import default_store_url
 
     store_url = args.store or default_store_url()
+    from campaign.redact import ambiguous_password
+
+    if ambiguous_password(store_url):  # never handed to the driver: it would look part of the password up
+        fail(ambiguous_password(store_url))
     try:
         if args.command == "status":
             from campaign.status import show_status, watch_status

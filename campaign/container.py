@@ -11,17 +11,22 @@ PATH, LD_LIBRARY_PATH and their own ``APPTAINER_*``/``SINGULARITY_*`` variables,
 what the job needs arrives unchanged: SLURM_* and SUBMITIT_* (submitit finds its job
 folder and rank through them), MASTER_ADDR/MASTER_PORT, NCCL_*, CUDA_VISIBLE_DEVICES.
 The image's %environment (singularity/campaign.def) runs after that and keeps a
-host value where it only sets a default (OMP_NUM_THREADS); ``spec.env`` entries
-become ``--env K=V``, which win over both.
+host value where it only sets a default (OMP_NUM_THREADS). ``spec.env`` entries are
+passed through the runtime's own environment prefix (``container_env``:
+``APPTAINERENV_K=V`` for apptainer, ``SINGULARITYENV_K=V`` for singularity), which the
+runtime sets inside after %environment, so they win over both, as ``--env`` would. They
+are set in the environment of the process that submits the jobs (campaign/launch/submit.py),
+which the job and its ``srun`` tasks inherit: never on the command line (every user
+sees it in ``ps``), in the sbatch script or in the store. A token among them stays
+private to the user.
 
 Quoting: the command is one shell string, because submitit puts it in the sbatch
 script (``srun ... <python> -u -m submitit.core._submit <folder>``) and its local
 executor ``shlex.split``s it. Every word goes through ``shlex.quote``. What the
 runtime's own flag syntax cannot carry is refused with a ``ConfigError`` rather than
 mangled: ``--bind`` is a comma-separated list of ``src[:dst[:opts]]`` read as CSV,
-so a path with ',', ':' or '"' cannot be bound, and ``--env`` is read as CSV too
-(Apptainer 1.0 and Singularity 3.6 split it on commas), so a value with ',' or '"'
-cannot be passed. Control characters (newlines, tabs) are refused everywhere.
+so a path with ',', ':' or '"' cannot be bound. A variable's name must be a shell
+name; control characters (newlines, tabs) are refused everywhere.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ RUNTIMES = ("apptainer", "none", "singularity")
 BIND_OPTIONS = ("ro", "rw")
 SHA256_SUFFIX = ".sha256"  # build.sh writes <image>.sha256 beside the image
 BUILD_HINT = "build it with singularity/build.sh or set container.image=PATH"
+# The prefix each runtime strips from a host variable to set it inside the container.
+ENV_PREFIX = {"apptainer": "APPTAINERENV_", "singularity": "SINGULARITYENV_"}
 
 _CHUNK = 1 << 20  # hash images in 1 MiB reads
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -142,23 +149,35 @@ def job_binds(
     return kept + [s for s in dict.fromkeys(specs) if s not in kept]
 
 
-def _env_flags(env: Dict[str, str]) -> List[str]:
-    flags: List[str] = []
-    for key in sorted(env):
+def container_env(spec: "ContainerSpec") -> Dict[str, str]:
+    """``spec.env`` as the host variables the runtime turns into them inside:
+    ``{"APPTAINERENV_HF_TOKEN": "hf_..."}`` (``SINGULARITYENV_`` for singularity), in
+    name order; empty for ``runtime: none``. Raises ``ConfigError`` for a name that is not
+    a variable name or a value with a control character. The values are the real ones:
+    set them in the submitting process's environment, never on a command line, and show
+    them through ``campaign.redact`` (a name like ``*_TOKEN`` is masked)."""
+    _check_runtime(spec.runtime)
+    env = dict(spec.env or {})
+    out: Dict[str, str] = {}
+    for key in sorted(env, key=str):
         value = "" if env[key] is None else str(env[key])
         if not _ENV_NAME.match(str(key)):
             raise ConfigError(
                 f"container.env name {key!r} is not a valid variable name (letters, digits, '_'; not starting with a digit)"
             )
-        _refuse_control(f"container.env.{key}", value)
-        for ch in (",", '"'):
-            if ch in value:
-                raise ConfigError(
-                    f"container.env.{key} {value!r} contains {ch!r}, which --env cannot pass "
-                    "(Apptainer and Singularity read it as CSV); set it in the image or drop the character"
-                )
-        flags += ["--env", f"{key}={value}"]
-    return flags
+        if _CONTROL.search(value):  # the value itself is never echoed: it may be a token
+            raise ConfigError(f"container.env.{key} contains a control character (newline, tab, ...); remove it")
+        if spec.runtime != "none":
+            out[ENV_PREFIX[spec.runtime] + str(key)] = value
+    return out
+
+
+def shown_env(variables: Dict[str, str]) -> str:
+    """``K=V ...`` for a person to read (a dry run): values shell-quoted, one whose name
+    is named like a secret's as ``***`` (campaign.redact), URL passwords hidden."""
+    from campaign.redact import SECRET, is_secret_key, redact
+
+    return " ".join(f"{k}={SECRET if is_secret_key(k) else shlex.quote(redact(v))}" for k, v in variables.items())
 
 
 def container_python(
@@ -170,14 +189,15 @@ def container_python(
 ) -> Optional[str]:
     """The ``python=`` string for submitit's executors, or None for ``runtime: none``.
 
-    ``<runtime> exec [--nv] [--bind a,b,c] [--env K=V ...] <image> <python>``, every
-    word shell-quoted; submitit appends ``-u -m submitit.core._submit <folder>``.
+    ``<runtime> exec [--nv] [--bind a,b,c] <image> <python>``, every word
+    shell-quoted; submitit appends ``-u -m submitit.core._submit <folder>``.
+    ``spec.env`` is not on it: it reaches the container through ``container_env``.
     ``binds`` is the job's list (``job_binds``); ``spec.binds`` is appended to it,
     duplicates dropped. ``--nv`` (the host's NVIDIA driver and devices) only with
     ``gpu``. The image path is made absolute: the job starts in another folder.
     None means the job runs on the host interpreter. Raises ``ConfigError`` for an
-    unknown runtime, a missing ``container.image``, or a bind, variable or path that
-    the runtime's flags cannot carry (see the module docstring).
+    unknown runtime, a missing ``container.image``, or a bind or path that the
+    runtime's flags cannot carry (see the module docstring).
     """
     _check_runtime(spec.runtime)
     if spec.runtime == "none":
@@ -194,7 +214,6 @@ def container_python(
         argv.append("--nv")
     if merged:
         argv += ["--bind", ",".join(merged)]
-    argv += _env_flags(dict(spec.env or {}))
     argv += [os.path.abspath(spec.image), python]
     return shlex.join(argv)
 
@@ -212,7 +231,8 @@ def check_container(spec: "ContainerSpec", *, here: bool = True) -> None:
         return
     if not spec.image:
         raise ConfigError(f"container.image is not set for container={spec.runtime}; {BUILD_HINT}")
-    container_python(spec, binds=[], gpu=False)  # refuses binds and env the flags cannot carry
+    container_python(spec, binds=[], gpu=False)  # refuses binds the flags cannot carry
+    container_env(spec)  # and variables that cannot be passed
     if here:
         check_container_here(spec)
 

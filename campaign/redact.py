@@ -1,31 +1,119 @@
 """Secrets out of everything campaign records or prints: one small helper.
 
-A store URL's password (``postgresql://user:pw@host/db``, or ``?password=pw``) becomes
-``***`` wherever a URL, a command line or a config is written down: the points' stored
-config, provenance, submitit's pickles, the campaign's command line, the terminal and
-Hydra's ``multirun.yaml``. Jobs get the real URL from ``STORE_URL_ENV`` instead
-(``campaign/backends/entry.py``). Stdlib only.
+Three kinds of secret become ``***`` wherever a URL, a command line or a config is
+written down (the points' stored config, provenance, submitit's pickles, the
+campaign's command line, the terminal, Hydra's ``multirun.yaml``):
+
+- **a URL's password.** A text that is one URL is *parsed*: the password is everything
+  between the first ``:`` of the user info and the *last* ``@`` before the host, so any
+  character in it (``/``, space, ``#``, ``?``, a raw ``@``) is hidden, percent-encoded
+  or not. A URL inside longer text (a command line, an error message, a Hydra override
+  written ``scheme\\://user\\:pw@host``) is found by pattern: the password runs over
+  anything up to the first ``@`` on its line, and then over the rest of that ``@``'s
+  word up to its last ``@``. Query passwords (``?password=``, ``&pwd=``, ``sslpassword``,
+  ``secret``, ``token``) likewise.
+- **a config value whose key is named like a secret** (``is_secret_key``), in a config
+  (``redact_obj``) and in ``key=value`` text (an override ``+container.env.HF_TOKEN=hf_x``,
+  an environment entry ``APPTAINERENV_HF_TOKEN=hf_x``). The rule, on the key's last
+  component, lower-cased with ``_ - .`` and spaces dropped (``HF_TOKEN`` -> ``hftoken``):
+  it ends with ``password``, ``passwd``, ``passphrase``, ``secret``, ``token``,
+  ``credential(s)`` or ``apikey``; or it is ``key``, ``pwd`` with a prefix (``db_pwd``;
+  a bare ``PWD`` is the shell's working folder), or a key of a secret kind
+  (``access_key``, ``secret_key``, ``private_key``, ``auth_key``, ``ssh_key``,
+  ``hmac_key``, ``signing_key``, ``encryption_key``, ``client_key``, ``master_key``).
+  Not secrets: ``sort_key``, ``cache_key`` (a key that names something), ``max_tokens``
+  (a count: the plural is not matched), ``password_file`` and ``token_dim`` (the secret
+  word is not last). Under such a key every scalar but booleans and None is masked,
+  a nested dict or list entirely.
+
+Redaction is idempotent and never makes a text longer than it needs to; it may hide a
+little more than the secret when a line holds a URL and, later, an ``@`` (safe side).
+Jobs get the real store URL from ``STORE_URL_ENV`` instead (``campaign/backends/entry.py``),
+and container variables through the runtime's environment (``campaign/container.py``).
+Stdlib only.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Optional
 
 SECRET = "***"
 STORE_URL_ENV = "CAMPAIGN_STORE_URL"  # the real store URL, for jobs (never on a command line)
 
-# scheme://user:password@host  ->  scheme://user:***@host   (the password may hold ':' but not '@' '/' or
-# space); also as Hydra writes a sweep point's override, its ':' escaped: scheme\://user\:password@host
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.\-]*\\?://[^:/@\s\\]*\\?:)(?P<secret>[^@/\s]+)(?P<tail>@)")
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.\-]*\\?://"
+_USER = r"[^:/@\s\\'\"]*\\?:"  # the user name and the ':' after it (escaped by Hydra: '\:')
+# scheme://user:password@host -> scheme://user:***@host. The password: anything up to the
+# first '@' of its line, then the rest of that '@'s word up to its last '@' (a raw '@' in it).
+_USERINFO = re.compile(rf"(?P<head>\b{_SCHEME}{_USER})(?P<secret>[^@\n]*?(?:@\S*)?)(?P<tail>@)")
+_ONE_URL = re.compile(rf"\s*{_SCHEME}")
+_USER_RE = re.compile(_USER)
 # ?password=pw / &pwd=pw / &sslpassword=... in a URL's query
-_QUERY = re.compile(r"(?P<head>[?&;](?:[A-Za-z_]*pass(?:word)?|pwd|secret|token)=)(?P<secret>[^&;\s'\"]+)", re.I)
+_QUERY_KEY = r"(?P<head>[?&;](?:[A-Za-z_]*pass(?:word)?|pwd|secret|token)=)"
+_QUERY = re.compile(_QUERY_KEY + r"(?P<secret>[^&;\s'\"]+)", re.I)
+_QUERY_IN_URL = re.compile(_QUERY_KEY + r"(?P<secret>[^&;]+)", re.I)  # a whole URL: spaces too
+# key=value where the key's last component is named like a secret (an override, an env entry),
+# at the start of the text or of a word; a quoted word's value runs to its closing quote.
+_KEY_VALUE = re.compile(
+    r"(?:(?<=^)|(?<=[\s]))(?P<q>['\"])?(?P<head>[+~]{0,2}(?:[A-Za-z_][\w\-]*\.)*(?P<name>[A-Za-z_][\w\-]*)=)"
+    r"(?P<secret>(?(q)(?:(?!(?P=q))[^\n])+|[^\s'\"]+))"
+)
+
+_SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials", "apikey")
+_SECRET_KEY_KINDS = ("access", "secret", "private", "auth", "ssh", "hmac", "signing", "encryption", "client",
+                     "master")
+
+
+def is_secret_key(name: Any) -> bool:
+    """Whether a config key (its last component) is named like a secret (module docstring)."""
+    compact = re.sub(r"[\s_.\-]", "", str(name).rsplit(".", 1)[-1]).lower()
+    if compact.endswith(_SECRET_ENDINGS) or compact == "key":
+        return True
+    if compact.endswith("pwd") and compact != "pwd":
+        return True
+    return any(compact.endswith(kind + "key") for kind in _SECRET_KEY_KINDS)
+
+
+def _one_url(text: str) -> Optional[str]:
+    """``text`` redacted when it is one URL and nothing else, else None: parsed, so that
+    any character of the password (up to the last '@') is hidden."""
+    m = _ONE_URL.match(text)
+    if not m or "\n" in text.strip():
+        return None
+    rest = text[m.end():]
+    user = _USER_RE.match(rest)
+    at = rest.rfind("@")
+    if user and at >= user.end():
+        rest = rest[:user.end()] + SECRET + rest[at:]
+    return _QUERY_IN_URL.sub(lambda q: q["head"] + SECRET, text[:m.end()] + rest)
 
 
 def redact(text: Any) -> str:
-    """``text`` with every URL password replaced by ``***`` (idempotent)."""
-    out = _USERINFO.sub(lambda m: m["head"] + SECRET + m["tail"], str(text))
-    return _QUERY.sub(lambda m: m["head"] + SECRET, out)
+    """``text`` with every URL password and secret-named ``key=value`` replaced by ``***``
+    (idempotent)."""
+    text = str(text)
+    whole = _one_url(text)
+    if whole is not None:
+        return whole
+    out = _USERINFO.sub(lambda m: m["head"] + SECRET + m["tail"], text)
+    out = _QUERY.sub(lambda m: m["head"] + SECRET, out)
+    return _KEY_VALUE.sub(lambda m: (m["q"] or "") + m["head"] + (SECRET if is_secret_key(m["name"]) else m["secret"]),
+                          out)
+
+
+# user:password@host as SQLAlchemy reads it: the password ends at its first '@'
+_AS_SQLALCHEMY_READS = re.compile(rf"\s*{_SCHEME}[^:/]*:[^@]*@(?P<host>[^/:?]*)")
+
+
+def ambiguous_password(url: str) -> Optional[str]:
+    """Why ``url`` must not be opened, or None: a raw '@' in its password makes SQLAlchemy
+    read the rest of the password as the host name, which the driver would then look up
+    (and print in its error). One line, the URL redacted, with the fix."""
+    m = _AS_SQLALCHEMY_READS.match(str(url))
+    if m and "@" in m["host"]:
+        return (f"store URL {redact(url)} has '@' in its password, which would be read as part of the host; "
+                "percent-encode it as %40 (and '/' as %2F, ' ' as %20)")
+    return None
 
 
 def has_secret(text: Any) -> bool:
@@ -33,10 +121,22 @@ def has_secret(text: Any) -> bool:
     return redact(text) != str(text)
 
 
-def redact_obj(value: Any) -> Any:
-    """A copy of a plain config (dicts, lists, scalars) with every string redacted."""
+def _mask(value: Any) -> Any:
+    """A secret-named key's value: every scalar but booleans and None as ``***``."""
     if isinstance(value, dict):
-        return {k: redact_obj(v) for k, v in value.items()}
+        return {k: _mask(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_mask(v) for v in value)
+    if value is None or isinstance(value, bool) or value == "":
+        return value
+    return SECRET
+
+
+def redact_obj(value: Any) -> Any:
+    """A copy of a plain config (dicts, lists, scalars): every string redacted, and the
+    value of every key named like a secret (``is_secret_key``) masked."""
+    if isinstance(value, dict):
+        return {k: _mask(v) if is_secret_key(k) else redact_obj(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(redact_obj(v) for v in value)
     if isinstance(value, str):

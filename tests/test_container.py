@@ -28,6 +28,7 @@ from campaign.config import ContainerSpec
 from campaign.container import (
     RUNTIMES,
     check_container,
+    container_env,
     container_python,
     file_sha256,
     image_provenance,
@@ -77,10 +78,12 @@ def write_exe(path: Path, text: str) -> Path:
     return path
 
 
-# A runtime that records its argv (NUL-separated) in $ARGV_OUT and prints a version.
+# A runtime that records its argv and its environment (NUL-separated) in $ARGV_OUT and
+# $ARGV_OUT.env, and prints a version.
 FAKE_RUNTIME = """#!/bin/bash
 if [[ $1 == --version ]]; then echo "$(basename "$0") version 1.3.6"; exit 0; fi
 printf '%s\\0' "$@" > "$ARGV_OUT"
+env -0 > "$ARGV_OUT.env"
 """
 
 
@@ -100,6 +103,11 @@ def recorded_argv(tmp_path: Path) -> list[str]:
     return (tmp_path / "argv").read_bytes().decode().split("\0")[:-1]
 
 
+def recorded_env(tmp_path: Path) -> dict[str, str]:
+    entries = (tmp_path / "argv.env").read_bytes().decode().split("\0")[:-1]
+    return dict(e.split("=", 1) for e in entries)
+
+
 # ---------------------------------------------------------------- container_python
 
 def spec(runtime="apptainer", image="/images/campaign-0.1.0.sif", binds=(), env=None) -> ContainerSpec:
@@ -107,7 +115,8 @@ def spec(runtime="apptainer", image="/images/campaign-0.1.0.sif", binds=(), env=
 
 
 HOSTILE_BINDS = ["/data/my data", "/data/a'; echo foo", "/res/$HOME `id`"]
-HOSTILE_ENV = {"NCCL_SOCKET_IFNAME": "ib0", "MSG": "it's $HOME `id`; echo foo", "EMPTY": ""}
+HOSTILE_ENV = {"NCCL_SOCKET_IFNAME": "ib0", "MSG": "it's $HOME `id`; echo foo, \"quoted\"", "EMPTY": "",
+               "HF_TOKEN": "hf_0123456789abcdef"}
 
 
 def test_none_runtime_uses_host_python():
@@ -141,21 +150,32 @@ def test_relative_image_made_absolute(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("via", ["bash", "exec"])
 def test_hostile_command_runs_exactly(fake_bin, tmp_path, via):
-    """What the runtime receives, started the way sbatch (bash) and the local executor (shlex) do."""
+    """What the runtime receives, started the way sbatch (bash) and the local executor (shlex) do:
+    the command, and container.env in its environment under the runtime's prefix (never in argv)."""
     s = spec(image="/images/my image's.sif", env=HOSTILE_ENV)
     folder = tmp_path / "job folder; rm -rf x"
     cmd = " ".join([container_python(s, binds=HOSTILE_BINDS), SUBMIT_TAIL, shlex.quote(str(folder))])
+    env = dict(os.environ, **container_env(s))
     if via == "bash":
-        done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30)
+        done = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30, env=env)
     else:
-        done = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=30)
+        done = subprocess.run(shlex.split(cmd), capture_output=True, text=True, timeout=30, env=env)
     assert done.returncode == 0, done.stderr
     assert "foo" not in done.stdout + done.stderr
     assert recorded_argv(tmp_path) == [
         "exec", "--nv", "--bind", ",".join(HOSTILE_BINDS),
-        "--env", "EMPTY=", "--env", "MSG=it's $HOME `id`; echo foo", "--env", "NCCL_SOCKET_IFNAME=ib0",
         "/images/my image's.sif", "python", "-u", "-m", "submitit.core._submit", str(folder),
     ]
+    got = recorded_env(tmp_path)
+    assert {k: v for k, v in got.items() if k.startswith("APPTAINERENV_")} == {
+        f"APPTAINERENV_{k}": v for k, v in HOSTILE_ENV.items()}
+
+
+def test_container_env_uses_the_runtimes_prefix():
+    assert container_env(spec(env={"B": "2", "A": "x,y \"z\""})) == {"APPTAINERENV_A": 'x,y "z"', "APPTAINERENV_B": "2"}
+    assert container_env(spec("singularity", env={"HF_TOKEN": "t"})) == {"SINGULARITYENV_HF_TOKEN": "t"}
+    assert container_env(spec("none", image=None, env={"A": "1"})) == {}
+    assert "HF_TOKEN" not in container_python(spec(env={"HF_TOKEN": "hf_x"}), binds=[])
 
 
 @pytest.mark.parametrize(
@@ -171,17 +191,22 @@ def test_hostile_command_runs_exactly(fake_bin, tmp_path, via):
         (spec(), ["data"], "bind 'data': source 'data' must be an absolute path"),
         (spec(), ["/data:data"], "bind '/data:data': destination 'data' must be an absolute path"),
         (spec(env={"A,B": "1"}), [], "container.env name 'A,B' is not a valid variable name"),
-        (spec(env={"X": "a,b"}), [], "container.env.X 'a,b' contains ',', which --env cannot pass"),
-        (spec(env={"X": 'say "hi"'}), [], "container.env.X 'say \"hi\"' contains '\"', which --env cannot pass"),
-        (spec(env={"X": "two\nlines"}), [], "container.env.X 'two\\nlines' contains a control character"),
+        (spec(env={"1X": "1"}), [], "container.env name '1X' is not a valid variable name"),
         (spec(image="/img\n.sif"), [], "container image '/img\\n.sif' contains a control character"),
     ],
 )
 def test_container_python_refuses(s, binds, message):
     with pytest.raises(ConfigError) as err:
         container_python(s, binds=binds)
+        container_env(s)
     assert str(err.value).startswith(message)
     assert "\n" not in str(err.value)
+
+
+def test_container_env_refuses_a_control_character_without_echoing_the_value():
+    with pytest.raises(ConfigError) as err:
+        container_env(spec(env={"HF_TOKEN": "hf_secret\nline"}))
+    assert str(err.value) == "container.env.HF_TOKEN contains a control character (newline, tab, ...); remove it"
 
 
 # ---------------------------------------------------------------- job_binds
@@ -252,7 +277,7 @@ def test_check_found(fake_bin, image):
         (lambda img, d: spec(image=None), "container.image is not set for container=apptainer; build it with singularity/build.sh or set container.image=PATH"),
         (lambda img, d: spec(image="/x.sif"), "container image /x.sif not found; build it with singularity/build.sh or set container.image=PATH"),
         (lambda img, d: spec(image=str(d)), "is not a file; point container.image at the .sif that singularity/build.sh writes"),
-        (lambda img, d: spec(image=str(img), env={"X": "a,b"}), "container.env.X 'a,b' contains ','"),
+        (lambda img, d: spec(image=str(img), env={"A,B": "1"}), "container.env name 'A,B' is not a valid variable name"),
     ],
 )
 def test_check_refuses(fake_bin, image, tmp_path, make, message):

@@ -4,6 +4,11 @@ One table goes to a file (``--out FILE``) or standard output. Several tables
 (``--table all``) go to a folder (``--out DIR``: DIR/<table>.<ext>) or, on standard
 output, one after another under their titles (csv: a ``# title`` line before each;
 json: one object keyed by table name; parquet needs a folder).
+
+Files keep the data as it is. What goes to standard output (a terminal, or a pipe a
+terminal may show) has its text cells, column names and titles escaped
+(campaign.text.printable: a campaign name or override value from the store cannot
+retitle the window or reorder the line), and JSON there is pure ASCII (``\\u`` escapes).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import polars as pl
 from tabulate import tabulate
 
 from campaign.errors import ConfigError
+from campaign.text import printable
 
 FORMATS = ("csv", "json", "markdown", "parquet", "table")
 EXTENSIONS = {"csv": "csv", "json": "json", "markdown": "md", "parquet": "parquet", "table": "txt"}
@@ -28,6 +34,20 @@ def _display(df: pl.DataFrame) -> tuple[list[str], list[list]]:
     for r in df.iter_rows():
         rows.append(["-" if v is None else (round(v, 4) if isinstance(v, float) else v) for v in r])
     return df.columns, rows
+
+
+def printable_frame(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with its text cells and column names escaped (campaign.text.printable)."""
+    text = [c for c, t in df.schema.items() if t == pl.Utf8]
+    if text:
+        df = df.with_columns(pl.col(c).map_elements(printable, return_dtype=pl.Utf8) for c in text)
+    names = {c: printable(c) for c in df.columns if printable(c) != c}
+    return df.rename(names) if names else df
+
+
+def _ascii_json(text: str) -> str:
+    """JSON text re-encoded with every non-ASCII and control character as a ``\\u`` escape."""
+    return json.dumps(json.loads(text), separators=(",", ":"))
 
 
 def _check(fmt: str) -> None:
@@ -61,13 +81,15 @@ def _write_bytes(path: Path, data: bytes) -> Path:
 
 def write(df: pl.DataFrame, fmt: str, out: Optional[str]) -> Optional[Path]:
     """Write to ``out`` (a file, made with its folder) or standard output."""
-    data = render(df, fmt)
     if out is None:
         if fmt == "parquet":
             raise ConfigError("parquet is binary: give a file with --out PATH")
-        sys.stdout.write(data.decode())
+        if fmt == "json":
+            sys.stdout.write(_ascii_json(df.write_json()) + "\n")
+        else:
+            sys.stdout.write(render(printable_frame(df), fmt).decode())
         return None
-    return _write_bytes(Path(out), data)
+    return _write_bytes(Path(out), render(df, fmt))
 
 
 def write_tables(tables: Sequence[tuple[str, str, pl.DataFrame]], fmt: str, out: Optional[str]) -> list[Path]:
@@ -91,8 +113,8 @@ def write_tables(tables: Sequence[tuple[str, str, pl.DataFrame]], fmt: str, out:
         if i:
             sys.stdout.write("\n")
         if fmt == "csv":
-            sys.stdout.write(f"# {name}: {title}\n")
+            sys.stdout.write(printable(f"# {name}: {title}") + "\n")
         else:
-            sys.stdout.write(f"{'## ' if fmt == 'markdown' else ''}{title}\n\n")
-        sys.stdout.write(render(df, fmt).decode())
+            sys.stdout.write(printable(f"{'## ' if fmt == 'markdown' else ''}{title}") + "\n\n")
+        sys.stdout.write(render(printable_frame(df), fmt).decode())
     return []

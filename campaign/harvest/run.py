@@ -122,12 +122,6 @@ def _not_harvested(cid: str, points: list[dict]) -> Optional[str]:
     return f"campaign {cid}: {done} of {len(points)} point(s) completed; not harvested: {parts} (campaign status {cid})"
 
 
-def _printable_frame(df: pl.DataFrame) -> pl.DataFrame:
-    """Text cells with control characters escaped (campaign.text), for the terminal."""
-    text = [c for c, t in df.schema.items() if t == pl.Utf8]
-    return df.with_columns(pl.col(c).map_elements(printable, return_dtype=pl.Utf8) for c in text) if text else df
-
-
 def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str],
             stack: bool = False) -> dict[str, pl.DataFrame]:
     """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``)."""
@@ -182,34 +176,35 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         print(f"warning: {printable(w)}", file=sys.stderr)
     spooled = sum(1 for p in points if p["state"] == "spooled")
     if spooled:  # harvest reads only; campaign ingest folds spooled results in
-        print(f"campaign {cid}: {spooled} point(s) have results waiting in spool files: run campaign ingest {cid}",
-              file=sys.stderr)
+        print(printable(f"campaign {cid}: {spooled} point(s) have results waiting in spool files: "
+                        f"run campaign ingest {cid}"), file=sys.stderr)
     note = _not_harvested(cid, points)
     if note and tables:
-        print(note, file=sys.stderr)
+        print(printable(note), file=sys.stderr)
     if not tables:
-        print(f"campaign {cid}: no completed point to harvest yet (see campaign status {cid})", file=sys.stderr)
+        print(printable(f"campaign {cid}: no completed point to harvest yet (see campaign status {cid})"),
+              file=sys.stderr)
         return 1
     if compare is not None:
         selected = [_comparison(compare, tables, other_id, other)]
         if selected[0][2].height == 0:
-            print(f"campaign {cid}: nothing to compare with {compare} (no GPU count and series in common)",
+            print(printable(f"campaign {cid}: nothing to compare with {compare} (no GPU count and series in common)"),
                   file=sys.stderr)
             return 1
     else:
         if table != "all" and TABLES[table].optional and tables[table].height == 0:
-            print(f"campaign {cid}: {TABLES[table].empty}", file=sys.stderr)
+            print(printable(f"campaign {cid}: {TABLES[table].empty}"), file=sys.stderr)
             return 1
         # --table all: an optional table (placement) only where it has rows
         selected = [(name, TABLES[name].title, tables[name]) for name in wanted
                     if name == table or not TABLES[name].optional or tables[name].height]
     if fmt == "table" and out is None:
-        print(f"campaign {cid}")
-        selected = [(n, t, _printable_frame(_terminal(n, df))) for n, t, df in selected]
+        print(printable(f"campaign {cid}"))
+        selected = [(n, t, _terminal(n, df)) for n, t, df in selected]  # escaped by write_tables (stdout)
         if len(selected) == 1:
             print(f"{selected[0][1]}\n")
     for path in write_tables(selected, fmt, out):
-        print(f"wrote {path}", file=sys.stderr)
+        print(printable(f"wrote {path}"), file=sys.stderr)
     if plots is not None:
         from campaign.harvest.plots import write_figures
 
@@ -217,7 +212,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
                               stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
                               placement=tables.get("placement"), campaign=campaign)
-        print(f"wrote {len(paths)} figure files to {plots}", file=sys.stderr)
+        print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0
 
 
@@ -248,8 +243,7 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if fmt == "table" and out is None:
-        print(f"campaign {campaign['id']}\n{title}\n")
-        df = _printable_frame(df)
+        print(printable(f"campaign {campaign['id']}"), title, "", sep="\n")
     for path in write_tables([(name, title, df)], fmt, out):
-        print(f"wrote {path}", file=sys.stderr)
+        print(printable(f"wrote {path}"), file=sys.stderr)
     return 0

@@ -135,11 +135,19 @@ def _folder(points: Sequence[PointPlan]) -> Path:
 
 
 def script_lines(points: Sequence[PointPlan], arrs: Sequence[Array], python: Optional[str]) -> list[str]:
-    """Every array's exact sbatch script and command (local jobs: their command)."""
+    """Every array's exact sbatch script and command (local jobs: their command); a
+    container's variables (``container.env``) as the environment the command gets
+    (``APPTAINERENV_HF_TOKEN=***``: names like a secret's masked)."""
     from campaign.backends import sbatch as sb
+    from campaign.container import shown_env
+    from campaign.launch.submit import container_environment
 
     folder = _folder(points)
     command = sb.submit_command(folder, python)
+    variables = container_environment(points)
+    if variables:  # never on the command line: in the environment it inherits from the launch
+        command = f"# in its environment (inherited from the launch, not on its command line): " \
+                  f"{shown_env(variables)}\n{command}"
     out: list[str] = []
     for a in arrs:
         idx = ", ".join(str(p.idx) for p in a.points)
@@ -188,7 +196,7 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     for the jobs (the preflight's, campaign.launch.preflight)."""
     import sys
 
-    from campaign.text import printable
+    from campaign.text import printable, shown
 
     arrs = arrays(points)
     if mode == "json":
@@ -210,5 +218,6 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     if mode == "scripts":
         print(f"\n(a launch puts its campaign id where {PLACEHOLDER_ID} stands)\n")
         for line in script_lines(points, arrs, python):
-            print(redact(line))
+            for one in line.split("\n"):  # a script is several lines: each escaped on its own
+                print(shown(one))
     print(flush=True)

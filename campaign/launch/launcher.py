@@ -54,8 +54,10 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         from campaign.launch.run import launch_campaign
 
         points, refused = compose_points(launcher, job_overrides, initial_job_idx)
-        for line in refused:
-            print(f"refused: {line}", file=sys.stderr)
+        from campaign.text import shown
+
+        for line in refused:  # names the point by its overrides: a store URL's password among them
+            print(f"refused: {shown(line)}", file=sys.stderr)
         task = launcher.config.hydra.overrides.task  # the sweep as given, from Hydra (not sys.argv)
         launcher.last_launch = launch_campaign(points, launcher.config, sweep_overrides=list(task), multirun=True,
                                                wait=wait)

@@ -35,9 +35,9 @@ def expand_flags(argv: Sequence[str]) -> list[str]:
 
 
 def _error(message: object) -> None:
-    from campaign.redact import redact
+    from campaign.text import shown
 
-    print(f"error: {redact(message)}", file=sys.stderr)
+    print(f"error: {shown(message)}", file=sys.stderr)
 
 
 def check_plugin_visible() -> None:
