@@ -16,20 +16,16 @@ from pathlib import Path
 from typing import Optional
 
 from campaign.errors import one_line
+from campaign.untrusted import TAIL_BYTES, read_tail, regular_stat
 
-TAIL_BYTES = 64 * 1024  # a traceback's end lies in the log's last lines: never read a whole log
+# TAIL_BYTES: a traceback's end lies in the log's last lines; a log is never read whole
 _TRACEBACK = "Traceback (most recent call last):"
 
 
 def _tail(path: Path) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - TAIL_BYTES))
-            return fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+    """The log's last ``TAIL_BYTES`` as text; "" for one that is not a regular file
+    (a symlink to /dev/zero, a FIFO, a device: campaign.untrusted)."""
+    return read_tail(path, TAIL_BYTES).text or ""
 
 
 def last_exception(text: str) -> Optional[str]:
@@ -64,13 +60,18 @@ def job_logs(folder: Optional[str], job_id: str) -> list[Path]:
 
 def last_activity(paths: list[Path]) -> Optional[float]:
     """When the job last wrote any of ``paths`` (its end, once it has ended)."""
-    times = []
-    for p in paths:
-        try:
-            times.append(p.stat().st_mtime)
-        except OSError:
-            continue
+    times = [st.st_mtime for st, _ in map(regular_stat, paths) if st is not None]  # links not followed
     return max(times) if times else None
+
+
+def unread_logs(paths: list[Path]) -> Optional[str]:
+    """Why the first of ``paths`` that cannot be read as a log was not read
+    (``<name> is not a regular file (a FIFO)``), or None: a status names it."""
+    for p in paths:
+        _, reason = regular_stat(p)
+        if reason:
+            return f"{p.name} {reason}, not read"
+    return None
 
 
 def failing_task_exception(paths: list[Path]) -> Optional[str]:

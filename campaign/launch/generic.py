@@ -97,8 +97,9 @@ def _submit(executor: str, entry: HydraJob, calls: list[tuple], folder: Path, re
 
     from campaign.backends.local import CONTROLLERS_LOG, detached_stdio
     from campaign.backends import sbatch as sb
+    from campaign.untrusted import make_job_folder
 
-    folder.mkdir(parents=True, exist_ok=True)
+    make_job_folder(folder, fresh=False)  # a rerun's own private folder is used again; anyone else's is refused
     out: list[Any] = []
     if executor == "local":
         for call in calls:

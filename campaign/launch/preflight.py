@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from campaign.errors import ConfigError, StoreError, one_line
 from campaign.launch.plan import PointPlan
 from campaign.redact import redact
+from campaign.untrusted import check_shared_folder
 
 # Values one campaign has once: the store it registers in, the folder its jobs write to.
 ONE_PER_CAMPAIGN = (("results_dir",), ("store", "url"), ("name",), ("dry_run",), ("max_gpu_hours",))
@@ -103,7 +104,8 @@ def check_writable_folder(folder: Path | str, what: str) -> Path:
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{what} {folder} is not a folder; choose another one")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        # made not group-writable even under umask 002: a results_dir others can write is refused
+        folder.mkdir(mode=0o755, parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".campaign-write-check-", dir=folder)
         os.close(fd)
         os.unlink(probe)
@@ -190,9 +192,12 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str
         else:
             here(_check_server, url)
         here(writable_here, first["results_dir"], "results_dir")
+        here(check_shared_folder, first["results_dir"], "results_dir")
     else:
         check_store(url)
         check_writable_folder(first["results_dir"], "results_dir")
+        # others who could write it could swap the job folders: refused (docs/security.md)
+        check_shared_folder(first["results_dir"], "results_dir")
     seen: set = set()
     for p in points:
         for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from campaign.backends import Submitted, get_backend
-from campaign.errors import one_line
+from campaign.errors import CampaignError, ConfigError, one_line
 from campaign.launch.plan import PointPlan, job_plan
 from campaign.redact import STORE_URL_ENV, redact, redact_obj
 from campaign.store import open_store
+from campaign.untrusted import make_job_folder
 
 
 def new_campaign_id() -> str:
@@ -49,15 +50,39 @@ def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, fold
 def store_url_in_environment(url: str) -> Iterator[None]:
     """Jobs started inside get the real store URL in ``CAMPAIGN_STORE_URL`` (their
     environment, not their command line or pickle); the variable is restored after."""
-    saved = os.environ.get(STORE_URL_ENV)
-    os.environ[STORE_URL_ENV] = url
+    with variables_in_environment({STORE_URL_ENV: url}):
+        yield
+
+
+@contextmanager
+def variables_in_environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` set in this process's environment, which the jobs submitted inside
+    inherit (sbatch exports it to the job and its ``srun`` tasks, submitit's local
+    executor hands it to its processes): the private way to a job, readable only by its
+    user, unlike a command line. Each is restored (or removed) after."""
+    saved = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop(STORE_URL_ENV, None)
-        else:
-            os.environ[STORE_URL_ENV] = saved
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def container_environment(points: Sequence[PointPlan]) -> dict[str, str]:
+    """The campaign's ``container.env`` as the runtime's prefixed variables
+    (``APPTAINERENV_HF_TOKEN``...: campaign.container.container_env), real values; empty
+    without a container. One campaign runs in one container (``job_python``)."""
+    if not points or points[0].config["container"]["runtime"] == "none":
+        return {}
+    from omegaconf import OmegaConf
+
+    from campaign.container import container_env
+
+    return container_env(OmegaConf.create(points[0].config["container"]))
 
 
 @contextmanager
@@ -117,6 +142,9 @@ def register_and_submit(
     campaign_id = new_campaign_id()
     results = Path(results_dir).resolve()
     folder = results / "jobs" / campaign_id
+    if os.path.lexists(folder):  # made by someone else before this launch: refused before anything is stored
+        raise ConfigError(f"job folder {folder} exists already: this launch did not make it, so it is not used; "
+                          f"remove it (rm -r {folder}) and launch again")
     with private_files(), open_store(store_url, create=True) as store:
         ids = store.register(
             {
@@ -138,19 +166,21 @@ def register_and_submit(
             by_id[ids[i]] = Submitted(ids[i], None, waiting=why)
         if wave.now:
             for s in submit_registered(store, [points[i] for i in wave.now], [ids[i] for i in wave.now], campaign_id,
-                                       store_url, folder, python):
+                                       store_url, folder, python, fresh=True):
                 by_id[s.point_id] = s
     return campaign_id, [by_id[pid] for pid in ids]
 
 
 def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str,
                       folder: Path, python: Optional[str], *, origin: str = "launch",
-                      overrides: Optional[Sequence[str]] = None) -> list[Submitted]:
+                      overrides: Optional[Sequence[str]] = None, fresh: bool = False) -> list[Submitted]:
     """Submit registered points as one submission each (an attempt opened per point,
     ``origin`` and the ``overrides`` applied to it recorded on it) and record the outcome:
     job ids for the submitted ones, ``rejected`` with the reason for the others. Ctrl-C on
     the way records what was submitted, rejects the rest, and raises ``Interrupted``
-    saying how to submit them."""
+    saying how to submit them. ``fresh`` (the launch that makes the job folder): the
+    folder must not exist yet; otherwise it must be this user's private folder
+    (campaign.untrusted.make_job_folder)."""
     from campaign.errors import Interrupted
 
     numbers = store.open_attempts(ids, origin=origin, overrides=redact_obj(list(overrides)) if overrides else None)
@@ -158,7 +188,7 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
     interrupted = False
     try:
         with private_files():
-            _submit(points, ids, campaign_id, store_url, folder, python, done, numbers)
+            _submit(points, ids, campaign_id, store_url, folder, python, done, numbers, fresh=fresh)
     except KeyboardInterrupt:
         interrupted = True
     submitted = [done.get(pid) or Submitted(pid, None, error="interrupted (Ctrl-C) before it was submitted")
@@ -182,7 +212,8 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
 
 
 def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str, folder: Path,
-            python: Optional[str], done: dict[int, Submitted], numbers: Optional[dict[int, int]] = None) -> None:
+            python: Optional[str], done: dict[int, Submitted], numbers: Optional[dict[int, int]] = None,
+            fresh: bool = False) -> None:
     """Hand every point to its backend, filling ``done`` (point id -> Submitted) as it goes;
     whatever a backend raises refuses its points (each gets the reason), so no point stays
     ``registered`` with no job."""
@@ -193,13 +224,16 @@ def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, s
         if image and spec["container"] is not None:
             spec["container"].update(image)  # recorded in each attempt's provenance
         by_executor.setdefault(p.executor, []).append((p, spec))
-    with store_url_in_environment(store_url):
+    made = False
+    with store_url_in_environment(store_url), variables_in_environment(container_environment(points)):
         for executor, items in by_executor.items():
             try:
-                folder.mkdir(parents=True, exist_ok=True)
+                if not made:  # <results_dir>/jobs/<campaign id>: results_dir is checked too
+                    make_job_folder(folder, fresh=fresh, shared=(folder.parent.parent,))
+                    made = True
                 got = get_backend(executor).submit(items, folder, python)
             except Exception as exc:  # the backend itself failed: every one of its points is refused
-                reason = one_line(f"{type(exc).__name__}: {exc}")
+                reason = str(exc) if isinstance(exc, CampaignError) else one_line(f"{type(exc).__name__}: {exc}")
                 got = [Submitted(spec["point_id"], None, error=reason) for _, spec in items]
             for s in got:
                 done[s.point_id] = s
