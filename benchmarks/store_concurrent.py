@@ -106,7 +106,7 @@ def run_round(url: str, writers: int, rows: int, batch: int, spool_root: Path, *
     spooled = sorted(spool.glob("*.jsonl")) if spool.is_dir() else []
     if spooled:
         with open_store(url) as store:
-            ingest_files(store, spooled)
+            ingest_files(store, spooled, campaign_id=f"bench-{tag}")
     stored = count_rows(url, points)
     return {
         "elapsed_s": elapsed,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Optional, Sequence
 
@@ -38,7 +39,16 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
             by_exec.setdefault(p["executor"], []).append(p)
         signalled_at = time.time()
         for executor, pts in by_exec.items():
-            get_backend(executor).cancel([p for p in pts if p.get("job_id")])
+            asked = [p for p in pts if p.get("job_id")]
+            try:
+                backend = get_backend(executor)
+            except ValueError:  # a stored executor no backend has: its points are lost (campaign.state)
+                backend = None
+            done = set(backend.cancel(asked)) if backend is not None else set()
+            for p in asked:  # a stored job id the backend would not take (campaign.ids): said, not sent
+                if p["id"] not in done:
+                    print(printable(f"warning: point {p['idx']} not cancelled: {p.get('reason') or 'its job id'}"),
+                          file=sys.stderr)
         unfinished = [p for p in chosen if not is_final(p["state"])]  # ended ones (died, timed out) keep that truth
         if unfinished:
             with open_store(store_url) as store:

@@ -19,7 +19,10 @@ a local platform that runs one job at a time (``platform.exclusive``) add up; th
 are taken to run at once (the longest), queue waits not included.
 
 Pure functions of plain configs, plus ``measured_rates`` (one read-only query); no
-torch, no polars. Used by the launch (printed, and ``max_gpu_hours``) and by
+torch, no polars. A config read back from the store is data others may have shaped: its
+trainer's declaration comes from the installed package's registry by name, never from
+a module the store names (``installed_spec``), and its JSON is parsed within bounds.
+Used by the launch (printed, and ``max_gpu_hours``) and by
 ``campaign status`` (the ETA of points that have not started).
 """
 
@@ -125,18 +128,45 @@ def math_of(config: Mapping[str, Any]) -> str:
     return precision if device == "cuda" and precision in ("bf16", "fp16") else "fp32"
 
 
-def declared_rate(config: Mapping[str, Any], gpus: int, batch_per_gpu: int) -> tuple[Optional[float], str]:
-    """(seconds per iteration, source) from the trainer's declaration and the platform's
-    peak; (None, why) when it declares neither or the platform states no peak."""
+def installed_spec(trainer: Any) -> Any:
+    """The declaration of a stored config's ``trainer`` section from the installed package's
+    registry (``trainers.specs.<name>``), by a name among its built-ins; a stored
+    ``trainer.module`` other than that one is never imported (``UnknownTrainer``)."""
+    from campaign.ids import shown
     from trainers import registry
 
+    section = trainer if isinstance(trainer, Mapping) else {}
+    name, module = section.get("name"), section.get("module")
+    names = registry.builtin_names()
+    if not isinstance(name, str) or name not in names:
+        raise registry.UnknownTrainer(f"trainer {shown(name)} is none of the installed ones ({', '.join(names)}); "
+                                      "a module named in the store is not imported")
+    if module not in (None, "", f"{registry.BUILTIN}.{name}"):
+        raise registry.UnknownTrainer(f"its stored module {shown(module)} is not the installed "
+                                      f"{registry.BUILTIN}.{name}; a module named in the store is not imported")
+    return registry.spec_of(name)
+
+
+def declared_rate(config: Mapping[str, Any], gpus: int, batch_per_gpu: int, *,
+                  own: bool = False) -> tuple[Optional[float], str]:
+    """(seconds per iteration, source) from the trainer's declaration and the platform's
+    peak; (None, why) when it declares neither or the platform states no peak. ``own``: the
+    config is the user's own composition (a launch), whose ``trainer.module`` is imported;
+    otherwise (read from the store) only the installed registry is asked (``installed_spec``)."""
+    from trainers import registry
+
+    trainer = config.get("trainer") or {}
     try:
-        spec = registry.spec_of(config.get("trainer") or {})
+        spec = registry.spec_of(trainer) if own else installed_spec(trainer)
     except Exception as exc:  # a trainer this installation cannot import: no estimate
-        return None, f"unknown: trainer {(config.get('trainer') or {}).get('name')} not importable ({exc})"
-    if spec.seconds_per_iteration is not None:
-        return float(spec.seconds_per_iteration(config, int(gpus), int(batch_per_gpu))), LAW
-    flops = spec.flops_per_image(config) if spec.flops_per_image is not None else None
+        name = trainer.get("name") if isinstance(trainer, Mapping) else None
+        return None, f"unknown: trainer {name} not importable ({exc})" if own else f"unknown: {exc}"
+    try:
+        if spec.seconds_per_iteration is not None:
+            return float(spec.seconds_per_iteration(config, int(gpus), int(batch_per_gpu))), LAW
+        flops = spec.flops_per_image(config) if spec.flops_per_image is not None else None
+    except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as exc:  # values no launch wrote
+        return None, f"unknown: trainer {spec.name}'s declaration cannot read this config ({type(exc).__name__})"
     if not flops:
         return None, f"unknown: trainer {spec.name} declares no FLOPs and the store has no run of this work"
     mode = math_of(config)
@@ -159,9 +189,11 @@ class Measured:
 
 def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]) -> dict[str, Measured]:
     """work_key -> the latest campaign's measured seconds per iteration, from the store's
-    completed attempts of these platforms and trainers (one read-only query)."""
-    from sqlalchemy import and_, func, select
+    completed attempts of these platforms and trainers (one read-only query); a row whose
+    config is past campaign.bounded's limits, or whose values are not numbers, is left out."""
+    from sqlalchemy import Text, and_, cast, func, select
 
+    from campaign.bounded import BoundError, loads
     from campaign_sql.schema import attempt, campaign, point, rank_timing
 
     per_rank = rank_timing.c.wall_s / func.nullif(rank_timing.c.iterations, 0)
@@ -172,7 +204,8 @@ def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]
     slowest = (select(rank_timing.c.attempt_id, func.max(per_rank).label("s_per_it"))
                .where(rank_timing.c.attempt_id.in_(done)).group_by(rank_timing.c.attempt_id).subquery("slowest"))
     q = (
-        select(point.c.config, point.c.gpus, point.c.nodes, point.c.batch_per_gpu, campaign.c.id, campaign.c.created_at,
+        select(cast(point.c.config, Text), point.c.gpus, point.c.nodes, point.c.batch_per_gpu, campaign.c.id,
+               campaign.c.created_at,
                slowest.c.s_per_it)
         .select_from(point.join(campaign, campaign.c.id == point.c.campaign_id)
                      .join(attempt, attempt.c.point_id == point.c.id)
@@ -181,11 +214,14 @@ def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]
     found: dict[str, dict[str, Any]] = {}
     with store.engine.connect() as conn:
         for config, gpus, nodes, batch, cid, created, s_per_it in conn.execute(q):
-            if s_per_it is None or batch is None:
+            if s_per_it is None or batch is None or not isinstance(created, (int, float)):
                 continue
-            if isinstance(config, str):
-                config = json.loads(config)
-            key = work_key(config or {}, gpus, nodes, batch)
+            try:
+                if isinstance(config, str):  # the stored text, parsed here within bounds
+                    config = loads(config, f"the stored config of a point of campaign {cid}")
+                key = work_key(config if isinstance(config, Mapping) else {}, gpus, nodes, batch)
+            except (BoundError, TypeError, ValueError, AttributeError):  # not what a launch stores
+                continue
             best = found.get(key)
             if best is None or created > best["created"]:
                 found[key] = {"created": created, "cid": cid, "rates": [float(s_per_it)]}
@@ -195,13 +231,14 @@ def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]
 
 
 def point_cost(config: Mapping[str, Any], *, gpus: int, nodes: int, batch_per_gpu: int, iterations: int,
-               measured: Optional[Mapping[str, Measured]] = None) -> PointCost:
-    """One point's estimate (the module docstring's order of sources)."""
+               measured: Optional[Mapping[str, Measured]] = None, own: bool = False) -> PointCost:
+    """One point's estimate (the module docstring's order of sources); ``own``: ``config`` is
+    the user's own composition, not one read from the store (``declared_rate``)."""
     total = loop_iterations(config, iterations)
     m = (measured or {}).get(work_key(config, gpus, nodes, batch_per_gpu))
     if m is not None:
         return PointCost(gpus, total, m.s_per_it, f"measured in campaign {m.campaign_id}", serial(config), "measured")
-    rate, source = declared_rate(config, gpus, batch_per_gpu)
+    rate, source = declared_rate(config, gpus, batch_per_gpu, own=own)
     kind = "unknown" if rate is None else "law" if source == LAW else "flops"
     return PointCost(gpus, total, rate, source, serial(config), kind)
 
@@ -209,7 +246,7 @@ def point_cost(config: Mapping[str, Any], *, gpus: int, nodes: int, batch_per_gp
 def campaign_cost(points: Sequence[Any], measured: Optional[Mapping[str, Measured]] = None) -> CampaignCost:
     """The estimate of planned points (``campaign.launch.plan.PointPlan``)."""
     return CampaignCost([point_cost(p.config, gpus=p.gpus, nodes=p.nodes, batch_per_gpu=p.batch_per_gpu,
-                                    iterations=p.iterations, measured=measured) for p in points])
+                                    iterations=p.iterations, measured=measured, own=True) for p in points])
 
 
 def fmt_duration(seconds: Optional[float]) -> str:

@@ -8,6 +8,13 @@ nothing. A file that is not a well-formed spool (a line that is not an operation
 operation the store refuses) is renamed ``*.jsonl.bad`` with a warning, and the
 other files are still ingested.
 
+A results folder is writable by others than the campaign's owner, so a spool file is
+data from anyone: it changes only the campaign, point, attempt and rank its folder and
+name stand for (``<results>/jobs/<campaign>/spool/p<point>-a<attempt>-r<rank>.jsonl``).
+A file named otherwise, one that is not a regular file (a link, a FIFO), one past
+``MAX_SPOOL_BYTES``, a line nested too deep, or an operation for another point,
+attempt, rank or campaign is quarantined whole, nothing of it applied.
+
 Ingest also records the final states the executors observe for points the store
 still has unfinished (a job killed from outside never reports itself): read commands
 derive them every time (campaign.state) and never write; this keeps them once the
@@ -16,19 +23,32 @@ scheduler has forgotten the job.
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Iterable, Optional
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError, StatementError
 
+from campaign.bounded import BoundError, check, loads
 from campaign.errors import StoreError, one_line
+from campaign.ids import SPOOL_NAME, check_campaign_id, shown
 from campaign.store import Store, open_store
 from campaign.text import printable
 from campaign_sql.ops import ROW_TABLES, AttemptKey, apply_op
+from campaign_sql.schema import point
 
 OPS = ("start", "rows", "rank", "finish")
+MAX_SPOOL_BYTES = 1 << 30  # one rank's spool file; a long run's rows take tens of MB
+MAX_LINE_BYTES = 64 << 20  # one operation: at most BATCH_ROWS iteration rows (trainers.writer), far below
+# the payload keys trainers.writer writes per operation (anything else could reach a column it must not)
+PAYLOAD_KEYS = {
+    "start": {"job_id", "world_size", "started_at", "provenance", "origin"},
+    "rows": {"table", "rank", "rows"},
+    "rank": {"rank", "tables"},
+    "finish": {"state", "reason", "ended_at"},
+}
 
 
 class MalformedSpool(ValueError):
@@ -36,21 +56,39 @@ class MalformedSpool(ValueError):
 
 
 def spool_dir(campaign: dict) -> Optional[Path]:
+    """``<results>/jobs/<campaign id>/spool``; ``StoreError`` for a stored id that is not
+    one campaign writes (``../x`` is never joined into a path)."""
     if not campaign.get("results_dir"):
         return None
-    return Path(campaign["results_dir"]) / "jobs" / campaign["id"] / "spool"
+    return Path(campaign["results_dir"]) / "jobs" / check_campaign_id(campaign.get("id")) / "spool"
 
 
-def _check_record(r: object, where: str) -> dict:
-    """One operation as trainers.writer writes it, or ``MalformedSpool``."""
+def spool_key(name: str) -> Optional[tuple[int, int, int]]:
+    """(point id, attempt no, rank) a spool file's name stands for; None for another name."""
+    m = SPOOL_NAME.fullmatch(name)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _check_record(r: object, where: str, key: Optional[tuple[int, int, int]] = None) -> dict:
+    """One operation as trainers.writer writes it, or ``MalformedSpool``; with ``key`` (the
+    file name's point, attempt and rank) one of that point's attempt and rank only."""
     if not isinstance(r, dict) or r.get("op") not in OPS:
         raise MalformedSpool(f"{where}: not a spool operation (op one of {', '.join(OPS)})")
-    for key in ("point_id", "attempt_no"):
-        if not isinstance(r.get(key), int) or isinstance(r.get(key), bool):
-            raise MalformedSpool(f"{where}: {key} is not an integer")
+    for name in ("point_id", "attempt_no"):
+        if not isinstance(r.get(name), int) or isinstance(r.get(name), bool):
+            raise MalformedSpool(f"{where}: {name} is not an integer")
     payload = r.get("payload")
     if not isinstance(payload, dict):
         raise MalformedSpool(f"{where}: payload is not an object")
+    extra = sorted(set(payload) - PAYLOAD_KEYS[r["op"]])
+    if extra:
+        raise MalformedSpool(f"{where}: {r['op']} with a field the job never writes ({shown(extra[0])})")
+    if key is not None:
+        said = {"point_id": r["point_id"], "attempt_no": r["attempt_no"], "rank": payload.get("rank", key[2])}
+        for (name, value), own in zip(said.items(), key):
+            if value != own:
+                said_as = value if isinstance(value, int) else shown(value)
+                raise MalformedSpool(f"{where}: {name} {said_as} but the file's name stands for {own}")
     if r["op"] == "rows" and (payload.get("table") not in ROW_TABLES or not isinstance(payload.get("rows"), list)):
         raise MalformedSpool(f"{where}: rows of an unknown table")
     if r["op"] == "rank" and not isinstance(payload.get("tables"), dict):
@@ -60,24 +98,47 @@ def _check_record(r: object, where: str) -> dict:
     return r
 
 
-def read_spool(path: Path) -> list[dict]:
-    """The operations of one spool file. Its last line may be cut short (a job killed
-    while writing it: what follows never happened); any other bad line makes the whole
-    file ``MalformedSpool``."""
+def _read_untrusted(path: Path, max_bytes: Optional[int] = None) -> bytes:
+    """A regular file's bytes, opened without following a link or blocking on a FIFO;
+    ``MalformedSpool`` for anything else or a file past ``max_bytes`` (``MAX_SPOOL_BYTES``)."""
+    max_bytes = MAX_SPOOL_BYTES if max_bytes is None else max_bytes
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
+        fd = os.open(path, flags)
+    except OSError:
+        if os.path.islink(path):
+            raise MalformedSpool("a symbolic link, not a file the job wrote") from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise MalformedSpool("not a regular file (a FIFO, device or folder)")
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise MalformedSpool(f"more than the {max_bytes:,} bytes campaign reads from a spool file")
+    return data
+
+
+def read_spool(path: Path, key: Optional[tuple[int, int, int]] = None) -> list[dict]:
+    """The operations of one spool file (``key``: those of that point, attempt and rank
+    only, ``_check_record``). Its last line may be cut short (a job killed while writing
+    it: what follows never happened); any other bad line makes the whole file
+    ``MalformedSpool``, as does a line too large or nested too deep (campaign.bounded)."""
+    try:
+        lines = _read_untrusted(path).decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise MalformedSpool(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     out = []
     numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
     for n, (i, line) in enumerate(numbered):
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(numbered) - 1:
+            check(line, f"line {i}", max_bytes=MAX_LINE_BYTES)  # too large or too deep: never parsed, whatever line
+            record = loads(line, f"line {i}", max_bytes=MAX_LINE_BYTES)
+        except BoundError as exc:
+            if n == len(numbered) - 1 and str(exc).startswith(f"line {i}: not JSON"):
                 break
-            raise MalformedSpool(f"line {i} is not JSON") from None
-        out.append(_check_record(record, f"line {i}"))
+            raise MalformedSpool(f"line {i} is not JSON" if ": not JSON" in str(exc) else str(exc)) from None
+        out.append(_check_record(record, f"line {i}", key))
     return out
 
 
@@ -91,13 +152,38 @@ def _quarantine(path: Path, why: str) -> None:
           file=sys.stderr)
 
 
-def ingest_files(store: Store, files: Iterable[Path]) -> tuple[int, int]:
-    """Replay spool files; returns (files, operations) ingested. Malformed files are
-    quarantined (``*.bad``) with a warning; a store that cannot be written stops it."""
+def _folder_campaign(path: Path) -> Optional[str]:
+    """The campaign a spool file's folder stands for: ``<results>/jobs/<campaign>/spool``."""
+    return path.parent.parent.name if path.parent.name == "spool" else None
+
+
+def _check_owner(conn, point_id: int, campaign_id: str) -> None:
+    """``MalformedSpool`` unless the store has point ``point_id`` in ``campaign_id``."""
+    from sqlalchemy import select
+
+    owner = conn.execute(select(point.c.campaign_id).where(point.c.id == point_id)).scalar()
+    if owner is None:
+        raise MalformedSpool(f"the store has no point {point_id}")
+    if owner != campaign_id:
+        raise MalformedSpool(f"point {point_id} is one of campaign {shown(owner)}, not of {shown(campaign_id)} "
+                             "whose spool folder holds the file")
+
+
+def ingest_files(store: Store, files: Iterable[Path], campaign_id: Optional[str] = None) -> tuple[int, int]:
+    """Replay spool files of ``campaign_id`` (None: each file's folder's,
+    ``<results>/jobs/<campaign>/spool``); returns (files, operations) ingested. A file
+    applies to the point, attempt and rank its name stands for, in that campaign, or
+    not at all: malformed or foreign files are quarantined (``*.bad``) with a warning;
+    a store that cannot be written stops it."""
     n_files = n_ops = 0
     for path in sorted(files):
+        key, owner = spool_key(path.name), campaign_id or _folder_campaign(path)
         try:
-            records = read_spool(path)
+            if key is None:
+                raise MalformedSpool("not a spool file's name (p<point>-a<attempt>-r<rank>.jsonl)")
+            if owner is None:
+                raise MalformedSpool("not in a campaign's spool folder (<results>/jobs/<campaign>/spool)")
+            records = read_spool(path, key)
         except MalformedSpool as exc:
             _quarantine(path, str(exc))
             continue
@@ -105,9 +191,13 @@ def ingest_files(store: Store, files: Iterable[Path]) -> tuple[int, int]:
             raise StoreError(f"cannot read spool file {path}: {exc.strerror}") from exc
         try:
             with store.engine.begin() as conn:
+                _check_owner(conn, key[0], owner)
                 cache: dict = {}
                 for r in records:
                     apply_op(conn, r["op"], AttemptKey(r["point_id"], r["attempt_no"]), r["payload"], cache)
+        except MalformedSpool as exc:  # another campaign's point: rolled back, nothing applied
+            _quarantine(path, str(exc))
+            continue
         except (IntegrityError, DataError) as exc:  # rows the store refuses: the file's fault
             _quarantine(path, f"the store refuses its operations ({one_line(exc.orig)})")
             continue
@@ -132,8 +222,12 @@ def _read_only_hint(exc: DBAPIError) -> str:
 
 
 def ingest_campaigns(store: Store, campaigns: Iterable[dict]) -> tuple[int, int]:
-    """Replay the campaigns' spool files (``ingest_files``)."""
-    return ingest_files(store, _spool_files(campaigns))
+    """Replay the campaigns' spool files (``ingest_files``), each within its campaign."""
+    n_files = n_ops = 0
+    for cid, files in _spool_files(campaigns).items():
+        f, o = ingest_files(store, files, cid)
+        n_files, n_ops = n_files + f, n_ops + o
+    return n_files, n_ops
 
 
 def observed_finals(store: Store, campaigns: Iterable[dict]) -> list[dict]:
@@ -157,13 +251,30 @@ def record_observed(store: Store, finals: Iterable[dict]) -> int:
     return moved
 
 
-def _spool_files(campaigns: Iterable[dict]) -> list[Path]:
-    files: list[Path] = []
+def _spool_files(campaigns: Iterable[dict]) -> dict[str, list[Path]]:
+    """Campaign id -> its spool files not yet ingested."""
+    files: dict[str, list[Path]] = {}
     for c in campaigns:
         d = spool_dir(c)
         if d is not None and d.is_dir():
-            files += list(d.glob("*.jsonl"))
+            found = list(d.glob("*.jsonl"))
+            if found:
+                files[c["id"]] = found
     return files
+
+
+def _usable(campaigns: list[dict]) -> list[dict]:
+    """The campaigns whose stored id can name their folder; a warning for each other one
+    (``ingest --all`` goes on with the rest)."""
+    out = []
+    for c in campaigns:
+        try:
+            spool_dir(c)
+        except StoreError as exc:
+            print(printable(f"warning: skipped: {exc}"), file=sys.stderr)
+            continue
+        out.append(c)
+    return out
 
 
 def ingest(ref: Optional[str], *, store_url: str, all_campaigns: bool = False) -> int:
@@ -171,14 +282,14 @@ def ingest(ref: Optional[str], *, store_url: str, all_campaigns: bool = False) -
     malformed spool file was quarantined. The store is opened for writing only when
     there is something to write."""
     with open_store(store_url, readonly=True) as store:
-        campaigns = store.campaigns(limit=100000) if all_campaigns else [store.resolve_campaign(ref)]
+        campaigns = _usable(store.campaigns(limit=100000)) if all_campaigns else [store.resolve_campaign(ref)]
         files = _spool_files(campaigns)
         finals = observed_finals(store, campaigns) if not files else []
     n_files = n_ops = moved = quarantined = 0
     if files or finals:
         with open_store(store_url) as store:
             bad_before = _bad_files(campaigns)
-            n_files, n_ops = ingest_files(store, files)
+            n_files, n_ops = ingest_campaigns(store, campaigns)
             moved = record_observed(store, observed_finals(store, campaigns) if files else finals)
             quarantined = _bad_files(campaigns) - bad_before
     print(f"ingested {n_files} spool file(s), {n_ops} operation(s)"

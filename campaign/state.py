@@ -21,9 +21,11 @@ import re
 import time
 from typing import Optional, Sequence
 
-from campaign.backends import get_backend
+from campaign.backends import EXECUTORS, get_backend
 from campaign.backends.base import Observed
+from campaign.bounded import is_unreadable
 from campaign.errors import SchedulerError
+from campaign.ids import shown
 from campaign_sql.schema import ACTIVE_STATES
 
 SPOOLED = "spooled"  # finished, its results in spool files: campaign ingest folds them in
@@ -42,16 +44,16 @@ def is_final(state: str) -> bool:
 
 def spool_waiting(campaign: dict, point_ids: Sequence[int] = ()) -> dict[int, int]:
     """point id -> number of its spool files not yet ingested (``p<point>-a<attempt>-r<rank>.jsonl``)."""
-    from campaign.ingest import spool_dir
+    from campaign.ingest import spool_dir, spool_key
 
-    folder = spool_dir(campaign)
+    folder = spool_dir(campaign)  # a stored campaign id that is not one campaign writes: StoreError
     out: dict[int, int] = {}
     if folder is None or not folder.is_dir():
         return out
     for path in folder.glob("p*-a*-r*.jsonl"):
-        m = re.match(r"p(\d+)-a\d+-r\d+\.jsonl$", path.name)
-        if m:
-            out[int(m.group(1))] = out.get(int(m.group(1)), 0) + 1
+        key = spool_key(path.name)
+        if key:
+            out[key[0]] = out.get(key[0], 0) + 1
     return out
 
 
@@ -114,7 +116,13 @@ def observe(points: Sequence[dict]) -> tuple[dict[int, Observed], list[str]]:
     warnings: list[str] = []
     for executor, pts in by_exec.items():
         try:
-            seen.update(get_backend(executor).observe(pts))
+            backend = get_backend(executor)
+        except ValueError:  # a stored executor no backend has: asked of nobody
+            seen.update({p["id"]: Observed("lost", f"the store's executor {shown(executor)} is none of campaign's "
+                                                   f"({', '.join(EXECUTORS)}); not asked") for p in pts})
+            continue
+        try:
+            seen.update(backend.observe(pts))
         except SchedulerError as exc:
             warnings.append(f"{executor}: {exc} (showing the store's last known states)")
     return seen, warnings
@@ -130,9 +138,32 @@ def effective_points(store, campaign: dict, *, now: Optional[float] = None) -> t
     active = [p for p in points if p["state"] in ACTIVE_STATES and p.get("job_id") and not spooled.get(p["id"])]
     seen, warnings = observe(active) if active else ({}, [])
     return [derive(p, seen.get(p["id"]), spooled.get(p["id"], 0), now=now, registered_at=campaign.get("created_at"))
-            for p in points], warnings
+            for p in points], unreadable_warnings(campaign, points) + warnings
+
+
+STORED_JSON = ("config", "overrides")  # a point's JSON that says what the point is
+
+
+def unreadable_warnings(campaign: dict, points: Sequence[dict]) -> list[str]:
+    """One line per campaign or point whose stored JSON is beyond campaign.bounded's
+    bounds (the store's engine hands it over as ``Unreadable``: empty). Status shows
+    such a point without that value (exit 0); harvest leaves the point out
+    (``completed_ids``): its figures belong to no configuration it can name."""
+    out = []
+    if is_unreadable(campaign.get("overrides")):
+        out.append(f"campaign {campaign['id']}: its stored overrides are unreadable "
+                   f"({campaign['overrides'].reason}); shown without them")
+    for p in points:
+        bad = [k for k in STORED_JSON if is_unreadable(p.get(k))]
+        if bad:
+            verb = "are" if len(bad) > 1 else "is"
+            out.append(f"point #{p['idx']} (id {p['id']}): its stored {' and '.join(bad)} {verb} unreadable "
+                       f"({p[bad[0]].reason}); shown without it, not harvested")
+    return out
 
 
 def completed_ids(points: Sequence[dict]) -> list[int]:
-    """The ids of the points whose effective state is completed: those harvest reads."""
-    return [p["id"] for p in points if p["state"] == "completed"]
+    """The ids of the points whose effective state is completed and whose stored JSON
+    can be read (``unreadable_warnings``): those harvest reads."""
+    return [p["id"] for p in points
+            if p["state"] == "completed" and not any(is_unreadable(p.get(k)) for k in STORED_JSON)]

@@ -246,7 +246,7 @@ def test_sacct_failure_is_a_scheduler_error_with_its_message(monkeypatch):
 def test_cancel_is_one_scancel(monkeypatch):
     backend, calls = _fake_slurm(monkeypatch, {"scancel": (0, "", "")})
     done = backend.cancel([{"id": 1, "job_id": "5_1"}, {"id": 2, "job_id": "5_0"}, {"id": 3, "job_id": None}])
-    assert calls == [["scancel", "5_0", "5_1"]] and done == [1, 2]
+    assert calls == [["scancel", "--", "5_0", "5_1"]] and done == [1, 2]
 
 
 def test_more_gpus_than_a_node_is_refused_before_submission(ws):

@@ -4,6 +4,7 @@ that starts N rank processes on this machine and outlives the launcher."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from campaign.backends.base import Backend, Observed, Submitted
-from campaign.backends.joblogs import failing_task_exception, job_logs, last_activity
+from campaign.backends.joblogs import failing_task_exception, job_logs, last_activity, unread_logs
 from campaign.errors import one_line
+from campaign.untrusted import open_append, regular_stat
+from campaign.ids import job_id_problem
 
 
 @contextmanager
@@ -30,12 +33,13 @@ def detached_stdio(log_path: Path) -> Iterator[None]:
     """
     sys.stdout.flush()
     sys.stderr.flush()
+    log = open_append(log_path)  # never through a symlink, nor into a FIFO (campaign.untrusted)
     saved = [os.dup(fd) for fd in (0, 1, 2)]
     try:
-        with open(os.devnull, "rb") as null, open(log_path, "ab") as log:
+        with os.fdopen(log, "ab") as log_file, open(os.devnull, "rb") as null:
             os.dup2(null.fileno(), 0)
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
+            os.dup2(log_file.fileno(), 1)
+            os.dup2(log_file.fileno(), 2)
             yield
     finally:
         for fd, copy in zip((0, 1, 2), saved):
@@ -157,6 +161,14 @@ class ProcessTable:
         return found, [r.pid for r in ranks]
 
 
+JOB_ID = re.compile(r"[1-9]\d{0,9}")  # what this backend stores: the job controller's pid (submitit's job id)
+
+
+def bad_job_id(job_id: object) -> Optional[str]:
+    """Why a stored job id is never looked up or signalled (campaign.ids), or None when it is one."""
+    return job_id_problem(str(job_id), JOB_ID, "local", "a process id")
+
+
 START_GRACE_S = 30.0  # a local job with neither process nor log this soon after submission is starting, not lost
 CONTROLLERS_LOG = "controllers.log"  # the job folder's controllers' own output (detached_stdio)
 
@@ -164,10 +176,8 @@ CONTROLLERS_LOG = "controllers.log"  # the job folder's controllers' own output 
 def _controllers_hint(folder: Optional[str]) -> str:
     """Where to look when a job left no log: its folder's controllers' output, if any."""
     path = Path(folder) / CONTROLLERS_LOG if folder else None
-    try:
-        return f"; see {path}" if path is not None and path.stat().st_size > 0 else ""
-    except OSError:
-        return ""
+    st = regular_stat(path)[0] if path is not None else None  # a link or FIFO there is nothing to see
+    return f"; see {path}" if st is not None and st.st_size > 0 else ""
 
 
 def observe_job(p: dict, table: ProcessTable) -> Observed:
@@ -192,8 +202,9 @@ def observe_job(p: dict, table: ProcessTable) -> Observed:
         return Observed("lost", f"nothing answers: no process of local job {p['job_id']} and no log in {where}"
                                 + _controllers_hint(p.get("job_folder")))
     found = failing_task_exception(logs)
+    unread = None if found else unread_logs(logs)
     reason = f"{found} (the job ended without reporting it)" if found else \
-        "job ended without reporting results (killed?); see its log"
+        "job ended without reporting results (killed?); " + (f"its log {unread}" if unread else "see its log")
     return Observed("failed", reason, ended_at=ended)
 
 
@@ -238,9 +249,11 @@ class LocalBackend(Backend):
         return out
 
     def observe(self, points: Sequence[dict]) -> dict[int, Observed]:
-        """One walk of /proc for every point, then each job's log files."""
+        """One walk of /proc for every point, then each job's log files; a point whose stored
+        job id is not a local one (``JOB_ID``) is lost, its id never looked up."""
         table = ProcessTable()
-        return {p["id"]: observe_job(p, table) for p in points if p.get("job_id")}
+        return {p["id"]: Observed("lost", problem) if (problem := bad_job_id(p["job_id"])) else observe_job(p, table)
+                for p in points if p.get("job_id")}
 
     def cancel(self, points: Sequence[dict]) -> list[int]:
         """Stop every process of the points' jobs: controllers as ``stop_job``, and ranks
@@ -248,7 +261,7 @@ class LocalBackend(Backend):
         table = ProcessTable()
         done = []
         for p in points:
-            if not p.get("job_id"):
+            if not p.get("job_id") or bad_job_id(p["job_id"]):
                 continue
             controllers, ranks = table.job(p["job_id"], p.get("job_folder"))
             # The job's own pid first: stop_job reaches its children; a controller signalled

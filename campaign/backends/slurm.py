@@ -10,6 +10,7 @@ process group from submitit's ``JobEnvironment``.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import uuid
@@ -25,10 +26,20 @@ from campaign.backends.base import Backend, Limit, Observed, Submitted
 from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, JobEntry, entry_for
 from campaign.backends.resources import Resources
 from campaign.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
+from campaign.ids import job_id_problem
 from campaign.proc import CommandError, Completed, run
+from campaign.untrusted import make_job_folder, write_new
 
 SBATCH_TIMEOUT_S = 60.0
 QUERY_TIMEOUT_S = 60.0
+# The job ids this backend stores: an array task, ``<array job>_<task>`` (submit_array), or
+# a plain job; sacct/squeue take them as a list, scancel one by one.
+JOB_ID = re.compile(r"[1-9]\d{0,9}(?:_\d{1,7})?")
+
+
+def bad_job_id(job_id: str) -> Optional[str]:
+    """Why a stored job id is never sent to SLURM (campaign.ids), or None when it is one."""
+    return job_id_problem(job_id, JOB_ID, "SLURM", "123 or 123_4")
 
 
 class SlurmJobEntry(JobEntry):
@@ -119,7 +130,8 @@ class CampaignSlurmExecutor(SlurmExecutor):
         tag = f"campaign-submission-{uid}"
         if "comment" not in (self.parameters.get("additional_parameters") or {}):  # a site's own comment wins
             self.parameters["comment"] = tag
-        script.write_text(self._make_submission_file_text(command, uid))
+        # a new file of its own: never through a link someone left at that name
+        write_new(script, self._make_submission_file_text(command, uid).encode())
         try:
             out = run_sbatch(script, attempts=self.sbatch_attempts, backoff_s=self.sbatch_backoff_s,
                              find_queued=(lambda: queued_with_comment(tag)) if self.parameters.get("comment") == tag
@@ -136,7 +148,7 @@ class CampaignSlurmExecutor(SlurmExecutor):
         """One sbatch ``--array=0-(n-1)`` for ``entries`` (even for one), as submitit's
         own array path does, but through this class."""
         folder = JobPaths.get_first_id_independent_folder(self.folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        make_job_folder(folder, fresh=False)  # this user's own private folder, or refused
         pickles = []
         for entry in entries:
             delayed = DelayedSubmission(entry)
@@ -230,8 +242,14 @@ class SlurmBackend(Backend):
     def observe(self, points: Sequence[dict]) -> dict[int, Observed]:
         """One ``sacct`` for all the points' arrays, one ``squeue`` for those pending."""
         jobs = {p["id"]: str(p["job_id"]) for p in points if p.get("job_id")}
+        seen: dict[int, Observed] = {}
+        for pid, jid in list(jobs.items()):  # a stored id SLURM would read as anything else is never sent
+            problem = bad_job_id(jid)
+            if problem:
+                seen[pid] = Observed("lost", problem)
+                del jobs[pid]
         if not jobs:
-            return {}
+            return seen
         arrays = sorted({j.split("_")[0] for j in jobs.values()}, key=lambda j: (len(j), j))
         env = dict(os.environ, SLURM_TIME_FORMAT="%s")  # Start/End as unix time
         done = self._query(["sacct", "-j", ",".join(arrays), "-X", "-n", "-P", f"--format={sa.SACCT_FORMAT}"], env)
@@ -239,7 +257,6 @@ class SlurmBackend(Backend):
         waiting = sorted({j for j in jobs.values() if j not in rows or rows[j].state.startswith("PENDING")})
         queued = self._squeue(waiting) if waiting else {}
         arrays_in_sacct = {j.split("_")[0] for j in rows}
-        seen: dict[int, Observed] = {}
         for p in points:
             jid = jobs.get(p["id"])
             if jid is None:
@@ -286,9 +303,10 @@ class SlurmBackend(Backend):
 
     # ------------------------------------------------------------------ cancel
     def cancel(self, points: Sequence[dict]) -> list[int]:
-        """One ``scancel`` for every point's array task."""
-        chosen = [p for p in points if p.get("job_id")]
+        """One ``scancel`` for every point's array task; a point whose stored job id is not
+        one campaign writes (``JOB_ID``) is left out (``--``: no id is read as an option)."""
+        chosen = [p for p in points if p.get("job_id") and not bad_job_id(str(p["job_id"]))]
         if not chosen:
             return []
-        self._query(["scancel", *sorted({str(p["job_id"]) for p in chosen})])
+        self._query(["scancel", "--", *sorted({str(p["job_id"]) for p in chosen})])
         return [p["id"] for p in chosen]
