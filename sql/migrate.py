@@ -4,7 +4,8 @@ A store written by an older campaign is upgraded in place by the first command t
 writes to it (``campaign launch``, ``resume``, ``cancel``, ``ingest``: ``open_store``
 without ``readonly``); the read commands (``status``, ``harvest``) never migrate and
 read every version in ``READABLE`` (what a version lacks reads as absent: a column of
-version 2, or version 3's heartbeats, so status shows no progress for its points).
+version 2, version 3's heartbeats, so status shows no progress for its points, or version
+4's point signatures, so a resume refuses its points as unsigned).
 
 Steps only add (tables, columns, indexes), so that a job of the previous version still
 writes to an upgraded store, and each runs in its own transaction that also records
@@ -22,9 +23,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.schema import CreateColumn
 
-from campaign_sql.schema import SCHEMA_VERSION, attempt, meta, progress
+from campaign_sql.schema import SCHEMA_VERSION, attempt, meta, point, progress
 
-READABLE = (1, 2, 3)  # versions the read commands read as they are
+READABLE = (1, 2, 3, 4)  # versions the read commands read as they are
 
 
 def _add_columns(conn: Connection, table: Table, columns: list[Column]) -> None:
@@ -54,7 +55,15 @@ def _v2_to_v3(conn: Connection) -> None:
         index.create(conn, checkfirst=True)
 
 
-STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}  # from version -> the step to the next
+def _v3_to_v4(conn: Connection) -> None:
+    """Signed points: ``point.signature``, the launcher's HMAC of what a resubmission
+    trusts (campaign/signing.py). Points stored before it have none, and are refused by
+    ``campaign resume`` (launch them anew)."""
+    _add_columns(conn, point, [point.c.signature])
+
+
+# from version -> the step to the next
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
 
 
 def _version(conn: Connection) -> int:

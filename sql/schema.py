@@ -23,8 +23,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 3  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress (heartbeats)
+SCHEMA_VERSION = 4  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress
+# (heartbeats); 4: point.signature (campaign/signing.py)
 PROGRESS_SINCE = 3  # the version that added the progress table (status reads heartbeats from there on)
+SIGNED_SINCE = 4  # the version that added point.signature (a resubmission refuses a point without one)
 
 metadata = MetaData()
 
@@ -74,6 +76,9 @@ point = Table(
     Column("submitted_at", Float),
     Column("started_at", Float),
     Column("ended_at", Float),
+    # version 4 (sql/migrate.py): the launcher's HMAC of what a resubmission trusts (campaign/signing.py);
+    # NULL: registered before version 4, or by hand
+    Column("signature", String(64)),
     UniqueConstraint("campaign_id", "idx", name="uq_point_campaign_idx"),
 )
 Index("ix_point_campaign_state", point.c.campaign_id, point.c.state)

@@ -1,4 +1,4 @@
--- campaign results store, schema version 3 (SQLite rendering of sql/schema.py)
+-- campaign results store, schema version 4 (SQLite rendering of sql/schema.py)
 
 CREATE TABLE campaign (
 	id VARCHAR(64) NOT NULL, 
@@ -42,6 +42,7 @@ CREATE TABLE point (
 	submitted_at FLOAT, 
 	started_at FLOAT, 
 	ended_at FLOAT, 
+	signature VARCHAR(64), 
 	PRIMARY KEY (id), 
 	CONSTRAINT uq_point_campaign_idx UNIQUE (campaign_id, idx), 
 	FOREIGN KEY(campaign_id) REFERENCES campaign (id) ON DELETE CASCADE

@@ -1,7 +1,8 @@
 """A store written by the previous schema version (1: tests/golden/store/schema_v1.sql,
 the DDL that version shipped) still opens: the read commands read it as it is and
 leave it byte for byte, the first command that writes upgrades it in place, keeping
-every row; the upgrade is additive, idempotent and survives a concurrent one."""
+every row; the upgrade is additive, idempotent and survives a concurrent one. Its
+points carry no signature (version 4): a resume refuses them, changing nothing."""
 
 from __future__ import annotations
 
@@ -92,6 +93,8 @@ def test_a_writing_open_upgrades_in_place_keeping_every_row(tmp_path):
     con = sqlite3.connect(db)
     cols = {r[1] for r in con.execute("pragma table_info(attempt)")}
     assert {"origin", "overrides", "submitted_at", "node_list"} <= cols
+    assert "signature" in {r[1] for r in con.execute("pragma table_info(point)")}
+    assert con.execute("select count(*) from point where signature is null").fetchone() == (2,)
     assert con.execute("select count(*) from rank_timing").fetchone() == (1,)
     con.close()
 
@@ -111,14 +114,27 @@ def test_an_upgrade_runs_once_even_when_two_commands_race(tmp_path):
     assert _version(db) == str(SCHEMA_VERSION)
 
 
-def test_resume_upgrades_a_v1_store_and_records_the_earlier_run_as_an_attempt(tmp_path):
-    """The v1 point that failed (no attempt of its own) is resubmitted by campaign resume:
-    the store is upgraded, the failed run kept as attempt 0 and the new one is attempt 1."""
+def test_resume_refuses_the_unsigned_points_of_a_v1_store_and_changes_nothing(tmp_path):
+    """A v1 point was stored before launches signed points: a resume (dry run or not) cannot
+    tell it from one another user wrote, refuses it in one line and leaves the store as it
+    was, un-upgraded."""
     ws = Workspace(tmp_path)
     v1_store(ws.db)
-    dry = ws.campaign("resume", "--dry-run")
-    assert dry.returncode == 0 and _version(ws.db) == "1", dry.stderr  # a dry run writes nothing
-    assert "#1" in dry.stdout and "#0" not in dry.stdout
+    before = _digest(ws.db)
+    for argv in (["--dry-run"], []):
+        res = ws.campaign("resume", *argv)
+        assert res.returncode == 2 and res.stdout == "", res.stdout + res.stderr
+        assert res.stderr == ("error: point #1: its stored config is not signed with your key (changed in the store "
+                              "since launch, launched by another user, or launched before campaign signed configs); "
+                              "nothing was submitted: launch it anew\n")
+    assert _digest(ws.db) == before and _version(ws.db) == "1"
+
+
+def test_resume_upgrades_a_v1_store_and_records_the_earlier_run_as_an_attempt(tmp_path):
+    """The v1 point that failed (no attempt of its own) is taken for a resubmission: the
+    store is upgraded, the failed run kept as attempt 0 and the new one is attempt 1."""
+    ws = Workspace(tmp_path)
+    v1_store(ws.db)
     with open_store(f"sqlite:///{ws.db}") as store:
         (p,) = [p for p in store.points(CID) if p["idx"] == 1]
         from campaign.state import effective_points
@@ -154,7 +170,7 @@ def test_a_version_with_no_path_is_still_refused(tmp_path, bad):
 def test_a_v1_store_on_postgresql_is_read_then_upgraded(pg_url):  # noqa: F811
     """The same on PostgreSQL: the v1 shape (version 2's columns dropped), read as it is by
     a read-only session, upgraded in place by a writing open (ALTER TABLE in the server's
-    own types)."""
+    own types): version 4's point.signature included."""
     from sqlalchemy import create_engine, inspect
 
     with open_store(pg_url, create=True) as store:
@@ -165,6 +181,7 @@ def test_a_v1_store_on_postgresql_is_read_then_upgraded(pg_url):  # noqa: F811
     with engine.begin() as conn:
         for column in ("origin", "overrides", "submitted_at", "node_list"):
             conn.exec_driver_sql(f"ALTER TABLE attempt DROP COLUMN {column}")
+        conn.exec_driver_sql("ALTER TABLE point DROP COLUMN signature")
         conn.exec_driver_sql("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     with open_store(pg_url, readonly=True) as reader:
         assert reader.version == 1 and reader.points(CID)[0]["attempts"] == 0
@@ -174,4 +191,27 @@ def test_a_v1_store_on_postgresql_is_read_then_upgraded(pg_url):  # noqa: F811
         assert store.open_attempts([pid], origin="resume", overrides=["a=1"]) == {pid: 0}
         assert store.attempts(CID)[0]["overrides"] == ["a=1"]
     assert {"origin", "overrides", "submitted_at", "node_list"} <= {c["name"] for c in inspect(engine).get_columns("attempt")}
+    assert "signature" in {c["name"] for c in inspect(engine).get_columns("point")}
     engine.dispose()
+
+
+def test_a_v3_store_is_read_without_signatures_then_upgraded_to_v4(tmp_path):
+    """Version 3 -> 4 adds point.signature alone: a read-only open reads the v3 points (no
+    signature column), a writing one adds the column, keeping every point unsigned."""
+    db = v1_store(tmp_path / "c.db")
+    from campaign_sql.engine import make_engine
+
+    engine = make_engine(f"sqlite:///{db}")
+    for version in (1, 2):
+        with engine.begin() as conn:
+            STEPS[version](conn)
+            conn.exec_driver_sql(f"update meta set value = '{version + 1}' where key = 'schema_version'")
+    engine.dispose()
+    assert _version(db) == "3"
+    with open_store(f"sqlite:///{db}", readonly=True) as reader:
+        assert reader.version == 3
+        assert [("signature" in p, p["state"]) for p in reader.points(CID)] == [(False, "completed"), (False, "failed")]
+    with open_store(f"sqlite:///{db}") as store:
+        assert store.version == SCHEMA_VERSION == 4
+        assert [p["signature"] for p in store.points(CID)] == [None, None]
+    assert _version(db) == "4"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -57,8 +58,12 @@ class PointPlan:
         return f"platform={self.platform} gpus={self.gpus} trainer={c['trainer']['name']} experiment={c['experiment']['name']}{rep}"
 
     def store_row(self) -> dict[str, Any]:
-        """The point as the store registers it (secrets redacted)."""
+        """The point as the store registers it (secrets redacted; ``Store.register`` signs
+        it), its ``results_dir`` absolute as the campaign's (a resubmission checks that
+        they agree)."""
         c = redact_obj(self.config)
+        if c.get("results_dir"):
+            c["results_dir"] = str(Path(c["results_dir"]).resolve())  # as register_and_submit resolves it
         return {
             "idx": self.idx,
             "platform": self.platform,

@@ -10,6 +10,12 @@ The same machinery submits what a campaign has due without a user asking
 (``submit_due``): the next wave once room frees, and points that failed for a reason
 in their ``retry_on`` within ``max_retries`` (``campaign status --wait --submit``, and a
 launch that waits).
+
+A store may be written by others, so every one of these rebuilds a point only once it is
+known to be what its launcher stored (``trusted``, through ``replan``): the point's
+signature with the user's own key (campaign/signing.py), its config's ``results_dir``
+the campaign's; and it hands a job no value the store holds masked (a secret: given
+again with the resume). One point that fails refuses the whole resubmission.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any, Optional, Sequence
 from campaign.backends import Submitted
 from campaign.errors import ConfigError, LaunchIncomplete
 from campaign.launch.plan import PointPlan
-from campaign.redact import redact
+from campaign.redact import SECRET, redact
 from campaign.launch.waves import in_flight
 from campaign.state import FAILED_STATES
 
@@ -70,13 +76,80 @@ def choose(points: Sequence[dict], states: Optional[Sequence[str]] = None) -> tu
     return chosen, left
 
 
-def replan(rows: Sequence[dict], store_url: str, results_dir: str,
+UNSIGNED = ("its stored config is not signed with your key (changed in the store since launch, launched by another "
+            "user, or launched before campaign signed configs); nothing was submitted: launch it anew")
+
+
+def trusted(rows: Sequence[dict], camp: dict) -> None:
+    """Refuse (``ConfigError``, one line naming the point and why) unless every row is what
+    its launcher stored: its config's ``results_dir`` the campaign's, and its signature
+    (campaign/signing.py) that of the row and the campaign with the user's own key.
+    Reads nothing the rows name: nothing of them is imported or planned before this."""
+    from campaign.signing import key_path, signing_key, verify
+
+    if not rows:
+        return
+    cid, results = camp["id"], camp.get("results_dir")
+    key = signing_key()
+    for r in rows:
+        where = f"point #{r['idx']}"
+        config = r.get("config")
+        stored = config.get("results_dir") if isinstance(config, dict) else None
+        if stored is not None and not _same_folder(stored, results):
+            raise ConfigError(f"{where}: its stored config's results_dir ({stored}) is not its campaign's ({results}): "
+                              "changed in the store since launch; nothing was submitted: launch it anew")
+        if not r.get("signature"):
+            raise ConfigError(f"{where}: {UNSIGNED}")
+        if key is None:
+            raise ConfigError(f"{where}: its stored config cannot be checked: you have no signing key ({key_path()}, "
+                              "made by your first launch), so another user or account launched it; nothing was "
+                              "submitted: launch it anew")
+        if not verify(key, cid, results, r):
+            raise ConfigError(f"{where}: {UNSIGNED}")
+
+
+def _same_folder(stored: Any, campaign_dir: Optional[str]) -> bool:
+    """Whether a point's stored ``results_dir`` is its campaign's: the same path (what a
+    launch stores), or a relative one the campaign's absolute path ends with (a point
+    stored by hand, or by an older launch, as given on its command line)."""
+    if campaign_dir is None:  # a campaign row without one: the signature alone covers the point
+        return True
+    if not isinstance(stored, str):
+        return False
+    if stored == campaign_dir:
+        return True
+    rel = Path(stored)
+    return not rel.is_absolute() and ".." not in rel.parts and bool(rel.parts) and \
+        Path(campaign_dir).parts[-len(rel.parts):] == rel.parts
+
+
+def masked(value: Any, path: str = "") -> Optional[str]:
+    """The key path of the first string in ``value`` that holds a masked secret
+    (``campaign.redact.SECRET``), or None."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = masked(v, f"{path}.{k}" if path else str(k))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for v in value:  # a list is given again whole: its key names it
+            if masked(v, path):
+                return path
+    elif isinstance(value, str) and SECRET in value:
+        return path
+    return None
+
+
+def replan(rows: Sequence[dict], store_url: str, camp: dict,
            overrides: Sequence[tuple[str, Any]] = ()) -> list[PointPlan]:
-    """The stored points planned again (with ``overrides``), checked that they are still
-    the same points (schedule unchanged)."""
+    """The stored points planned again (with ``overrides``), once each is ``trusted``, and
+    checked that they are still the same points (schedule unchanged) and hand their job
+    no masked secret. The job folder is the campaign's ``results_dir``."""
     from campaign.launch.overrides import apply_overrides
     from campaign.launch.plan import plan_point
 
+    trusted(rows, camp)
+    results_dir = str(camp.get("results_dir") or "results")
     plans = []
     for r in rows:
         try:
@@ -94,6 +167,11 @@ def replan(rows: Sequence[dict], store_url: str, results_dir: str,
             if was is not None and was != now:
                 raise ConfigError(f"point #{r['idx']}: the overrides change its {what} ({was} -> {now}), which makes "
                                   "another point: launch a campaign for it")
+        hidden = masked(p.config)
+        if hidden:
+            raise ConfigError(f"point #{r['idx']}: {hidden} is stored masked ({SECRET}; secrets are never stored in "
+                              f"clear), and its job would get that; nothing was submitted: give it again: "
+                              f"campaign resume {camp['id']} {hidden}=...")
         plans.append(p)
     return plans
 
@@ -108,7 +186,9 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
     from campaign.launch.submit import job_python, submit_registered
     from campaign.launch.waves import wave_for
     from campaign.redact import redact_obj
+    from campaign.signing import sign, signing_key
 
+    key = signing_key() if overrides else None  # trusted() found it: the points are signed with it
     out = Resubmission(camp["id"], store_url)
     wave = wave_for(plans, flying)
     by_id: dict[int, Submitted] = {}
@@ -125,8 +205,10 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
             continue
         out.rows.append(r)
         out.plans.append(p)
-        if overrides:
-            store.update_config(r["id"], redact_obj(p.config))
+        if overrides:  # the point's new config, signed as it is stored
+            stored = redact_obj(p.config)
+            store.update_config(r["id"], stored, sign(key, camp["id"], camp.get("results_dir"), dict(r, config=stored))
+                                if key is not None else None)
         if why is not None:
             store.hold([r["id"]], why, origin=origin, overrides=overrides)
             by_id[r["id"]] = Submitted(r["id"], None, waiting=why)
@@ -134,7 +216,10 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
             now.append(len(out.rows) - 1)
     if now:
         plans_now, ids = [out.plans[i] for i in now], [out.rows[i]["id"] for i in now]
-        folder = Path(str(camp.get("results_dir") or plans_now[0].config["results_dir"])) / "jobs" / camp["id"]
+        from campaign.ids import check_campaign_id
+
+        results = Path(str(camp.get("results_dir") or plans_now[0].config["results_dir"]))
+        folder = results / "jobs" / check_campaign_id(camp["id"])
         for s in submit_registered(store, plans_now, ids, camp["id"], store_url, folder, job_python(plans_now),
                                    origin=origin, overrides=overrides):
             by_id[s.point_id] = s
@@ -162,8 +247,7 @@ def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     chosen, left = choose(points, states)
-    results = str(camp.get("results_dir") or "results")
-    plans = replan(chosen, store_url, results, parsed) if chosen else []
+    plans = replan(chosen, store_url, camp, parsed) if chosen else []
     if plans:
         preflight(plans)
     if dry_run or not chosen:
@@ -189,9 +273,13 @@ def due(points: Sequence[dict]) -> tuple[list[dict], list[dict]]:
     waiting = [p for p in points if p["state"] == "waiting"]
     retry = []
     for p in points:
-        config = p.get("config") or {}
-        allowed = int(config.get("max_retries") or 0)
-        if p["state"] in (config.get("retry_on") or ()) and int(p.get("retries") or 0) < allowed:
+        config = p.get("config") if isinstance(p.get("config"), dict) else {}
+        try:  # what the store says, before it is trusted (replan): a value that is no count is none
+            allowed = int(config.get("max_retries") or 0)
+            retry_on = [str(s) for s in config.get("retry_on") or ()]
+        except (TypeError, ValueError):
+            continue
+        if p["state"] in retry_on and int(p.get("retries") or 0) < allowed:
             retry.append(p)
     return waiting, retry
 
@@ -209,21 +297,22 @@ def submit_due(store_url: str, campaign_id: str) -> list[Resubmission]:
         waiting, retry = due(effective_points(store, camp)[0])
     if not waiting and not retry:
         return []
+    trusted(retry + waiting, camp)  # refused before the store is opened to write: nothing written
     done = []
     with private_files(), open_store(store_url) as store:
         points = effective_points(store, camp)[0]  # again, now that it may write
         waiting, retry = due(points)
         flying = in_flight(points)
-        results = str(camp.get("results_dir") or "results")
-        # a waiting point keeps the attempt its launch or resume opened (and its origin)
-        for rows, origin in ((retry, "retry"), (waiting, "resume")):
-            if rows:
-                out = resubmit(store, camp, rows, replan(rows, store_url, results), store_url=store_url,
-                               origin=origin, flying=flying)
-                done.append(out)
-                for r, s in zip(out.rows, out.submitted):  # what went now is in flight for the next rows
-                    if s.job_id:
-                        flying[r["platform"]] = flying.get(r["platform"], 0) + 1
+        # every point planned (and trusted) before any is submitted; a waiting point keeps
+        # the attempt its launch or resume opened (and its origin)
+        groups = [(rows, replan(rows, store_url, camp), origin)
+                  for rows, origin in ((retry, "retry"), (waiting, "resume")) if rows]
+        for rows, plans, origin in groups:
+            out = resubmit(store, camp, rows, plans, store_url=store_url, origin=origin, flying=flying)
+            done.append(out)
+            for r, s in zip(out.rows, out.submitted):  # what went now is in flight for the next rows
+                if s.job_id:
+                    flying[r["platform"]] = flying.get(r["platform"], 0) + 1
     return done
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sqlalchemy.engine import make_url
 
+from campaign.bounded import stored
 from campaign.errors import NotFoundError, SchemaVersionError, StoreError, one_line
 from campaign.store.advice import extra_advice, upgrade_advice
 from campaign.store.submissions import Submissions
@@ -28,7 +29,10 @@ from campaign_sql.engine import (
     stored_version,
 )
 from campaign_sql.migrate import READABLE, migrate
-from campaign_sql.schema import ACTIVE_STATES, SCHEMA_VERSION, attempt, campaign, point
+from campaign_sql.schema import ACTIVE_STATES, SCHEMA_VERSION, SIGNED_SINCE, attempt, campaign, point
+
+
+FUTURE_SKEW_S = 300.0  # a campaign dated further ahead than this is never "the latest" (Store.find_campaign)
 
 
 def default_store_url() -> str:
@@ -71,10 +75,15 @@ def check_store_url(url: str) -> None:
     """Refuse a URL SQLAlchemy cannot parse or has no driver for, before anything is written."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+    from campaign.redact import ambiguous_password, redact
+
+    why = ambiguous_password(url)
+    if why:  # (before SQLAlchemy reads part of the password as a host name to look up)
+        raise StoreError(why)
     try:
         u = postgres_driver(make_url(url))
     except ArgumentError:
-        raise StoreError(f"store URL {url!r} is not a database URL; use e.g. sqlite:///results/campaign.db") from None
+        raise StoreError(f"store URL {redact(url)!r} is not a database URL; use e.g. sqlite:///results/campaign.db") from None
     try:
         u.get_dialect().import_dbapi()  # the driver itself, not only SQLAlchemy's dialect for it
     except NoSuchModuleError:
@@ -131,8 +140,10 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
         if path is not None and Path(path).exists() and not readonly:
             # Checked through a read-only connection first: the writing one switches the
             # journal to WAL, which would rewrite a file that is not a store.
-            _check(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True), url, create, dispose=True)
-        engine = make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True)
+            _check(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True, json_deserializer=stored), url,
+                   create, dispose=True)
+        engine = make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True,
+                             json_deserializer=stored)  # others' JSON within bounds (campaign.bounded)
         version = _check(engine, url, create, readonly=readonly)
     except ValueError as exc:
         raise StoreError(f"store URL: {exc}; use e.g. sqlite:///results/campaign.db") from exc
@@ -232,10 +243,17 @@ class Store(Submissions):
 
     # ------------------------------------------------------------------ writes
     def register(self, campaign_row: Mapping[str, Any], point_rows: Sequence[Mapping[str, Any]]) -> list[int]:
-        """Insert a campaign and its points in one transaction; return the point ids in order."""
+        """Insert a campaign and its points in one transaction; return the point ids in order.
+        Each point is signed with the user's key (``campaign.signing``, made on first use):
+        exactly what is stored, which a resubmission checks before it trusts any of it."""
+        from campaign.signing import sign, signing_key
+
+        key = signing_key(create=True)
+        cid, results = campaign_row["id"], campaign_row.get("results_dir")
+        signed = [dict(r, campaign_id=cid, signature=sign(key, cid, results, r)) for r in point_rows]
         with self._begin() as conn:
             conn.execute(insert(campaign), [dict(campaign_row)])
-            conn.execute(insert(point), [dict(r, campaign_id=campaign_row["id"]) for r in point_rows])
+            conn.execute(insert(point), signed)
             rows = conn.execute(
                 select(point.c.idx, point.c.id).where(point.c.campaign_id == campaign_row["id"])
             ).all()
@@ -266,11 +284,23 @@ class Store(Submissions):
         """The campaign ``ref`` names, and a note when it took one of several: ``None`` is
         the latest campaign; an exact id is that campaign; a name is the latest campaign of
         that name (the note names it and how many share the name); else a unique id prefix.
+        "Latest" never means a campaign dated more than ``FUTURE_SKEW_S`` ahead of now (a
+        clock far off, or a crafted store): such a campaign is taken by its id, or by a
+        name no campaign dated up to now has (the note says so).
         Raises ``NotFoundError`` naming recent campaigns, or the ids a prefix matches."""
+        horizon = time.time() + FUTURE_SKEW_S
         with self.engine.connect() as conn:
             if ref is None:
-                row = conn.execute(select(campaign).order_by(campaign.c.created_at.desc()).limit(1)).mappings().first()
+                latest = (select(campaign).where(campaign.c.created_at <= horizon)
+                          .order_by(campaign.c.created_at.desc(), campaign.c.id.desc()).limit(1))
+                row = conn.execute(latest).mappings().first()
                 if row is None:
+                    ahead = conn.execute(select(campaign.c.id).limit(4)).scalars().all()
+                    if ahead:  # every campaign is dated ahead (or undated): none is "the latest"
+                        raise NotFoundError(
+                            f"no campaign in {describe_url(self.url)} is dated up to now; {_ids(ahead)} "
+                            f"{'is' if len(ahead) == 1 else 'are'} dated in the future (a clock off, or a store "
+                            "others altered): name one by its id")
                     raise NotFoundError(f"no campaign in {describe_url(self.url)} yet; launch one with campaign launch -m ...")
                 return dict(row), None
             rows = conn.execute(
@@ -282,10 +312,14 @@ class Store(Submissions):
             return dict(exact[0]), None
         named = [r for r in rows if r["name"] == ref]
         if named:
+            named.sort(key=lambda r: not _dated_by(r, horizon))  # stable: the latest dated up to now first
             note = None
             if len(named) > 1:
                 note = (f"'{ref}' names {len(named)} campaigns; showing the latest, {named[0]['id']} "
-                        f"(an id picks another: {', '.join(r['id'] for r in named[1:4])}{', ...' if len(named) > 4 else ''})")
+                        f"(an id picks another: {_ids([r['id'] for r in named[1:]])})")
+            if not _dated_by(named[0], horizon):
+                note = (f"campaign {named[0]['id']} is dated in the future (a clock off, or a store others "
+                        f"altered){'; ' + note if note else ''}")
             return dict(named[0]), note
         if len(rows) == 1:
             return dict(rows[0]), None
@@ -295,6 +329,7 @@ class Store(Submissions):
         raise NotFoundError(f"'{ref}' matches {len(rows)} campaigns ({', '.join(r['id'] for r in rows[:5])}); give more of the id")
 
     def campaigns(self, limit: int = 20) -> list[dict]:
+        """The campaigns, latest first (any dated ahead of now first of all: a listing)."""
         with self.engine.connect() as conn:
             rows = conn.execute(select(campaign).order_by(campaign.c.created_at.desc()).limit(limit)).mappings().all()
         return [dict(r) for r in rows]
@@ -308,7 +343,7 @@ class Store(Submissions):
         latest = select(attempt.c.point_id, *counts).group_by(attempt.c.point_id).subquery()
         q = (
             select(
-                point,
+                *[c for c in point.c if c.name != "signature" or self.version >= SIGNED_SINCE],  # older: none
                 func.coalesce(latest.c.attempts, 0).label("attempts"),
                 (func.coalesce(latest.c.retries, 0) if self.version >= 2 else literal(0)).label("retries"),
                 attempt.c.id.label("attempt_id"),
@@ -339,6 +374,17 @@ class Store(Submissions):
                 yield conn
         except SQLAlchemyError as exc:
             raise StoreError(f"results store {describe_url(self.url)}: {_write_message(exc)}") from exc
+
+
+def _dated_by(row: Mapping[str, Any], horizon: float) -> bool:
+    """Whether a campaign row's creation date is a number no later than ``horizon``."""
+    created = row.get("created_at")
+    return isinstance(created, (int, float)) and not isinstance(created, bool) and created <= horizon
+
+
+def _ids(ids: Sequence[str], shown: int = 3) -> str:
+    """``a, b, c, ...``: the first ``shown`` ids."""
+    return ", ".join(ids[:shown]) + (", ..." if len(ids) > shown else "")
 
 
 def _write_message(exc: SQLAlchemyError) -> str:

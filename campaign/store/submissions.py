@@ -101,10 +101,12 @@ class Submissions:
             conn.execute(update(point).where(and_(point.c.id.in_(list(point_ids)), point.c.state.in_(OPEN)))
                          .values(state="waiting", reason=reason))
 
-    def update_config(self, point_id: int, config: Mapping[str, Any]) -> None:
-        """The point's resolved config after ``campaign resume``'s overrides (redacted)."""
+    def update_config(self, point_id: int, config: Mapping[str, Any], signature: Optional[str] = None) -> None:
+        """The point's resolved config after ``campaign resume``'s overrides (redacted), and
+        its new ``signature`` (campaign.signing; None leaves the point unsigned: a config
+        changed without one is never resubmitted)."""
         with self._begin() as conn:  # type: ignore[attr-defined]
-            conn.execute(update(point).where(point.c.id == point_id).values(config=dict(config)))
+            conn.execute(update(point).where(point.c.id == point_id).values(config=dict(config), signature=signature))
 
     def claim(self, p: Mapping[str, Any]) -> bool:
         """Take the point ``p`` (a row of ``campaign.state.effective_points``) for a new
