@@ -169,9 +169,6 @@ def cpu_peak_tflops() -> float:
     return round(cpu_count() * 2.5e9 * 32 / 1e12, 4)
 
 
-_REGISTERED = False
-
-
 def is_campaign_config(cfg: Any) -> bool:
     """Whether a composed config is a campaign's (every group of ``CampaignConfig``), not
     another Hydra app's: the launcher plugin runs the two differently."""
@@ -182,14 +179,14 @@ def is_campaign_config(cfg: Any) -> bool:
 
 
 def register() -> None:
-    """Register the schemas and the ``${cpus:}`` resolver (idempotent)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
+    """Register the schemas and the ``${cpus:}`` resolver (idempotent). Each is looked up
+    where it lives, not remembered here: Hydra's singletons can be put back to a state
+    from before (``Singleton.set_state``, as its test fixtures and job entry do)."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
-    cs.store(name="campaign_schema", node=CampaignConfig)
+    if "campaign_schema.yaml" not in cs.list(""):
+        cs.store(name="campaign_schema", node=CampaignConfig)
     # The launcher and sweeper plugins are found by Hydra's own scan of hydra_plugins
     # (pyproject.toml lists the namespace so an editable install shows it too).
     if not OmegaConf.has_resolver("cpus"):
@@ -200,4 +197,3 @@ def register() -> None:
         from campaign.gpus import local_gpu_fact
 
         OmegaConf.register_new_resolver("local_gpu", local_gpu_fact)
-    _REGISTERED = True

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
+import random
+import signal
 import subprocess
 import sys
+import sysconfig
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -38,8 +44,9 @@ class Workspace:
         self.results = path / "results"
         self.store_url = f"sqlite:///{self.results}/campaign.db"
         # SLURM_CONF says which cluster (scripts/local-slurm.sh env): not a job's setting
+        # CAMPAIGN_CONFIG_DIR: the suite's own signing key (private_config_dir), never ~/.config
         self.env = {k: v for k, v in os.environ.items()
-                    if k == "SLURM_CONF" or not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
+                    if k in ("SLURM_CONF", "CAMPAIGN_CONFIG_DIR") or not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
         self.env["CAMPAIGN_RESULTS"] = str(self.results)
         # Local jobs take turns through a machine-wide lock (campaign/backends/local.py);
         # a test's jobs take turns with that test's own, not with whatever else runs here.
@@ -69,6 +76,144 @@ class Workspace:
             con.close()
 
 
+def pytest_addoption(parser):
+    parser.addoption("--shuffle", nargs="?", const="random", default=None, metavar="SEED",
+                     help="run the tests in a shuffled order (the seed is printed; --shuffle=SEED replays it)")
+
+
+def pytest_configure(config):
+    value = config.getoption("--shuffle")
+    if value is None:
+        return
+    if value == "random":
+        value = str(random.SystemRandom().randrange(10**6))
+    if not value.isdigit():
+        raise pytest.UsageError(f"--shuffle takes a whole-number seed, got {value!r}: write --shuffle=SEED "
+                                "(or --shuffle after the test paths)")
+    config.shuffle_seed = int(value)
+
+
+def _shuffle_note(config) -> str | None:
+    seed = getattr(config, "shuffle_seed", None)
+    return None if seed is None else f"tests shuffled with seed {seed}: --shuffle={seed} replays this order"
+
+
+def pytest_report_header(config):
+    return _shuffle_note(config)
+
+
+def pytest_collection_modifyitems(config, items):
+    if getattr(config, "shuffle_seed", None) is not None:
+        random.Random(config.shuffle_seed).shuffle(items)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if _shuffle_note(config):  # again at the end, where -q shows it too
+        terminalreporter.write_line(_shuffle_note(config))
+
+
+_SITE_PACKAGES = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("purelib", "platlib")})
+
+
+# Variables set by others than the test: pytest's own, and torch's inductor, which writes its
+# default cache folder into os.environ the first time anything asks for it (the profiler does).
+_NOT_THE_TESTS = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
+
+
+def _process_state() -> dict:
+    """What a test may not leave changed for the next one (issue #27): the working
+    directory, environment, umask, import path, Hydra's singletons, logging and signal
+    handlers. Cheap: a few syscalls and copies, microseconds."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.version import getbase
+    from packaging.version import Version
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    root = logging.getLogger()
+    base = getbase()
+    return {
+        "cwd": os.getcwd(),
+        "environ": {k: v for k, v in os.environ.items() if k not in _NOT_THE_TESTS},
+        "umask": oct(mask),
+        # entries a package adds inside site-packages on its first import (pkg_resources puts
+        # setuptools/_vendor last) are that package's, kept for good: not the test's doing
+        "sys.path": [p for p in sys.path if not p.startswith(_SITE_PACKAGES)],
+        "_sys.path": list(sys.path),
+        "GlobalHydra initialized": GlobalHydra.instance().is_initialized(),
+        "HydraConfig set": HydraConfig.initialized(),
+        # unset (a bare object(), copied anew by hydra_restore_singletons) is 1.1, and Hydra's
+        # own base_at_least() sets 1.1 there on first use: compare what it means
+        "Hydra version_base": Version("1.1") if type(base) is object else base,
+        "_Hydra version_base": base,
+        "root logger": (root.level, list(root.handlers)),
+        "signal handlers": {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1,
+                                                             signal.SIGUSR2, signal.SIGCHLD)},
+    }
+
+
+def _changes(before: dict, after: dict) -> list[str]:
+    out = []
+    for key, was in before.items():
+        if key.startswith("_"):  # kept to restore, compared through its public key
+            continue
+        now = after[key]
+        if key == "environ":
+            out += [f"os.environ[{k!r}]: {was.get(k)!r} -> {now.get(k)!r}"
+                    for k in sorted(was.keys() | now.keys()) if was.get(k) != now.get(k)]
+        elif now != was:
+            out.append(f"{key}: {was!r} -> {now!r}")
+    return out
+
+
+def _restore(state: dict) -> None:
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.version import VersionBase
+
+    os.chdir(state["cwd"])
+    for key in os.environ.keys() - state["environ"].keys() - _NOT_THE_TESTS:
+        del os.environ[key]
+    os.environ.update(state["environ"])
+    os.umask(int(state["umask"], 8))
+    sys.path[:] = state["_sys.path"] + [p for p in sys.path if p.startswith(_SITE_PACKAGES)
+                                        and p not in state["_sys.path"]]
+    if not state["GlobalHydra initialized"]:
+        GlobalHydra.instance().clear()
+    if not state["HydraConfig set"]:
+        HydraConfig.instance().cfg = None
+    VersionBase.instance().version_base = state["_Hydra version_base"]
+    root = logging.getLogger()
+    root.setLevel(state["root logger"][0])
+    root.handlers[:] = state["root logger"][1]
+    for signum, handler in state["signal handlers"].items():
+        if handler is not None:  # None: set outside Python, cannot be put back from here
+            signal.signal(signum, handler)
+
+
+@pytest.fixture(autouse=True)
+def _leaves_the_process_as_it_found_it():
+    """Fails a test that leaves process-wide state changed (tests pass in any order:
+    ``--shuffle``); the state is put back first so the next test starts clean."""
+    before = _process_state()
+    yield
+    after = _process_state()
+    changed = _changes(before, after)
+    if changed:
+        _restore(before)
+        pytest.fail("the test left process-wide state changed: " + "; ".join(changed), pytrace=False)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_config_dir(tmp_path_factory) -> Path:
+    """The user's private config folder (campaign/signing.py: the signing key) for the whole
+    suite: a session folder, so no test reads or writes the real ~/.config/campaign."""
+    folder = tmp_path_factory.mktemp("config") / "campaign"
+    os.environ["CAMPAIGN_CONFIG_DIR"] = str(folder)
+    return folder
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
@@ -82,9 +227,23 @@ def _composed_point(*overrides: str) -> str:
     from campaign.launch.plan import plan_point
 
     register()
-    with initialize_config_module("campaign_conf", version_base="1.3"):
+    with hydra_version_base_kept(), initialize_config_module("campaign_conf", version_base="1.3"):
         cfg = compose("config", overrides=list(overrides))
     return json.dumps(plan_point(cfg, 0, []).config)
+
+
+@contextmanager
+def hydra_version_base_kept() -> Iterator[None]:
+    """Hydra's version base as it was before: ``initialize*(version_base=...)`` sets it for
+    the whole process and keeps it after its context ends, and an app composed later without
+    one (Hydra's launcher test apps) would get 1.3's defaults (no chdir) instead of 1.1's."""
+    from hydra.version import VersionBase
+
+    saved = VersionBase.instance().getbase()
+    try:
+        yield
+    finally:
+        VersionBase.instance().version_base = saved
 
 
 def point_config(*overrides: str) -> dict:

@@ -28,7 +28,11 @@ def _module(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # its dataclasses look their module up there
-    spec.loader.exec_module(mod)
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)
+    finally:  # run as a file, a script puts its own folder first on sys.path
+        sys.path[:] = path
     return mod
 
 

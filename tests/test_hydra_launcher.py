@@ -124,3 +124,21 @@ def test_any_app_finds_the_launcher_with_the_editable_install(tmp_path):
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "launcher hydra_plugins.campaign_launcher.campaign_launcher.CampaignLauncher" in res.stdout
+
+
+@mark.usefixtures("hydra_restore_singletons")
+def test_campaign_registers_again_after_hydras_singletons_are_put_back():
+    """Hydra's fixtures (and a user's app) put Hydra's singletons back to a state from
+    before campaign registered its schema: register() looks, not remembers (issue #27:
+    a shuffled order failed every point composed after that)."""
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.singleton import Singleton
+
+    from campaign.config import register
+
+    register()
+    state = Singleton.get_state()
+    del state["instances"][ConfigStore].repo["campaign_schema.yaml"]  # as before campaign registered
+    Singleton.set_state(state)
+    register()
+    assert "campaign_schema.yaml" in ConfigStore.instance().list("")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY, campaign_id_from
+from conftest import TINY, campaign_id_from, hydra_version_base_kept
 
 SLEEPY = ["trainer=sleep", "experiment.base_iterations=4", "experiment.warmup_iterations=0"]
 
@@ -277,7 +277,7 @@ def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
     root = Path(__file__).resolve().parents[1] / "conf" / "platform"
     names = sorted(p.stem for p in root.glob("*.yaml"))
     assert "local" in names and "v100" in names
-    with initialize_config_module(version_base="1.3", config_module="campaign_conf"):
+    with hydra_version_base_kept(), initialize_config_module(version_base="1.3", config_module="campaign_conf"):
         for name in names:
             cfg = compose("config", overrides=[f"platform={name}"])
             plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
