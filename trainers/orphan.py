@@ -31,8 +31,14 @@ CONTROLLER = b"submitit.local._local"  # the module submitit's local controller 
 POLL_S = 1.0  # how often the watcher thread looks at the parent
 
 
-class ControllerGone(RuntimeError):
-    """The rank's job controller ended while the rank ran."""
+class ControllerGone(BaseException):
+    """The rank's job controller ended while the rank ran.
+
+    A BaseException, as KeyboardInterrupt is: the hang-up is raised into whatever the
+    rank's main thread runs at that moment, and code that must not break a run (the FLOP
+    counter of iteration 0, the profiler window) catches ``Exception``; a RuntimeError
+    raised there was swallowed once, and the rank ran on without its controller, for
+    good (the signal is taken once). trainers.job reports it as the rank's failure."""
 
 
 def watch_controller() -> bool:
