@@ -62,6 +62,17 @@ def test_status_shows_points_whose_stored_json_is_too_deep(ws):
     assert "6 point(s): 2 completed" in res.stdout  # every point shown, its state derived as ever
 
 
+def test_resume_refuses_a_point_whose_stored_json_is_too_deep_naming_the_bound(ws):
+    info = _crafted_store(ws)
+    before = ws.db.read_bytes()
+    res = ws.campaign("resume", CID, "--state", "failed", "--store", ws.store_url, "--dry-run")
+    _no_traceback(res)
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[-1] == (f"error: point #2: its stored overrides are unreadable ({BOUND}): changed in "
+                                           "the store since launch; nothing was submitted: launch it anew")
+    assert ws.db.read_bytes() == before and info
+
+
 def test_status_json_shows_them_too(ws):
     _crafted_store(ws)
     res = ws.campaign("status", "--store", ws.store_url, "--json")

@@ -85,6 +85,7 @@ def trusted(rows: Sequence[dict], camp: dict) -> None:
     its launcher stored: its config's ``results_dir`` the campaign's, and its signature
     (campaign/signing.py) that of the row and the campaign with the user's own key.
     Reads nothing the rows name: nothing of them is imported or planned before this."""
+    from campaign.bounded import is_unreadable
     from campaign.signing import key_path, signing_key, verify
 
     if not rows:
@@ -93,6 +94,11 @@ def trusted(rows: Sequence[dict], camp: dict) -> None:
     key = signing_key()
     for r in rows:
         where = f"point #{r['idx']}"
+        for k in ("config", "overrides"):
+            if is_unreadable(r.get(k)):  # (its signature could not match either: say why)
+                verb = "are" if k == "overrides" else "is"
+                raise ConfigError(f"{where}: its stored {k} {verb} unreadable ({r[k].reason}): changed in the "
+                                  "store since launch; nothing was submitted: launch it anew")
         config = r.get("config")
         stored = config.get("results_dir") if isinstance(config, dict) else None
         if stored is not None and not _same_folder(stored, results):
