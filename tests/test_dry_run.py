@@ -78,11 +78,12 @@ def test_a_containerised_dry_run_shows_the_wrapped_command_without_the_runtime(w
     results = ws.results.absolute()
     folder = results / "jobs" / PLACEHOLDER_ID
     wrapped = shlex.join(["apptainer", "exec", "--nv", "--bind", f"/data/cifar,{results}", str(image), "python"])
-    command = f"{wrapped} -u -m submitit.core._submit {folder}"
+    command = f"{sb.rank_python(wrapped)} -u -m submitit.core._submit {folder}"  # USR2 ignored until the job's handler
     # the exact script submitit writes for this array (the function the submission uses)
     resources = Resources(nodes=1, tasks_per_node=2, gpus_per_node=2, cpus_per_task=12, timeout_min=1440,
                           partition="a100")
-    script = sb.render_sbatch(sb.sbatch_parameters(resources, f"{PLACEHOLDER_ID}-a100-1x2"), folder, wrapped, 1)
+    script = sb.render_sbatch(sb.sbatch_parameters(resources, f"{PLACEHOLDER_ID}-a100-1x2"), folder,
+                            sb.rank_python(wrapped), 1)
     assert script.rstrip() in out
     assert f"== A1: the command each of its 2 task(s) runs (srun, one per rank) ==\n{command}\n" in out
     assert "#SBATCH --partition=a100" in out and "--kill-on-bad-exit=1" in out

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -134,8 +135,29 @@ def test_parameters_leave_out_what_is_unset():
     p = sb.sbatch_parameters(resources(constraint=None, account=None, qos=None, mem_gb=None, extra_sbatch=[],
                                        gpus_per_node=0), "n")
     assert p == {"job_name": "n", "partition": "a100_nvlink", "time": 90, "nodes": 1, "ntasks_per_node": 2,
-                 "cpus_per_task": 8, "srun_args": ["--kill-on-bad-exit=1"]}
+                 "cpus_per_task": 8, "srun_args": ["--kill-on-bad-exit=1"], "signal_delay_s": 90}
     assert sb.sbatch_parameters(resources(mem_gb=1.5), "n")["mem"] == "1536MB"
+
+
+def test_the_time_limit_warning_never_comes_while_the_ranks_start():
+    """sbatch(1): the --signal warning "may be sent up to 60 seconds earlier than
+    specified"; submitit's 90 s lead on a 2-minute limit meant USR2 at the first check,
+    while the ranks imported: they died by signal 12 and the point's reason was lost."""
+    assert [sb.signal_delay_s(m) for m in (1, 2, 3, 4, 60)] == [0, 30, 90, 90, 90]
+    for minutes in range(2, 10):  # the warning's earliest moment is never in the first 30 s
+        assert minutes * 60 - sb.signal_delay_s(minutes) - sb.SLURM_SIGNAL_SLACK_S >= sb.STARTUP_S
+    script = sb.render_sbatch(sb.sbatch_parameters(resources(timeout_min=2), "n"), "/r/jobs/x", sb.rank_python(None), 1)
+    assert "#SBATCH --signal=USR2@30\n" in script
+
+
+def test_a_rank_starts_with_the_warning_ignored_until_its_own_handler(tmp_path):
+    """The srun command execs the job's python with USR2 ignored (inherited across exec):
+    a warning that arrives while it imports is not its death."""
+    probe = "import signal; print(signal.getsignal(signal.SIGUSR2) is signal.SIG_IGN)"
+    cmd = f"{sb.rank_python(shlex.quote(sys.executable))} -c {shlex.quote(probe)}"
+    out = subprocess.run(cmd, shell=True, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
+    assert sb.rank_python("apptainer exec --nv /i.sif python").endswith(" campaign-rank apptainer exec --nv /i.sif python")
 
 
 def test_a_failing_rank_ends_a_many_task_step_at_once():

@@ -28,6 +28,14 @@ DEFAULT_MAX_ARRAY_SIZE = 1001  # SLURM's default MaxArraySize (indices 0..1000)
 DEFAULT_MAX_RUNNING = 256  # submitit's array throttle (--array=0-N%256) when platform.max_running is unset
 MAX_JOB_NAME = 96
 
+# The time-limit warning (submitit: ``--signal=USR2@90``). sbatch(1): "the signal may be
+# sent up to 60 seconds earlier than specified", so with a limit under 90 + 60 s SLURM
+# signals at the job's first check, often while the ranks still import, before any
+# handler is installed: USR2's default action ends them ("died by signal: 12").
+SUBMITIT_SIGNAL_DELAY_S = 90
+SLURM_SIGNAL_SLACK_S = 60
+STARTUP_S = 30  # the warning never falls in the job's first this many seconds when the limit allows it
+
 # extra_sbatch options campaign sets itself: overriding them breaks logs, arrays or
 # the resource request; the value is the platform field to use instead (or None).
 _RESERVED = {
@@ -145,6 +153,7 @@ def sbatch_parameters(resources: Resources, name: str) -> dict[str, Any]:
         "job_name": name,
         "partition": resources.partition or None,
         "time": int(resources.timeout_min),
+        "signal_delay_s": signal_delay_s(int(resources.timeout_min)),
         "nodes": int(resources.nodes),
         "ntasks_per_node": int(resources.tasks_per_node),  # one srun task per rank
         "cpus_per_task": int(resources.cpus_per_task),
@@ -164,6 +173,26 @@ def sbatch_parameters(resources: Resources, name: str) -> dict[str, Any]:
     if extra:
         params["additional_parameters"] = extra
     return {k: v for k, v in params.items() if v is not None}
+
+
+def signal_delay_s(timeout_min: int) -> int:
+    """The ``--signal=USR2@<s>`` lead for a ``timeout_min`` limit: submitit's 90 s, less
+    where SLURM's 60 s of slack would bring the warning into the job's first
+    ``STARTUP_S`` seconds (a 2-minute limit: 30 s); 0 below 1.5 minutes."""
+    room = int(timeout_min) * 60 - SLURM_SIGNAL_SLACK_S - STARTUP_S
+    return max(0, min(SUBMITIT_SIGNAL_DELAY_S, room))
+
+
+# Each rank starts with USR2 ignored (inherited across exec) until the job installs its
+# own handler: a warning that comes while the rank starts is not its death. submitit's
+# handler (a checkpointing point) and SlurmJobEntry's SIG_IGN then take over.
+_IGNORE_USR2 = "/bin/sh -c 'trap \"\" USR2; exec \"$@\"' campaign-rank"
+
+
+def rank_python(python: Optional[str]) -> str:
+    """``python`` (submitit's ``python=``; None: this interpreter) run with USR2
+    ignored until the job's own handler."""
+    return f"{_IGNORE_USR2} {shlex.quote(sys.executable) if python is None else python}"
 
 
 def submit_command(folder: Path | str, python: Optional[str]) -> str:

@@ -227,7 +227,7 @@ class SlurmBackend(Backend):
         ids = [spec["point_id"] for _, spec in chunk]
         try:
             params = sb.sbatch_parameters(resources, name)
-            ex = CampaignSlurmExecutor(folder, python=python,
+            ex = CampaignSlurmExecutor(folder, python=sb.rank_python(python),
                                        **({"max_num_timeout": MAX_TIME_LIMIT_REQUEUES} if resources.checkpoint else {}))
             ex.update_parameters(**params)
             jobs = ex.submit_array([entry_for(spec, SlurmJobEntry) for _, spec in chunk])

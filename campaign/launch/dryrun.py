@@ -144,19 +144,21 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[Array], python: Opt
 
     folder = _folder(points)
     command = sb.submit_command(folder, python)
+    rank = sb.submit_command(folder, sb.rank_python(python))  # what srun runs on SLURM
     variables = container_environment(points)
     if variables:  # never on the command line: in the environment it inherits from the launch
-        command = f"# in its environment (inherited from the launch, not on its command line): " \
-                  f"{shown_env(variables)}\n{command}"
+        said = f"# in its environment (inherited from the launch, not on its command line): {shown_env(variables)}\n"
+        command, rank = said + command, said + rank
     out: list[str] = []
     for a in arrs:
         idx = ", ".join(str(p.idx) for p in a.points)
         res = a.points[0].resources
         if a.executor == "slurm":
             out += [f"== {a.label}: sbatch script of points {idx} (--array=0-{len(a.points) - 1}) ==",
-                    sb.render_sbatch(sb.sbatch_parameters(res, a.name), folder, python, len(a.points)).rstrip(),
+                    sb.render_sbatch(sb.sbatch_parameters(res, a.name), folder, sb.rank_python(python),
+                                     len(a.points)).rstrip(),
                     f"== {a.label}: the command each of its {res.tasks} task(s) runs (srun, one per rank) ==",
-                    command, ""]
+                    rank, ""]
         else:
             setup = lock_lines() if res.exclusive else []
             out += [f"== {a.label}: local jobs of points {idx} (one job per point"
