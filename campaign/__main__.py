@@ -1,3 +1,6 @@
-from campaign.cli import main
+"""``python -m campaign``: the same as the ``campaign`` command (campaign/cli)."""
 
-raise SystemExit(main())
+from campaign.cli import exit_with, main
+
+if __name__ == "__main__":
+    exit_with(main())

@@ -2,7 +2,7 @@
 
 Every message says what is wrong, where, and how to fix it, on one line: the CLI
 prints ``error: <message>`` and exits with the error's ``exit_code``. Library code
-raises; only the CLI (``campaign.cli``, ``campaign.launch.main``) exits.
+raises; only the CLI (``campaign.cli``) exits.
 
 Exit codes of a launch (README, "Exit codes"):
 

@@ -117,7 +117,9 @@ _SITE_PACKAGES = tuple({os.path.join(sysconfig.get_paths()[k], "") for k in ("pu
 
 # Variables set by others than the test: pytest's own, and torch's inductor, which writes its
 # default cache folder into os.environ the first time anything asks for it (the profiler does).
-_NOT_THE_TESTS = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR"}
+# Set by pytest, or by a package on its first import and kept for the process (polars's
+# jemalloc setting): whichever test imports it first did not leave it behind.
+_NOT_THE_TESTS = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "_RJEM_MALLOC_CONF"}
 
 
 def _process_state() -> dict:

@@ -89,3 +89,55 @@ def test_completion_reads_the_clis_own_parser():
     found = _subcommands(build_parser())
     assert set(SUBCOMMANDS) <= set(found) and "--store" in found["status"]
     assert sys.modules["campaign.cli"]
+
+
+# ------------------------------------------------------------------ the one error mapper
+
+@pytest.mark.parametrize("error,code", [("ConfigError", 2), ("StoreError", 2), ("LaunchIncomplete", 3),
+                                        ("PointFailed", 3), ("Interrupted", 130)])
+def test_each_error_exits_with_its_own_code_on_one_line(capsys, error, code):
+    import campaign.errors as errors
+    from campaign.cli.exits import guarded
+
+    def command():
+        raise getattr(errors, error)("what went wrong\nand where")
+
+    assert guarded(command) == code
+    assert capsys.readouterr().err == "error: what went wrong\\nand where\n"
+
+
+def test_a_file_or_database_error_is_one_line_only_for_a_command_with_a_store(capsys):
+    from campaign.cli.exits import guarded
+
+    def command():
+        raise PermissionError(13, "Permission denied", "/results/campaign.db")
+
+    assert guarded(command, store_url="sqlite:///results/campaign.db") == 2
+    assert capsys.readouterr().err == "error: /results/campaign.db: Permission denied\n"
+    with pytest.raises(PermissionError):  # elsewhere a bug: its traceback is what to report
+        guarded(command)
+
+
+def test_ctrl_c_and_a_closed_pipe(capsys):
+    from campaign.cli.exits import guarded
+    from campaign.cli.launch import LAUNCH_INTERRUPTED
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert guarded(interrupted) == 130 and capsys.readouterr().err == "interrupted (Ctrl-C)\n"
+    assert guarded(interrupted, interrupted_message=LAUNCH_INTERRUPTED) == 130
+    assert capsys.readouterr().err == "error: interrupted; nothing more was submitted\n"
+    assert guarded(lambda: None) == 0 and guarded(lambda: 124) == 124
+
+
+def test_launch_resume_and_retry_refusals_exit_through_the_cli(ws):
+    """``launch --max-retries`` (campaign's flag), ``resume`` and ``launch --retry`` refuse as the CLI does."""
+    res = ws.launch("--max-retries", "x")
+    assert res.returncode == 2 and res.stderr == "error: --max-retries takes a whole number of retries (>= 0), got 'x'\n"
+    res = ws.campaign("resume", "a", "b")
+    assert res.returncode == 2 and res.stderr == "error: one campaign at a time, got a, b; overrides are KEY=VALUE\n"
+    res = ws.campaign("launch", "--retry", "--bogus")
+    assert res.returncode == 2 and res.stderr.splitlines() == [
+        "note: campaign launch --retry is campaign resume --state rejected,lost,waiting (campaign resume reruns every "
+        "point that did not complete)", "error: unrecognized arguments: --bogus; see campaign resume --help"]

@@ -236,7 +236,7 @@ def test_a_store_password_is_nowhere_on_disk_nor_on_the_terminal(ws):
 @pytest.mark.parametrize("umask,files,folders", [(0o022, 0o600, 0o700), (0o077, 0o600, 0o700), (0o027, 0o600, 0o700)])
 def test_store_results_logs_and_job_folders_are_private(ws, umask, files, folders):
     res = ws.run(sys.executable, "-c", f"import os, sys; os.umask({umask}); sys.argv = ['x', '-m', 'gpus=1', *{TINY!r}];"
-                 "from campaign.launch.main import main; sys.exit(main())")
+                 "from campaign.cli.launch import launch_main; sys.exit(launch_main())")
     assert res.returncode == 0, res.stderr
     assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
     made = [ws.results, *ws.results.rglob("*")]
@@ -270,7 +270,7 @@ def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
     from omegaconf import OmegaConf
 
     from campaign.config import register
-    from campaign.launch.keys import check_known_keys
+    from campaign.launch.validate import check_known_keys
     from campaign.launch.plan import check_platform
 
     register()

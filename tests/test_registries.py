@@ -1,9 +1,13 @@
 """One registry per extension point, and everything that lists its names reads them
-from there: executors (campaign.backends.BACKENDS) and harvest's tables
-(campaign.harvest.tables.TABLES). Trainers have theirs (tests/test_trainer_registry.py)."""
+from there: executors (campaign.backends.BACKENDS), harvest's tables
+(campaign.harvest.tables.TABLES) and export formats (campaign.harvest.export.FORMATS).
+Trainers have theirs (tests/test_trainer_registry.py)."""
 
 from __future__ import annotations
 
+# polars at collection: its first import sets _RJEM_MALLOC_CONF, which conftest's
+# process-state check would otherwise blame on the first test here to import it
+import polars  # noqa: F401
 import pytest
 
 from campaign.backends import BACKENDS, EXECUTORS, Backend, get_backend
@@ -55,3 +59,51 @@ def test_every_registered_table_builds_from_a_point_frame():
         sources = ("points", "phases") if spec.of_points else ("store", "campaign")
         assert all(i in sources or i in TABLES for i in spec.inputs), spec.name
         assert not spec.optional or spec.empty, spec.name
+
+
+@pytest.fixture
+def formats_kept():
+    """The export formats as they were, whatever a test registered."""
+    from campaign.harvest.export import FORMATS
+
+    saved = dict(FORMATS)
+    yield
+    FORMATS.clear()
+    FORMATS.update(saved)
+
+
+def test_an_export_format_is_one_registration_the_cli_offers(ws, formats_kept, capsys, tmp_path):
+    """A format registered from here (name, extension, writer, binary or not) is what
+    ``campaign harvest --to`` takes, ``--help`` lists and refusals name."""
+    import gzip
+
+    from campaign.cli import build_parser, main
+    from campaign.harvest.export import ExportFormat, register_format
+    from test_states import build
+
+    register_format(ExportFormat("tsv", "tsv", lambda df: df.write_csv(separator="\t").encode()))
+    register_format(ExportFormat("csvgz", "csv.gz", lambda df: gzip.compress(df.write_csv().encode()), binary=True))
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["harvest", "--help"])
+    assert "--to FMT table (default), csv, csvgz, json, markdown, parquet or tsv" in " ".join(capsys.readouterr().out.split())
+
+    build(ws.store_url, ws.results)
+    store = ["harvest", "--store", ws.store_url]
+    assert main([*store, "--to", "tsv"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split("\t")[:3] == ["view", "platform", "trainer"] and len(rows) == 2  # the two completed points
+    assert main([*store, "--table", "all", "--to", "csvgz", "--out", str(tmp_path / "tables")]) == 0
+    assert gzip.decompress((tmp_path / "tables" / "scaling.csv.gz").read_bytes()).startswith(b"view,platform,trainer")
+    capsys.readouterr()
+    assert main([*store, "--to", "csvgz"]) == 2  # binary: a file, never the terminal
+    assert capsys.readouterr().err.splitlines()[-1] == "error: csvgz is binary: give a file with --out PATH"
+    assert main([*store, "--to", "xlsx"]) == 2
+    assert capsys.readouterr().err == ("error: unknown format 'xlsx'; available: csv, csvgz, json, markdown, parquet, "
+                                       "table, tsv\n")
+
+
+def test_a_format_name_is_registered_once():
+    from campaign.harvest.export import FORMATS, ExportFormat, register_format
+
+    with pytest.raises(ValueError, match="export format 'csv' is registered already"):
+        register_format(ExportFormat("csv", "csv", FORMATS["csv"].writer))

@@ -1,9 +1,15 @@
-"""Exports of harvested tables: csv, parquet, json, markdown (or a terminal table).
+"""Exports of harvested tables, and the registry of their formats (``--to NAME``).
+
+A format is one ``ExportFormat``: its name, the extension of its files, a writer (one
+polars frame -> the file's bytes) and whether it is binary (never to standard output).
+``register_format`` adds one; ``campaign harvest --to`` accepts every registered name
+and its ``--help`` lists them (``format_help``). Light on purpose (polars and tabulate
+are imported by the writers): the CLI reads the names to build its parser.
 
 One table goes to a file (``--out FILE``) or standard output. Several tables
 (``--table all``) go to a folder (``--out DIR``: DIR/<table>.<ext>) or, on standard
-output, one after another under their titles (csv: a ``# title`` line before each;
-json: one object keyed by table name; parquet needs a folder).
+output, one after another under their headings (csv: a ``# name: title`` line before
+each; json: one object keyed by table name; a binary format needs a folder).
 
 Files keep the data as it is. What goes to standard output (a terminal, or a pipe a
 terminal may show) has its text cells, column names and titles escaped
@@ -16,33 +22,90 @@ from __future__ import annotations
 import io
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
-
-import polars as pl
-from tabulate import tabulate
+from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from campaign.errors import ConfigError
 from campaign.text import printable
 
-FORMATS = ("csv", "json", "markdown", "parquet", "table")
-EXTENSIONS = {"csv": "csv", "json": "json", "markdown": "md", "parquet": "parquet", "table": "txt"}
+if TYPE_CHECKING:
+    import polars as pl
+
+DEFAULT = "table"  # what --to is when not given: a terminal table
 
 
-def _display(df: pl.DataFrame) -> tuple[list[str], list[list]]:
+def _title(name: str, title: str) -> str:
+    return printable(title) + "\n\n"
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    """One export format; registered with ``register_format``."""
+
+    name: str  # what --to takes
+    extension: str  # the suffix of its files in a folder of several tables (DIR/<table>.<extension>)
+    writer: Callable[["pl.DataFrame"], bytes]  # one frame -> the bytes of its file (the data as it is)
+    binary: bool = False  # True: never written to standard output (--out is required)
+    # the text before each of several tables on standard output (escaped by this function: printable)
+    heading: Callable[[str, str], str] = _title
+    # one table on standard output; None: the writer's output of the escaped frame (printable_frame)
+    show: Optional[Callable[["pl.DataFrame"], str]] = None
+    # several (name, title, frame) tables on standard output as one document; None: each under its heading
+    show_many: Optional[Callable[[Sequence[tuple[str, str, "pl.DataFrame"]]], str]] = None
+
+
+FORMATS: dict[str, ExportFormat] = {}  # name -> format, in name order (the order --help and errors list)
+
+
+def register_format(fmt: ExportFormat) -> ExportFormat:
+    """Add ``fmt`` to the formats ``campaign harvest --to`` takes (a name registered twice is a bug)."""
+    if fmt.name in FORMATS:
+        raise ValueError(f"export format {fmt.name!r} is registered already")
+    # the same dict, re-filled in name order: modules that imported FORMATS see the new entry
+    entries = sorted([*FORMATS.values(), fmt], key=lambda f: f.name)
+    FORMATS.clear()
+    FORMATS.update((f.name, f) for f in entries)
+    return fmt
+
+
+def get_format(name: str) -> ExportFormat:
+    """The registered format ``name``; a ConfigError naming the registered ones otherwise."""
+    if name not in FORMATS:
+        raise ConfigError(f"unknown format '{name}'; available: {', '.join(FORMATS)}")
+    return FORMATS[name]
+
+
+def format_help() -> str:
+    """``--to``'s help: ``table (default), csv, json, markdown or parquet`` (the registered names)."""
+    others = [n for n in FORMATS if n != DEFAULT]
+    listed = f"{', '.join(others[:-1])} or {others[-1]}" if len(others) > 1 else "".join(others)
+    return f"{DEFAULT} (default), {listed}" if listed else f"{DEFAULT} (default)"
+
+
+# ------------------------------------------------------------------ the built-in formats
+
+def _display(df: "pl.DataFrame") -> tuple[list[str], list[list]]:
     rows = []
     for r in df.iter_rows():
         rows.append(["-" if v is None else (round(v, 4) if isinstance(v, float) else v) for v in r])
     return df.columns, rows
 
 
-def printable_frame(df: pl.DataFrame) -> pl.DataFrame:
-    """``df`` with its text cells and column names escaped (campaign.text.printable)."""
-    text = [c for c, t in df.schema.items() if t == pl.Utf8]
-    if text:
-        df = df.with_columns(pl.col(c).map_elements(printable, return_dtype=pl.Utf8) for c in text)
-    names = {c: printable(c) for c in df.columns if printable(c) != c}
-    return df.rename(names) if names else df
+def _tabulated(tablefmt: str) -> Callable[["pl.DataFrame"], bytes]:
+    def writer(df: "pl.DataFrame") -> bytes:
+        from tabulate import tabulate
+
+        headers, rows = _display(df)
+        return (tabulate(rows, headers=headers, tablefmt=tablefmt) + "\n").encode()
+
+    return writer
+
+
+def _parquet(df: "pl.DataFrame") -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf)
+    return buf.getvalue()
 
 
 def _ascii_json(text: str) -> str:
@@ -50,24 +113,40 @@ def _ascii_json(text: str) -> str:
     return json.dumps(json.loads(text), separators=(",", ":"))
 
 
-def _check(fmt: str) -> None:
-    if fmt not in FORMATS:
-        raise ConfigError(f"unknown format '{fmt}'; available: {', '.join(FORMATS)}")
+for _fmt in (
+    ExportFormat("csv", "csv", lambda df: df.write_csv().encode(),
+                 heading=lambda name, title: printable(f"# {name}: {title}") + "\n"),
+    ExportFormat("json", "json", lambda df: (df.write_json() + "\n").encode(),
+                 show=lambda df: _ascii_json(df.write_json()) + "\n",
+                 show_many=lambda tables: json.dumps({n: json.loads(df.write_json()) for n, _, df in tables}) + "\n"),
+    ExportFormat("markdown", "md", _tabulated("github"), heading=lambda name, title: printable(f"## {title}") + "\n\n"),
+    ExportFormat("parquet", "parquet", _parquet, binary=True),
+    ExportFormat("table", "txt", _tabulated("simple")),
+):
+    register_format(_fmt)
 
 
-def render(df: pl.DataFrame, fmt: str) -> bytes:
+# ------------------------------------------------------------------ writing
+
+def printable_frame(df: "pl.DataFrame") -> "pl.DataFrame":
+    """``df`` with its text cells and column names escaped (campaign.text.printable)."""
+    import polars as pl
+
+    text = [c for c, t in df.schema.items() if t == pl.Utf8]
+    if text:
+        df = df.with_columns(pl.col(c).map_elements(printable, return_dtype=pl.Utf8) for c in text)
+    names = {c: printable(c) for c in df.columns if printable(c) != c}
+    return df.rename(names) if names else df
+
+
+def render(df: "pl.DataFrame", fmt: str) -> bytes:
     """One table in one format (absent values: empty in csv, null in json, "-" in text)."""
-    _check(fmt)
-    if fmt == "csv":
-        return df.write_csv().encode()
-    if fmt == "json":
-        return (df.write_json() + "\n").encode()
-    if fmt == "parquet":
-        buf = io.BytesIO()
-        df.write_parquet(buf)
-        return buf.getvalue()
-    headers, rows = _display(df)
-    return (tabulate(rows, headers=headers, tablefmt="github" if fmt == "markdown" else "simple") + "\n").encode()
+    return get_format(fmt).writer(df)
+
+
+def _shown(spec: ExportFormat, df: "pl.DataFrame") -> str:
+    """One table as standard output shows it (escaped)."""
+    return spec.show(df) if spec.show else spec.writer(printable_frame(df)).decode()
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
@@ -79,22 +158,20 @@ def _write_bytes(path: Path, data: bytes) -> Path:
     return path
 
 
-def write(df: pl.DataFrame, fmt: str, out: Optional[str]) -> Optional[Path]:
+def write(df: "pl.DataFrame", fmt: str, out: Optional[str]) -> Optional[Path]:
     """Write to ``out`` (a file, made with its folder) or standard output."""
+    spec = get_format(fmt)
     if out is None:
-        if fmt == "parquet":
-            raise ConfigError("parquet is binary: give a file with --out PATH")
-        if fmt == "json":
-            sys.stdout.write(_ascii_json(df.write_json()) + "\n")
-        else:
-            sys.stdout.write(render(printable_frame(df), fmt).decode())
+        if spec.binary:
+            raise ConfigError(f"{fmt} is binary: give a file with --out PATH")
+        sys.stdout.write(_shown(spec, df))
         return None
-    return _write_bytes(Path(out), render(df, fmt))
+    return _write_bytes(Path(out), spec.writer(df))
 
 
-def write_tables(tables: Sequence[tuple[str, str, pl.DataFrame]], fmt: str, out: Optional[str]) -> list[Path]:
+def write_tables(tables: Sequence[tuple[str, str, "pl.DataFrame"]], fmt: str, out: Optional[str]) -> list[Path]:
     """Write (name, title, frame) tables: one as ``write`` does, several as the module says."""
-    _check(fmt)
+    spec = get_format(fmt)
     if len(tables) == 1:
         path = write(tables[0][2], fmt, out)
         return [path] if path else []
@@ -102,19 +179,15 @@ def write_tables(tables: Sequence[tuple[str, str, pl.DataFrame]], fmt: str, out:
         folder = Path(out)
         if folder.exists() and not folder.is_dir():
             raise ConfigError(f"--out {folder} is a file; several tables need a folder (--out DIR)")
-        return [_write_bytes(folder / f"{name}.{EXTENSIONS[fmt]}", render(df, fmt)) for name, _, df in tables]
-    if fmt == "parquet":
-        raise ConfigError("parquet is binary: give a folder with --out DIR for several tables")
-    if fmt == "json":
-        doc = {name: json.loads(df.write_json()) for name, _, df in tables}
-        sys.stdout.write(json.dumps(doc) + "\n")
+        return [_write_bytes(folder / f"{name}.{spec.extension}", spec.writer(df)) for name, _, df in tables]
+    if spec.binary:
+        raise ConfigError(f"{fmt} is binary: give a folder with --out DIR for several tables")
+    if spec.show_many:
+        sys.stdout.write(spec.show_many(tables))
         return []
     for i, (name, title, df) in enumerate(tables):
         if i:
             sys.stdout.write("\n")
-        if fmt == "csv":
-            sys.stdout.write(printable(f"# {name}: {title}") + "\n")
-        else:
-            sys.stdout.write(printable(f"{'## ' if fmt == 'markdown' else ''}{title}") + "\n\n")
-        sys.stdout.write(render(printable_frame(df), fmt).decode())
+        sys.stdout.write(spec.heading(name, title))
+        sys.stdout.write(_shown(spec, df))
     return []

@@ -1,8 +1,7 @@
-"""``python -m campaign.launch``: the same as ``campaign launch`` (campaign/launch/main.py)."""
+"""``python -m campaign.launch``: the same as ``campaign launch`` (campaign/cli/launch.py)."""
 
-import sys
-
-from campaign.launch.main import main
+from campaign.cli import exit_with
+from campaign.cli.launch import launch_main
 
 if __name__ == "__main__":
-    sys.exit(main(prog="python -m campaign.launch"))
+    exit_with(launch_main(prog="python -m campaign.launch"))

@@ -1,25 +1,24 @@
-"""``campaign launch [-m] [overrides...]`` (and ``python -m campaign.launch``): the Hydra app.
+"""The launch's Hydra app: ``launch(argv)`` runs ``campaign launch [-m] [overrides...]``
+(and ``python -m campaign.launch``; their command line is campaign/cli/launch.py).
 
 With ``-m`` the campaign launcher plugin composes every point, validates them all,
 registers the campaign, submits the jobs and returns. Without ``-m`` one point runs
-in the foreground and its status is printed. ``--retry CAMPAIGN`` submits the points
-of a stored campaign that never reached their scheduler (``campaign resume`` reruns
-every point that did not complete); ``--max-retries K`` is the override ``max_retries=K``.
-``--dry-run``, ``--show-scripts`` and ``--json`` are ``dry_run=true|scripts|json``.
+in the foreground and its status is printed. ``--max-retries K`` is the override
+``max_retries=K``; ``--dry-run``, ``--show-scripts`` and ``--json`` are
+``dry_run=true|scripts|json``.
 
-This is the launch's CLI layer: the one place that turns exceptions into a line on
-stderr and an exit status (``campaign/errors.py``: 0, 2, 3, 130).
+Library code: it raises (``CampaignError``: a refusal, exit 2; ``LaunchIncomplete``:
+stored but not all submitted, exit 3; ``Interrupted``: 130); the CLI reports.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Optional, Sequence
+from typing import Sequence
 
-from campaign.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
+from campaign.errors import CampaignError
 
-PROG = "campaign launch"
 # campaign's own flags, given as the overrides they stand for (a dry run: campaign/launch/dryrun.py)
 FLAGS = {"--dry-run": "dry_run=true", "--show-scripts": "dry_run=scripts", "--json": "dry_run=json"}
 
@@ -32,12 +31,6 @@ def expand_flags(argv: Sequence[str]) -> list[str]:
         return list(argv)
     rest = [a for a in argv if a not in FLAGS and not a.startswith("dry_run=")]
     return rest + flags[-1:]
-
-
-def _error(message: object) -> None:
-    from campaign.text import shown
-
-    print(f"error: {shown(message)}", file=sys.stderr)
 
 
 def check_plugin_visible() -> None:
@@ -55,28 +48,10 @@ def check_plugin_visible() -> None:
                             "reinstall campaign: bash scripts/setup.sh (or pip install -e .)")
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
-    """Run a launch with ``argv`` (default: this process's arguments); returns its exit status."""
-    from campaign.backends.entry import private_umask
-
-    argv = list(sys.argv[1:] if argv is None else argv)
-    private_umask()  # the store, results, logs and job folders made from here on are the user's alone
-    try:
-        if argv[:1] == ["--retry"]:
-            from campaign.launch.retry import retry_main
-
-            return retry_main(argv[1:], prog=f"{prog} --retry")
-        return _hydra_app(expand_flags(max_retries_override(argv)), prog)
-    except CampaignError as exc:
-        _error(exc)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        _error("interrupted; nothing more was submitted")
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:  # `campaign launch ... | head` closed our stdout: end quietly, as Unix tools do
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_OK
+def launch(argv: Sequence[str], prog: str) -> None:
+    """Run the launch that ``argv`` (campaign's flags and Hydra's arguments) asks for, as
+    ``prog``; raises ``CampaignError`` (its exit code says what was stored)."""
+    _hydra_app(expand_flags(max_retries_override(list(argv))), prog)
 
 
 def max_retries_override(argv: list[str]) -> list[str]:
@@ -97,7 +72,7 @@ def max_retries_override(argv: list[str]) -> list[str]:
     return out
 
 
-def _hydra_app(argv: list[str], prog: str) -> int:
+def _hydra_app(argv: list[str], prog: str) -> None:
     # Hydra prints its own multi-line report and exits 1 unless this is set; we want
     # the exception, to turn it into one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -117,7 +92,7 @@ def _hydra_app(argv: list[str], prog: str) -> int:
     def campaign_launch(cfg) -> None:
         """The foreground point (no -m); its errors are kept for the CLI to report, so
         that Hydra does not print its own 'Error executing job' line first."""
-        from campaign.launch.single import run_single
+        from campaign.launch.run import run_single
 
         try:
             run_single(cfg)
@@ -132,8 +107,6 @@ def _hydra_app(argv: list[str], prog: str) -> int:
         if raised:
             raise raised[0]
     except (HydraException, OmegaConfBaseException, yaml.YAMLError) as exc:
-        _error(as_config_error(exc))
-        return EXIT_USAGE
+        raise as_config_error(exc) from exc
     finally:
         sys.argv = saved
-    return EXIT_OK

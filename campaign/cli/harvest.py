@@ -1,0 +1,58 @@
+"""``campaign harvest``: an adapter over campaign.harvest.run.harvest. Its ``--to`` and
+``--table`` read their registries (campaign.harvest.export.FORMATS,
+campaign.harvest.tables.TABLES); the library refuses an unknown format, naming the
+registered ones.
+
+Exit status: 0, 1 when nothing completed to harvest, 2 for bad input or a store it
+cannot use.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from campaign.cli.parser import CAMPAIGN_HELP, command, store_arg
+
+EPILOG = """examples:
+  campaign harvest
+  campaign harvest --to csv --out results/scaling.csv
+  campaign harvest 20261121-1057 --to markdown --platform v100 --platform a100
+  campaign harvest --table all --to parquet --out results/tables/
+  campaign harvest --compare reference --where gpus=2,4
+  campaign harvest --where image=3f2a9c1b7d4e    # points run in this container image
+  campaign harvest --plots results/figures
+  campaign harvest --table attempts            # every run of every point, failed ones too"""
+FILTERS = ("platform", "trainer", "experiment", "gpus")  # --KEY V (repeatable): only these values
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """``campaign harvest``."""
+    from campaign.harvest.export import DEFAULT, format_help
+    from campaign.harvest.tables import TABLE_CHOICES, table_help
+
+    hv = command(sub, "harvest", help="speedup, parallel efficiency, throughput tables and exports",
+                 description="Derive T1/TN speedup and speedup/N efficiency from completed points.",
+                 epilog=EPILOG, handler=harvest)
+    hv.add_argument("campaign", nargs="?", help=CAMPAIGN_HELP)
+    store_arg(hv)
+    hv.add_argument("--to", dest="fmt", default=DEFAULT, help=format_help())
+    hv.add_argument("--out", default=None, help="write to this file instead of standard output")
+    for key in ("platform", "trainer", "experiment"):
+        hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
+    hv.add_argument("--gpus", action="append", type=int, help="only these GPU counts (repeatable)")
+    hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
+                    help="only points with these values (platform, trainer, experiment, gpus, nodes, dataset; image: a "
+                         "sha256 prefix, an image path or none; repeatable)")
+    hv.add_argument("--table", default="scaling", choices=TABLE_CHOICES, help=table_help())
+    hv.add_argument("--compare", metavar="reference|ideal|CAMPAIGN", default=None,
+                    help="put the reference study's figures, the ideal line or another campaign beside the measured values")
+    hv.add_argument("--plots", metavar="DIR", default=None, help="also write the figures (PNG and SVG) to DIR")
+
+
+def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``campaign harvest``."""
+    from campaign.harvest.run import harvest as harvest_campaign
+
+    where = {k: v for k in FILTERS if (v := getattr(args, k))}
+    return harvest_campaign(args.campaign, store_url=args.store, fmt=args.fmt, out=args.out, where=where,
+                            where_items=args.where, table=args.table, compare=args.compare, plots=args.plots)
