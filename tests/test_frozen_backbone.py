@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from campaign.errors import ConfigError
-from campaign.launch.engines import check_engine, single_process_engine
+from campaign.launch.validate import check_engine, check_trainer
 
 try:
     from tests.datagen import write_mnist
@@ -211,15 +211,15 @@ def test_engines_allowed_and_process_layout():
     for engine in ("dataparallel", "vanilla"):
         check_engine(_config(engine, gpus=1))
         check_engine(_config(engine, gpus=4, device="cuda"))
-        assert single_process_engine(_config(engine, gpus=4, device="cuda"))
+        assert check_trainer(_config(engine, gpus=4, device="cuda")).single_process
     check_engine(_config("ddp", gpus=2))
-    assert not single_process_engine(_config("ddp", gpus=2))
-    assert not single_process_engine(_config(gpus=2))  # ddp by default
-    assert not single_process_engine(_config(trainer="synthetic"))
+    assert not check_trainer(_config("ddp", gpus=2)).single_process
+    assert not check_trainer(_config(gpus=2)).single_process  # ddp by default
+    assert not check_trainer(_config(trainer="synthetic")).single_process
 
 
 def test_engine_rules_import_no_torch():
-    code = "import sys, campaign.launch.engines; print([m for m in ('torch', 'deepspeed') if m in sys.modules])"
+    code = "import sys, campaign.launch.validate; print([m for m in ('torch', 'deepspeed') if m in sys.modules])"
     out = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
 

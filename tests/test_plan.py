@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from campaign.errors import ConfigError
-from campaign.launch.plan import check_resources, schedule
+from campaign.launch.plan import check_resources, plan_point, schedule
+from conftest import hydra_version_base_kept
 
 V100 = {"name": "v100", "executor": "slurm", "gpus_per_node": 4, "max_nodes": 4}
 
@@ -79,3 +80,33 @@ def test_a_sampled_run_with_checkpoints_is_refused():
     assert str(err.value) == ("experiment.checkpoint=true does not go with a sampled run "
                               "(experiment.sample_iterations=100); drop one of them")
     assert schedule(dict(exp, sample_iterations=1000), 1) == (8, 1000)  # not a sample: nothing to refuse
+
+
+def _composed(*overrides: str):
+    """A point's config as Hydra composes it for campaign's app."""
+    from hydra import compose, initialize_config_module
+
+    from campaign.config import register
+
+    register()
+    with hydra_version_base_kept(), initialize_config_module("campaign_conf", version_base="1.3"):
+        return compose("config", overrides=["experiment=smoke", *overrides])
+
+
+def test_each_point_looks_its_trainer_declaration_up_once(monkeypatch):
+    """Every rule of a point's trainer (optimizer, precision, device, params, engine,
+    checkpoint) and its resources read ONE lookup of the trainer's declaration."""
+    from trainers import registry
+
+    sweep = [_composed("platform=v100", f"gpus={gpus}", *trainer) for gpus in (1, 2, 4)
+             for trainer in (["trainer=synthetic"], ["trainer=frozen_backbone", "trainer.params.engine=dataparallel"],
+                             ["trainer=vit"])]
+    looked_up: list[str] = []
+    spec_of = registry.spec_of
+    monkeypatch.setattr(registry, "spec_of", lambda trainer: looked_up.append(trainer["name"]) or spec_of(trainer))
+    points = [plan_point(cfg, idx, []) for idx, cfg in enumerate(sweep)]
+    assert looked_up == [p.config["trainer"]["name"] for p in points]  # one per point, its own trainer
+    # what the plan took from that lookup: dataparallel drives a node's GPUs from one process
+    layout = {(p.config["trainer"]["name"], p.gpus): (p.resources.tasks_per_node, p.resources.gpus_per_node)
+              for p in points}
+    assert layout[("frozen_backbone", 4)] == (1, 4) and layout[("synthetic", 4)] == (4, 4)

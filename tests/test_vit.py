@@ -14,8 +14,8 @@ import pytest
 
 from campaign.config import ExperimentSpec
 from campaign.errors import ConfigError
-from campaign.launch import engines
-from campaign.launch.engines import check_engine
+from campaign.launch import validate
+from campaign.launch.validate import check_engine
 
 try:
     from tests.datagen import write_cifar10, write_cifar100
@@ -172,7 +172,7 @@ def test_deepspeed_timers_become_breakdown_rows():
 
 
 def test_deepspeed_refused_at_launch_when_missing(monkeypatch):
-    monkeypatch.setattr(engines.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(validate.importlib.util, "find_spec", lambda name: None)
     config = {"trainer": {"name": "vit", "params": {"engine": "deepspeed"}}, "gpus": 1, "nodes": 1,
               "platform": {"name": "local", "device": "cpu"}, "container": {"runtime": "none"}}
     with pytest.raises(ConfigError) as err:

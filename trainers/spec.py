@@ -4,7 +4,7 @@ Each trainer has one torch-free module holding ``TRAINER = TrainerDef(...)``: it
 the study it serves, the dataclass of its ``trainer.params`` (one field per knob,
 enums for choices, a default and a comment each), its engines, and the ``module:function``
 that builds it inside a job. The launch reads it to validate a point before anything is
-stored (``campaign/launch/trainer_check.py``); the job reads the same declaration to
+stored (``campaign/launch/validate.py``); the job reads the same declaration to
 build the trainer (``trainers/registry.py``). Built-in trainers declare themselves in
 ``trainers/specs/<name>.py``; a site's trainer in any importable module that its conf
 file names (``module:`` in ``conf/trainer/<name>.yaml``).

@@ -38,7 +38,7 @@ def schema_fields(path: str) -> Optional[list[str]]:
     """The field names of the config node at dotted ``path`` ("" for the top level), from
     the schema in campaign/config.py; None where the node has no fixed fields."""
     from campaign.config import CampaignConfig
-    from campaign.launch.keys import _schema_of
+    from campaign.launch.validate import _schema_of
 
     schema: Any = CampaignConfig
     for part in [p for p in path.split(".") if p]:

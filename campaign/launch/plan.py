@@ -16,9 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from campaign.backends import EXECUTORS
 from campaign.backends.resources import Resources
 from campaign.errors import ConfigError, InfeasiblePoint
-from campaign.launch.engines import single_process_engine
-from campaign.launch.keys import check_known_keys
-from campaign.launch.trainer_check import check_trainer
+from campaign.launch.validate import CheckedTrainer, check_known_keys, check_trainer
 from campaign.redact import redact_obj
 
 SCALINGS = ("fixed", "strong", "weak")
@@ -127,9 +125,20 @@ def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
 
 
 def cpu_ranks(platform: dict[str, Any]) -> bool:
-    """A local platform whose ranks are CPU processes standing in for GPUs (``local``), not
-    this machine's GPUs (``local_gpu``) nor a cluster's."""
-    return platform["executor"] == "local" and platform.get("device") != "cuda"
+    """A platform whose ranks are CPU processes standing in for GPUs (``local``), not this
+    machine's GPUs (``local_gpu``) nor a cluster's (``Backend.rank_device``)."""
+    from campaign.backends import backend_of
+
+    backend = backend_of(platform["executor"])
+    return backend is not None and backend.rank_device(platform) == "cpu"
+
+
+def _runs_here(platform: dict[str, Any]) -> bool:
+    """Whether the platform's jobs run on this machine, one node (``Backend.runs_here``)."""
+    from campaign.backends import backend_of
+
+    backend = backend_of(platform["executor"])
+    return backend is not None and backend.runs_here
 
 
 def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
@@ -141,7 +150,7 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
         raise ConfigError(f"nodes must be a positive integer, got {nodes!r}")
     per_node = int(platform["gpus_per_node"])
     what = "ranks (CPU cores here)" if cpu_ranks(platform) else "GPUs"
-    if per_node <= 0 and platform["executor"] == "local" and not cpu_ranks(platform):
+    if per_node <= 0 and _runs_here(platform) and not cpu_ranks(platform):
         from campaign.gpus import local_gpus
 
         why = local_gpus().why_none or "no GPU"
@@ -154,7 +163,7 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
         raise InfeasiblePoint(f"{name} allows at most {platform.get('max_nodes', 1)} node(s) per job, got nodes={nodes}")
     if gpus // nodes > per_node:
         need = math.ceil(gpus / per_node)
-        if platform["executor"] == "local" or need > int(platform.get("max_nodes", 1)):
+        if _runs_here(platform) or need > int(platform.get("max_nodes", 1)):  # no more nodes to spread over
             raise InfeasiblePoint(f"{name} has {per_node} {what} per node; gpus={gpus} does not fit")
         raise InfeasiblePoint(f"{name} has {per_node} {what} per node; {gpus} needs nodes={need}")
 
@@ -188,8 +197,8 @@ def check_recovery(c: dict[str, Any]) -> None:
         raise ConfigError(f"experiment.checkpoint_every must be an integer >= 0 (iterations), got {every!r}")
 
 
-def plan_resources(c: dict[str, Any]) -> Resources:
-    """What the point's job asks its scheduler for, from its platform and engine."""
+def plan_resources(c: dict[str, Any], trainer: CheckedTrainer) -> Resources:
+    """What the point's job asks its scheduler for, from its platform and its trainer's engine."""
     plat = c["platform"]
     per_node = c["gpus"] // c["nodes"]
     if cpu_ranks(plat):
@@ -200,7 +209,7 @@ def plan_resources(c: dict[str, Any]) -> Resources:
         cpus_per_task = int(plat.get("cpus_per_task")
                             or max(1, int(plat.get("cpus_per_node") or per_node) // int(plat["gpus_per_node"])))
     tasks_per_node = per_node  # one rank per GPU
-    if single_process_engine(c):
+    if trainer.single_process:
         # nn.DataParallel / the hand-built module: one process drives all the node's GPUs
         cpus_per_task *= tasks_per_node
         tasks_per_node = 1
@@ -247,13 +256,14 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     plat = c["platform"]
     check_resources(plat, c["gpus"], c["nodes"])
     check_platform(plat)
-    c["trainer"] = check_trainer(c)  # trainer.params completed from the trainer's declaration
+    trainer = check_trainer(c)  # the trainer's declaration, looked up once for every rule and the resources
+    c["trainer"] = trainer.section  # trainer.params completed from that declaration
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"])
     check_recovery(c)
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
-                     batch_per_gpu=batch, iterations=iters, resources=plan_resources(c))
+                     batch_per_gpu=batch, iterations=iters, resources=plan_resources(c, trainer))
 
 
 def job_plan(p: PointPlan) -> dict[str, Any]:

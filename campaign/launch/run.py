@@ -2,7 +2,7 @@
 for) -> one Hydra ``JobReturn`` per point that tells the truth about it.
 
 The same path serves a sweep (``-m``, through the launcher plugin) and the foreground
-point (no ``-m``, ``campaign.launch.single``). What a point's ``JobReturn`` says:
+point (no ``-m``, ``run_single`` below). What a point's ``JobReturn`` says:
 
 =================================  ======================================================
 the point                          ``JobReturn``
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from campaign.backends import Submitted
 from campaign.errors import Interrupted, LaunchIncomplete, PointFailed, one_line
@@ -232,3 +232,27 @@ def check_outcome(result: LaunchResult) -> None:
                      f"details: campaign status {cid}{store}; rerun with: campaign resume {cid}{store} "
                      f"(or a new campaign: {redact(again)})")
     raise LaunchIncomplete(f"campaign {cid}: " + "; ".join(parts))
+
+
+def run_single(cfg: DictConfig) -> LaunchResult:
+    """The task function of campaign's app without ``-m``: the point of ``cfg`` (and its
+    repeats) planned, stored and submitted as a sweep's point is, then waited for; its
+    status is printed at the end.
+
+    Raises ``CampaignError`` when the point is refused (nothing stored, exit 2) and
+    ``LaunchIncomplete`` when it was stored but not submitted or failed (exit 3).
+    """
+    from hydra.core.hydra_config import HydraConfig
+
+    from campaign.launch.plan import plan_point
+    from campaign.launch.submit import absolute_store_url
+
+    overrides = list(HydraConfig.get().overrides.task)  # what Hydra composed this point from
+    points = [plan_point(cfg, r, overrides, repeat=r) for r in range(max(1, int(cfg.repeats)))]
+    result = launch_campaign(points, cfg, sweep_overrides=overrides, multirun=False, wait=True)
+    if result.campaign_id and any(s.job_id for s in result.submitted):
+        from campaign.status import show_status
+
+        show_status(result.campaign_id, store_url=absolute_store_url(result.store_url))  # the table, for the user
+    check_outcome(result)
+    return result

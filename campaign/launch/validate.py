@@ -1,0 +1,165 @@
+"""A point's config against what declares it, before anything is stored.
+
+Two declarations judge a point: its schema (``campaign/config.py``: every key must be
+one it declares) and its trainer's declaration (``trainers/spec.py``: the trainer
+exists, its params are known and well typed, its optimizer, precision, device and
+engine are ones it implements). The trainer's declaration is looked up ONCE per point
+(``check_trainer``) and every rule reads that lookup; the plan takes the completed
+``trainer`` section and the process layout from it. Torch-free: the declarations are,
+and ``importlib`` is only asked whether an engine's package could be imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import typing
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from campaign.config import CampaignConfig
+from campaign.errors import ConfigError
+from trainers import registry
+from trainers.spec import TrainerDef, did_you_mean, resolve_params
+
+# ------------------------------------------------------------------ the schema's keys
+# Hydra's structured config already refuses ``nosuchkey=1``; ``+key=value`` adds a key
+# the schema does not have (``+gpu=2``, a typo for ``gpus``) and a site's YAML may add
+# one too. Both are refused here with the nearest valid name.
+
+
+def _schema_of(kind: Any) -> type | None:
+    """The dataclass behind a field's type (through Optional), or None for a plain value."""
+    if typing.get_origin(kind) is typing.Union:
+        kinds = [a for a in typing.get_args(kind) if a is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else None
+    return kind if dataclasses.is_dataclass(kind) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _fields(schema: type) -> tuple[tuple[str, ...], dict[str, type | None]]:
+    """A schema's field names and, per field, the dataclass behind it (once per schema:
+    a 1,000-point sweep checks every point)."""
+    hints = typing.get_type_hints(schema)
+    names = tuple(f.name for f in dataclasses.fields(schema))
+    return names, {name: _schema_of(hints[name]) for name in names}
+
+
+def check_known_keys(config: Mapping[str, Any], schema: type = CampaignConfig, where: str = "") -> None:
+    """Refuse a key ``schema`` does not declare, naming the nearest valid one; recurses into
+    the fields that are dataclasses themselves (free-form dicts such as ``trainer.params``
+    are checked by their owners)."""
+    valid, subs = _fields(schema)
+    for key, value in config.items():
+        path = f"{where}{key}"
+        if key not in subs:
+            scope = f"in {where.rstrip('.')}" if where else "at the top level"
+            raise ConfigError(f"unknown config key '{path}'{did_you_mean(str(key), valid)}; "
+                              f"valid keys {scope}: {', '.join(valid)}")
+        sub = subs[key]
+        if sub is not None and isinstance(value, Mapping):
+            check_known_keys(value, sub, f"{path}.")
+
+
+# ------------------------------------------------------------------ the trainer's declaration
+
+
+@dataclass(frozen=True)
+class CheckedTrainer:
+    """A point's ``trainer`` section checked against its declaration, and that declaration."""
+
+    spec: TrainerDef  # the declaration, looked up once for the point
+    section: dict[str, Any]  # the ``trainer`` section completed: ``module`` and every param filled in
+
+    @property
+    def engine(self) -> str | None:
+        """The point's engine (the declaration's default when unset); None for trainers without engines."""
+        return str(self.section["params"].get("engine") or self.spec.engines[0]) if self.spec.engines else None
+
+    @property
+    def single_process(self) -> bool:
+        """True when the point's job must start ONE task holding all its GPUs
+        (resources: tasks_per_node=1, gpus_per_node=gpus)."""
+        return self.engine in self.spec.single_process_engines
+
+
+def declaration_of(config: Mapping[str, Any]) -> TrainerDef:
+    """The declaration of the point's trainer; ``ConfigError`` when there is none."""
+    try:
+        return registry.spec_of(config["trainer"])
+    except registry.UnknownTrainer as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _resolved_params(config: Mapping[str, Any], spec: TrainerDef) -> dict[str, Any]:
+    """``trainer.params`` checked against the declaration and completed with its defaults."""
+    try:
+        return resolve_params(spec, config["trainer"].get("params"))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
+    """The point's ``trainer`` section, validated against its declaration (looked up here,
+    once) and completed, so that the job reads exactly what was checked; ``ConfigError``
+    naming the valid choices otherwise."""
+    spec = declaration_of(config)
+    trainer = dict(config["trainer"])
+    for key, allowed in (("optimizer", spec.optimizers), ("precision", spec.precisions)):
+        values = [a.value for a in allowed]
+        if trainer.get(key) is not None and str(trainer[key]) not in values:
+            raise ConfigError(f"trainer={spec.name} does not implement trainer.{key}={trainer[key]}; "
+                              f"valid: {', '.join(values)}")
+    device = str(config["platform"].get("device"))
+    devices = [d.value for d in spec.devices]
+    if device not in devices:
+        raise ConfigError(f"trainer={spec.name} does not run on platform.device={device} "
+                          f"(platform={config['platform']['name']}); valid: {', '.join(devices)}")
+    params = _resolved_params(config, spec)
+    check_engine(config, spec, params)
+    if config.get("experiment", {}).get("checkpoint") and not spec.checkpoint:
+        able = ", ".join(n for n in registry.builtin_names() if registry.spec_of(n).checkpoint)
+        raise ConfigError(f"trainer={spec.name} cannot resume from a checkpoint (experiment.checkpoint=true); "
+                          f"trainers that can: {able}")
+    trainer["params"] = params
+    trainer["module"] = registry.module_of(trainer)
+    return CheckedTrainer(spec=spec, section=trainer)
+
+
+def check_engine(config: Mapping[str, Any], spec: Optional[TrainerDef] = None,
+                 params: Optional[dict[str, Any]] = None) -> None:
+    """Refuse an engine the trainer lacks, the platform cannot run, or this installation
+    misses, and whatever else the trainer's own rule (``TrainerDef.check``) refuses.
+
+    ``spec`` and ``params`` are the point's declaration and completed params when the
+    caller has them (``check_trainer``); looked up and resolved here otherwise.
+    """
+    spec = spec or declaration_of(config)
+    params = _resolved_params(config, spec) if params is None else params
+    engine = params.get("engine") if spec.engines else None
+    gpus, nodes = config.get("gpus", 1), config.get("nodes", 1)
+    platform = config["platform"]
+    if engine in spec.single_process_engines:
+        if nodes > 1:
+            raise ConfigError(f"engine={engine} drives all GPUs from one process on one node; "
+                              f"nodes={nodes} needs engine={spec.engines[0]}")
+        if platform.get("device") != "cuda" and gpus > 1:
+            raise ConfigError(f"engine={engine} splits each batch over CUDA devices in one process; "
+                              f"platform={platform['name']} runs on CPU, so use gpus=1 or engine={spec.engines[0]}")
+    if spec.check is not None:
+        try:
+            spec.check({**config, "trainer": {**config["trainer"], "params": params}})
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    # A containerised job imports from its image, not from this Python.
+    runs_here = (config.get("container") or {}).get("runtime", "none") == "none"
+    if engine in spec.engine_requires and runs_here:
+        module, install = spec.engine_requires[engine]
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(f"engine={engine} needs {_pretty(module)}, which is not installed; "
+                              f"install it with: {install}")
+
+
+def _pretty(module: str) -> str:
+    return {"deepspeed": "DeepSpeed"}.get(module, module)
