@@ -33,6 +33,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from campaign.backends import backend_of
+
 LAW = "the trainer's declared time law"
 FLOPS = "the trainer's declaration"
 ASSUMED_MFU = 0.35  # FLOPs estimates: this share of the platform's peak FLOP/s (stated, typical of DDP training)
@@ -111,9 +113,11 @@ def work_key(config: Mapping[str, Any], gpus: int, nodes: int, batch_per_gpu: in
 
 
 def serial(config: Mapping[str, Any]) -> bool:
-    """Whether the point's jobs take turns on one machine (a local, exclusive platform)."""
+    """Whether the point's jobs take turns on one machine (a local, exclusive platform:
+    ``Backend.takes_turns``)."""
     plat = config.get("platform") or {}
-    return plat.get("executor") == "local" and bool(plat.get("exclusive"))
+    backend = backend_of(plat.get("executor"))
+    return backend is not None and backend.takes_turns(plat)
 
 
 # ------------------------------------------------------------------ declared rates

@@ -31,6 +31,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from campaign.backends import backend_of
 from campaign.estimate import STARTUP_S, loop_iterations, point_cost, serial, work_key
 
 NOT_STARTED = ("registered", "waiting", "pending", "requeued")  # states of a point whose loop has not begun
@@ -280,7 +281,8 @@ def campaign_eta(points: Sequence[dict], etas: Mapping[int, PointETA], *, now: f
                 fraction += min(eta.iteration / eta.total, 1.0)
         else:
             out.pending += 1
-            if p.get("executor") != "local":
+            backend = backend_of(p.get("executor"))
+            if backend is None or backend.queue_wait:  # an executor none knows: its wait is not known either
                 out.queue = True
         if eta.remaining_s is None:
             out.unknown += 1

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from campaign.backends import sbatch as sb
-from campaign.backends.local import LOCK_FILE, exclusive_setup
+from campaign.backends.local import LOCK_FILE, exclusive_setup, lock_lines
 from campaign.backends.resources import Resources
 from campaign.estimate import STARTUP_S, CampaignCost, PointCost, check_budget
 from campaign.errors import ConfigError
-from campaign.launch.dryrun import PLACEHOLDER_ID, dry_run_mode, lock_lines
+from campaign.launch.dryrun import PLACEHOLDER_ID, dry_run_mode
 from conftest import campaign_id_from
 
 LAW = {1: 8 * (0.012 + 0.002), 2: 2 * 8 * (0.012 / 2 + 0.001 + 0.002), 4: 4 * 8 * (0.012 / 4 + 0.002 + 0.002)}
@@ -80,7 +80,7 @@ def test_a_containerised_dry_run_shows_the_wrapped_command_without_the_runtime(w
     wrapped = shlex.join(["apptainer", "exec", "--nv", "--bind", f"/data/cifar,{results}", str(image), "python"])
     command = f"{sb.rank_python(wrapped)} -u -m submitit.core._submit {folder}"  # USR2 ignored until the job's handler
     # the exact script submitit writes for this array (the function the submission uses)
-    resources = Resources(nodes=1, tasks_per_node=2, gpus_per_node=2, cpus_per_task=12, timeout_min=1440,
+    resources = Resources(nodes=1, tasks_per_node=2, gpus_per_node=2, cpus_per_task=16, timeout_min=1440,
                           partition="a100")
     script = sb.render_sbatch(sb.sbatch_parameters(resources, f"{PLACEHOLDER_ID}-a100-1x2"), folder,
                             sb.rank_python(wrapped), 1)

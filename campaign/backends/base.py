@@ -1,10 +1,18 @@
-"""The protocol every executor implements (registered in ``campaign.backends.BACKENDS``)."""
+"""The protocol every executor implements (registered in ``campaign.backends.BACKENDS``).
+
+Everything campaign asks of a scheduler goes through it: submitting, observing and
+cancelling a campaign's points, and what launch, dry run, preflight, status and the
+estimates need to know (its caps, its checks, the jobs a dry run shows, how it stops a
+job at its time limit, what a rank's device is). No module outside campaign/backends
+tests an executor's name (tests/test_backend_protocol.py). The defaults here are a
+batch scheduler's that runs one job per point; a backend overrides what differs.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 
 @dataclass
@@ -44,12 +52,87 @@ class Limit:
         return self.applies_to is None or i in self.applies_to
 
 
+@dataclass
+class JobGroup:
+    """Points whose jobs a dry run shows together (campaign/launch/dryrun.py): one job
+    array (``A1``, a point per task) or the jobs of one resource shape (``L1``, a job per point)."""
+
+    label: str  # how the dry run's table and scripts name it
+    executor: str  # the backend that made it (``Backend.name``)
+    points: list = field(default_factory=list)  # the PointPlans, in sweep order
+    name: str = ""  # the scheduler's job name, where it has one
+    tasks: bool = False  # one job array: a point is shown as its task, ``A1[0]``; else as the group, ``L1``
+
+
+def point_indices(group: JobGroup) -> str:
+    """``0, 2, 5``: the sweep indices of a group's points, as a dry run's headings name them."""
+    return ", ".join(str(p.idx) for p in group.points)
+
+
 @runtime_checkable
 class Backend(Protocol):
-    """What the launch, ``status``, ``harvest`` and ``cancel`` need of a scheduler: bulk
-    operations on a campaign's points, none of which raises for one bad point."""
+    """What the launch, dry run, ``status``, ``harvest`` and ``cancel`` need of a scheduler:
+    bulk operations on a campaign's points, none of which raises for one bad point, and
+    what the scheduler is like (module docstring)."""
 
     name: str
+    # Jobs run on this machine: one node, and a job gets the GPUs this machine has (none
+    # visible: a GPU platform cannot run here), not a cluster's.
+    runs_here: bool = False
+    # A pending job waits in a queue shared with others, for a time nobody can estimate
+    # (an ETA says it leaves that wait out); False: it waits only for this campaign's own jobs.
+    queue_wait: bool = True
+    # Seconds before its time limit this executor ends a job without saying it timed out
+    # (the job is seen as failed: campaign.state tells a timeout by its run time); None
+    # where the scheduler itself reports TIMEOUT.
+    silent_stop_lead_s: Optional[float] = None
+
+    def rank_device(self, platform: Mapping[str, Any]) -> str:
+        """What one rank of a job on ``platform`` computes on: ``cuda`` (one GPU) or ``cpu``
+        (a CPU process standing in for a GPU)."""
+        return "cuda"
+
+    def takes_turns(self, platform: Mapping[str, Any]) -> bool:
+        """Whether the jobs of ``platform`` run one after another rather than at once (the
+        estimate's wall time adds them up)."""
+        return False
+
+    def preflight(self, plans: Sequence[Any]) -> None:
+        """Refuse, before anything is stored, what would only fail at submission: the
+        scheduler missing or not answering, a partition it does not have (``ConfigError``,
+        one line with the fix). A dry run shows the refusal as a note. None by default."""
+        return None
+
+    def dry_run_groups(self, plans: Sequence[Any], campaign_id: str) -> list[JobGroup]:
+        """The jobs ``plans`` go in, as ``submit`` makes them; by default one job per point,
+        grouped by resources for reading and labelled with the executor's initial."""
+        from campaign.backends.sbatch import group_items
+
+        prefix = self.name[:1].upper()
+        return [JobGroup(f"{prefix}{i + 1}", self.name, [p for p, _ in group])
+                for i, group in enumerate(group_items([(p, {}) for p in plans]))]
+
+    def dry_run_count(self, groups: Sequence[JobGroup]) -> str:
+        """How a dry run's first line counts ``groups`` (``3 local job(s)``)."""
+        return f"{sum(len(g.points) for g in groups)} {self.name} job(s)"
+
+    def dry_run_script(self, group: JobGroup, folder: Path, python: Optional[str], env_note: str) -> list[str]:
+        """The lines ``--show-scripts`` prints for ``group``: by default the command each
+        rank runs (``python``: submitit's interpreter string; ``env_note``: the lines that
+        say what environment the command gets, or "")."""
+        from campaign.backends.sbatch import submit_command
+
+        res = group.points[0].resources
+        return [f"== {group.label}: {self.name} jobs of points {point_indices(group)} (one job per point) ==",
+                f"# {res.tasks} process(es), one per rank, each running:", env_note + submit_command(folder, python),
+                ""]
+
+    def submit_callables(self, calls: Sequence[Callable[[], Any]], folder: Path, resources: Any,
+                         name: str) -> list[tuple[Any, Optional[BaseException]]]:
+        """Run each picklable no-argument callable as one job with ``resources``, its files
+        in ``folder`` (a Hydra app's points, campaign/launch/generic.py): ``(submitit job,
+        None)`` each, or ``(None, the error)`` for one that could not start."""
+        raise NotImplementedError(f"executor {self.name} does not run a Hydra app's jobs")
 
     def limits(self, plans: Sequence[Any]) -> list[Limit]:
         """The caps on queued jobs that apply to ``plans`` and the room each leaves now

@@ -14,11 +14,12 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
-from campaign.backends.base import Backend, Observed, Submitted
+from campaign.backends.base import Backend, JobGroup, Observed, Submitted, point_indices
 from campaign.backends.joblogs import failing_task_exception, job_logs, last_activity, unread_logs
 from campaign.errors import one_line
+from campaign.jobfolder import CONTROLLERS_LOG  # the job folder's controllers' own output
 from campaign.untrusted import open_append, regular_stat
 from campaign.ids import job_id_problem
 
@@ -99,6 +100,12 @@ def lock_commands(lock: Path) -> list[str]:
     return [f"exec 9>>{shlex.quote(str(lock))}", "flock 9"]
 
 
+def lock_lines() -> list[str]:
+    """``exclusive_setup``'s lines, without making the lock's folder (a dry run makes
+    nothing; a test checks that the two agree)."""
+    return lock_commands(lock_folder() / LOCK_FILE)
+
+
 CONTROLLER = b"submitit.local._local"  # submitit's job controller (and the shell that waits for the lock)
 TASK = b"submitit.core._submit"  # one rank
 
@@ -169,8 +176,8 @@ def bad_job_id(job_id: object) -> Optional[str]:
     return job_id_problem(str(job_id), JOB_ID, "local", "a process id")
 
 
+SUBMITIT_LOCAL_SIGNAL_DELAY_S = 30  # submitit's local controller warns (USR2) this long before the time limit
 START_GRACE_S = 30.0  # a local job with neither process nor log this soon after submission is starting, not lost
-CONTROLLERS_LOG = "controllers.log"  # the job folder's controllers' own output (detached_stdio)
 
 
 def _controllers_hint(folder: Optional[str]) -> str:
@@ -210,6 +217,49 @@ def observe_job(p: dict, table: ProcessTable) -> Observed:
 
 class LocalBackend(Backend):
     name = "local"
+    runs_here = True
+    queue_wait = False  # a pending local job waits only for this user's other local jobs
+    silent_stop_lead_s = SUBMITIT_LOCAL_SIGNAL_DELAY_S
+
+    def rank_device(self, platform: Mapping[str, Any]) -> str:
+        """A GPU for ``device: cuda`` (``local_gpu``); otherwise a CPU process stands in for
+        one (``local``)."""
+        return "cuda" if platform.get("device") == "cuda" else "cpu"
+
+    def takes_turns(self, platform: Mapping[str, Any]) -> bool:
+        """An exclusive platform's jobs wait for the machine-wide lock (``exclusive_setup``)."""
+        return bool(platform.get("exclusive"))
+
+    def dry_run_script(self, group: JobGroup, folder: Path, python: Optional[str], env_note: str) -> list[str]:
+        """The command each rank runs, after the lines that wait for this machine (an
+        exclusive platform's, ``lock_lines``)."""
+        from campaign.backends.sbatch import submit_command
+
+        res = group.points[0].resources
+        setup = lock_lines() if res.exclusive else []
+        return [f"== {group.label}: local jobs of points {point_indices(group)} (one job per point"
+                + (", one at a time on this machine" if res.exclusive else "") + ") ==",
+                *(["# before the job starts, it waits for this machine:", *setup] if setup else []),
+                f"# then {res.tasks} process(es), one per rank, each running:",
+                env_note + submit_command(folder, python), ""]
+
+    def submit_callables(self, calls: Sequence[Callable[[], Any]], folder: Path, resources: Any,
+                         name: str) -> list[tuple[Any, Optional[BaseException]]]:
+        """One local job per call (a Hydra app's points), its controller's output in the
+        folder's ``controllers.log``."""
+        import submitit
+
+        out: list[tuple[Any, Optional[BaseException]]] = []
+        for call in calls:
+            try:
+                ex = submitit.LocalExecutor(folder=folder)
+                ex.update_parameters(tasks_per_node=resources.tasks_per_node, timeout_min=resources.timeout_min,
+                                     gpus_per_node=resources.gpus_per_node, stderr_to_stdout=False)
+                with detached_stdio(Path(folder) / CONTROLLERS_LOG):
+                    out.append((ex.submit(call), None))
+            except Exception as exc:
+                out.append((None, exc))
+        return out
 
     def submit(self, items: Sequence[tuple[Any, dict]], folder: Path, python: Optional[str]) -> list[Submitted]:
         """One submitit local job per point; a point that cannot start (the folder is not
@@ -221,7 +271,6 @@ class LocalBackend(Backend):
         out = []
         for plan, spec in items:
             res = plan.resources
-            spec = dict(spec, job_folder=str(folder))
             try:
                 ex = submitit.LocalExecutor(folder=folder, python=python,
                                             **({"max_num_timeout": MAX_TIME_LIMIT_REQUEUES} if res.checkpoint else {}))
@@ -235,11 +284,11 @@ class LocalBackend(Backend):
                 with detached_stdio(Path(folder) / CONTROLLERS_LOG):
                     job = ex.submit(entry_for(spec))
             except Exception as exc:  # e.g. the folder is not writable, or is a file
-                out.append(Submitted(spec["point_id"], None, error=one_line(f"{type(exc).__name__}: {exc}")))
+                out.append(Submitted(spec.point_id, None, error=one_line(f"{type(exc).__name__}: {exc}")))
                 continue
             out.append(
                 Submitted(
-                    spec["point_id"],
+                    spec.point_id,
                     str(job.job_id),
                     job_folder=str(folder),
                     log_path=str(job.paths.stderr),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import time
 import uuid
@@ -22,7 +23,7 @@ from submitit.slurm.slurm import SlurmExecutor, SlurmJob
 
 from campaign.backends import sacct as sa
 from campaign.backends import sbatch as sb
-from campaign.backends.base import Backend, Limit, Observed, Submitted
+from campaign.backends.base import Backend, JobGroup, Limit, Observed, Submitted, point_indices
 from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, JobEntry, entry_for
 from campaign.backends.resources import Resources
 from campaign.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
@@ -211,20 +212,20 @@ class SlurmBackend(Backend):
         try:
             sb.check_folder(folder)
         except ConfigError as exc:
-            return [Submitted(spec["point_id"], None, error=str(exc)) for _, spec in items]
+            return [Submitted(spec.point_id, None, error=str(exc)) for _, spec in items]
         groups = sb.group_items(items)
         max_array = self.max_array_size() if groups else sb.DEFAULT_MAX_ARRAY_SIZE
         for group in groups:
             resources = group[0][0].resources
-            campaign_id = group[0][1]["campaign_id"]
+            campaign_id = group[0][1].campaign_id
             for part, chunk in enumerate(sb.chunks(group, max_array)):
                 for s in self._submit_chunk(chunk, resources, sb.job_name(campaign_id, resources, part), folder, python):
                     by_point[s.point_id] = s
-        return [by_point[spec["point_id"]] for _, spec in items]
+        return [by_point[spec.point_id] for _, spec in items]
 
     def _submit_chunk(self, chunk: Sequence[tuple[Any, dict]], resources: Resources, name: str,
                       folder: Path, python: Optional[str]) -> list[Submitted]:
-        ids = [spec["point_id"] for _, spec in chunk]
+        ids = [spec.point_id for _, spec in chunk]
         try:
             params = sb.sbatch_parameters(resources, name)
             ex = CampaignSlurmExecutor(folder, python=sb.rank_python(python),
@@ -237,6 +238,63 @@ class SlurmBackend(Backend):
             return [Submitted(pid, None, error=one_line(f"{type(exc).__name__}: {exc}")) for pid in ids]
         return [Submitted(pid, str(job.job_id), job_folder=str(folder), log_path=str(job.paths.stderr), job=job)
                 for pid, job in zip(ids, jobs)]
+
+    def submit_callables(self, calls: Sequence[Callable[[], Any]], folder: Path, resources: Resources,
+                         name: str) -> list[tuple[Any, Optional[BaseException]]]:
+        """One job array for ``calls`` (a Hydra app's points); an array sbatch refuses is
+        every call's error."""
+        try:
+            ex = CampaignSlurmExecutor(folder)
+            ex.update_parameters(**sb.sbatch_parameters(resources, sb.safe_name(name)))
+            return [(job, None) for job in ex.submit_array(list(calls))]
+        except Exception as exc:  # sbatch refused the array: every point of it
+            return [(None, exc) for _ in calls]
+
+    # ------------------------------------------------------------------ before a launch
+    def preflight(self, plans: Sequence[Any]) -> None:
+        """SLURM's client is on PATH, its controller answers, and every partition exists."""
+        if not plans:
+            return
+        platforms = ", ".join(sorted({p.platform for p in plans}))
+        if shutil.which("sbatch") is None:
+            raise ConfigError(f"sbatch not found on PATH: platform {platforms} submits to SLURM; "
+                              "load SLURM (e.g. module load slurm) or use platform=local")
+        try:
+            out = run(["sinfo", "-h", "-a", "-o", "%R"], timeout=30.0, env=sb.scrubbed_environ(os.environ)).stdout
+        except CommandError as exc:
+            raise ConfigError(f"SLURM does not answer ({exc}); nothing was submitted or stored, "
+                              "launch again once `sinfo` works") from None
+        partitions = sorted({line.strip() for line in out.splitlines() if line.strip()})
+        for p in plans:
+            part = p.resources.partition
+            if part and partitions and part not in partitions:
+                raise ConfigError(f"platform {p.platform}: SLURM has no partition '{part}'; "
+                                  f"available: {', '.join(partitions)} (set platform.partition)")
+
+    def dry_run_groups(self, plans: Sequence[Any], campaign_id: str) -> list[JobGroup]:
+        """The job arrays ``submit`` makes (grouped by resources, split at SLURM's default
+        MaxArraySize: a dry run asks no cluster), ``A1``, ``A2``..."""
+        out: list[JobGroup] = []
+        for group in sb.group_items([(p, {}) for p in plans]):
+            for part, chunk in enumerate(sb.chunks(group, sb.DEFAULT_MAX_ARRAY_SIZE)):
+                res = chunk[0][0].resources
+                out.append(JobGroup(f"A{len(out) + 1}", self.name, [p for p, _ in chunk],
+                                    sb.job_name(campaign_id, res, part), tasks=True))
+        return out
+
+    def dry_run_count(self, groups: Sequence[JobGroup]) -> str:
+        return f"{len(groups)} sbatch job array(s)"
+
+    def dry_run_script(self, group: JobGroup, folder: Path, python: Optional[str], env_note: str) -> list[str]:
+        """The array's exact sbatch script (campaign.backends.sbatch.render_sbatch, as submitit
+        writes it) and the command srun runs in each of its tasks."""
+        res = group.points[0].resources
+        rank = sb.rank_python(python)
+        return [f"== {group.label}: sbatch script of points {point_indices(group)} "
+                f"(--array=0-{len(group.points) - 1}) ==",
+                sb.render_sbatch(sb.sbatch_parameters(res, group.name), folder, rank, len(group.points)).rstrip(),
+                f"== {group.label}: the command each of its {res.tasks} task(s) runs (srun, one per rank) ==",
+                env_note + sb.submit_command(folder, rank), ""]
 
     # ------------------------------------------------------------------ observe
     def observe(self, points: Sequence[dict]) -> dict[int, Observed]:

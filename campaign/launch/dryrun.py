@@ -3,11 +3,12 @@
 ``dry_run=true`` (``campaign launch --dry-run``): one row per point (platform, GPUs,
 nodes, partition, time limit, the values the sweep varies, the job array it goes in,
 its estimated wall time and GPU-hours) and the campaign's estimate (campaign.estimate).
-``dry_run=scripts`` (``--show-scripts``): also the exact sbatch script of every job
-array and the exact command its tasks run (a container's ``apptainer exec --nv --bind
-... image.sif`` wrapper included), or for local jobs the command each rank runs; made
-by the same pure functions the submission uses (campaign.backends.sbatch,
-campaign.container), so no runtime, scheduler or image is needed to see them.
+``dry_run=scripts`` (``--show-scripts``): also what each backend shows of its jobs
+(``Backend.dry_run_script``): the exact sbatch script of every job array and the exact
+command its tasks run (a container's ``apptainer exec --nv --bind ... image.sif`` wrapper
+included), or for local jobs the command each rank runs; made by the same pure functions
+the submission uses (campaign.backends.sbatch, campaign.container), so no runtime,
+scheduler or image is needed to see them.
 ``dry_run=json`` (``--json``): one JSON object per point, for machines.
 
 The campaign id is made when a campaign is stored; the scripts show ``DRYRUN`` where
@@ -17,12 +18,13 @@ it goes (the job folder ``results/jobs/<id>``, the job names).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from tabulate import tabulate
 
+from campaign.backends import JobGroup, by_executor, get_backend
 from campaign.errors import ConfigError
 from campaign.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
 from campaign.launch.plan import PointPlan, job_plan
@@ -47,47 +49,23 @@ def dry_run_mode(value: Any) -> Optional[str]:
     raise ConfigError(f"dry_run={value} is not a dry-run mode; valid: false, true, scripts, json")
 
 
-@dataclass
-class Array:
-    """One sbatch job array (``A1``...) or the local jobs of one resource shape (``L1``...)."""
-
-    label: str
-    executor: str
-    points: list[PointPlan] = field(default_factory=list)
-    name: str = ""  # sbatch's job name
-
-    def index(self, p: PointPlan) -> int:
-        return self.points.index(p)
+def arrays(points: Sequence[PointPlan], campaign_id: str = PLACEHOLDER_ID) -> list[JobGroup]:
+    """The jobs the points go in, as their backends make them (``Backend.dry_run_groups``:
+    SLURM's job arrays ``A1``..., the local jobs of one resource shape ``L1``...), each
+    executor's in the registry's order."""
+    return [g for backend, mine in by_executor(points) for g in backend.dry_run_groups(mine, campaign_id)]
 
 
-def arrays(points: Sequence[PointPlan], campaign_id: str = PLACEHOLDER_ID) -> list[Array]:
-    """The job arrays the points go in, as the backends make them: SLURM points grouped
-    by resources (campaign.backends.sbatch.group_items) and split at SLURM's default
-    MaxArraySize; local points one job each, grouped by resources here for reading."""
-    from campaign.backends import sbatch as sb
-
-    out: list[Array] = []
-    slurm = [(p, {}) for p in points if p.executor == "slurm"]
-    for group in sb.group_items(slurm):
-        for part, chunk in enumerate(sb.chunks(group, sb.DEFAULT_MAX_ARRAY_SIZE)):
-            res = chunk[0][0].resources
-            out.append(Array(f"A{len(out) + 1}", "slurm", [p for p, _ in chunk], sb.job_name(campaign_id, res, part)))
-    local = [(p, {}) for p in points if p.executor != "slurm"]
-    for i, group in enumerate(sb.group_items(local)):
-        out.append(Array(f"L{i + 1}", "local", [p for p, _ in group]))
-    return out
-
-
-def _where(arrs: Sequence[Array]) -> dict[int, str]:
+def _where(arrs: Sequence[JobGroup]) -> dict[int, str]:
     """point idx -> ``A1[0]`` (array and task index) or ``L1`` (a local job)."""
     out = {}
     for a in arrs:
         for i, p in enumerate(a.points):
-            out[p.idx] = f"{a.label}[{i}]" if a.executor == "slurm" else a.label
+            out[p.idx] = f"{a.label}[{i}]" if a.tasks else a.label
     return out
 
 
-def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[Array]) -> tuple[str, str]:
+def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[JobGroup]) -> tuple[str, str]:
     """(the head line naming what every point shares, the table of points)."""
     names, values = varying([p.overrides for p in points], skip=("platform", "gpus", "nodes", "trainer", "experiment"))
     axes = [a for a in ("trainer", "experiment") if len({p.config[a]["name"] for p in points}) > 1]
@@ -134,49 +112,25 @@ def _folder(points: Sequence[PointPlan]) -> Path:
     return Path(points[0].config["results_dir"]).expanduser().absolute() / "jobs" / PLACEHOLDER_ID
 
 
-def script_lines(points: Sequence[PointPlan], arrs: Sequence[Array], python: Optional[str]) -> list[str]:
+def script_lines(points: Sequence[PointPlan], arrs: Sequence[JobGroup], python: Optional[str]) -> list[str]:
     """Every array's exact sbatch script and command (local jobs: their command); a
     container's variables (``container.env``) as the environment the command gets
     (``APPTAINERENV_HF_TOKEN=***``: names like a secret's masked)."""
-    from campaign.backends import sbatch as sb
     from campaign.container import shown_env
     from campaign.launch.submit import container_environment
 
     folder = _folder(points)
-    command = sb.submit_command(folder, python)
-    rank = sb.submit_command(folder, sb.rank_python(python))  # what srun runs on SLURM
     variables = container_environment(points)
+    said = ""
     if variables:  # never on the command line: in the environment it inherits from the launch
         said = f"# in its environment (inherited from the launch, not on its command line): {shown_env(variables)}\n"
-        command, rank = said + command, said + rank
     out: list[str] = []
     for a in arrs:
-        idx = ", ".join(str(p.idx) for p in a.points)
-        res = a.points[0].resources
-        if a.executor == "slurm":
-            out += [f"== {a.label}: sbatch script of points {idx} (--array=0-{len(a.points) - 1}) ==",
-                    sb.render_sbatch(sb.sbatch_parameters(res, a.name), folder, sb.rank_python(python),
-                                     len(a.points)).rstrip(),
-                    f"== {a.label}: the command each of its {res.tasks} task(s) runs (srun, one per rank) ==",
-                    rank, ""]
-        else:
-            setup = lock_lines() if res.exclusive else []
-            out += [f"== {a.label}: local jobs of points {idx} (one job per point"
-                    + (", one at a time on this machine" if res.exclusive else "") + ") ==",
-                    *(["# before the job starts, it waits for this machine:", *setup] if setup else []),
-                    f"# then {res.tasks} process(es), one per rank, each running:", command, ""]
+        out += get_backend(a.executor).dry_run_script(a, folder, python, said)
     return out
 
 
-def lock_lines() -> list[str]:
-    """campaign.backends.local.exclusive_setup's lines, without making the lock's folder (a
-    dry run makes nothing; a test checks that the two agree)."""
-    from campaign.backends.local import LOCK_FILE, lock_commands, lock_folder
-
-    return lock_commands(lock_folder() / LOCK_FILE)
-
-
-def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[Array]) -> list[str]:
+def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[JobGroup]) -> list[str]:
     """One JSON object per point: its overrides, resources, schedule, array, estimate, config."""
     where = _where(arrs)
     out = []
@@ -207,9 +161,8 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
         for n in notes:
             print(f"note: {printable(redact(n))}", file=sys.stderr)
         return
-    n_slurm = sum(1 for a in arrs if a.executor == "slurm")
-    n_local = sum(len(a.points) for a in arrs if a.executor != "slurm")
-    parts = ([f"{n_slurm} sbatch job array(s)"] if n_slurm else []) + ([f"{n_local} local job(s)"] if n_local else [])
+    parts = [backend.dry_run_count([a for a in arrs if a.executor == backend.name])
+             for backend, _ in by_executor(points)]
     print(f"dry run: {len(points)} point(s) in {' and '.join(parts)}; nothing is submitted or stored")
     head, table = points_table(points, cost, arrs)
     print(printable(redact(head)) if head else "", table, sep="\n" if head else "")

@@ -4,9 +4,10 @@ Each point of the sweep is composed here first (a point that does not compose re
 the whole sweep before any job starts), then runs the app's own task function in a
 submitit job, with Hydra's ``run_job`` semantics (output folder ``hydra.sweep.dir/
 hydra.sweep.subdir``, ``hydra.job.num``/``id``, logging, ``.hydra/`` files, callbacks),
-on this machine (``hydra.launcher.executor=local``) or on SLURM (``slurm``, resources
-from ``hydra.launcher.*``, sbatch through campaign's SLURM backend: scrubbed
-environment, retries). With ``wait`` the launch returns each point's own ``JobReturn``
+through the backend ``hydra.launcher.executor`` names (``Backend.submit_callables``:
+this machine's processes, or one SLURM job array with resources from
+``hydra.launcher.*``, sbatch through campaign's SLURM backend: scrubbed environment,
+retries). With ``wait`` the launch returns each point's own ``JobReturn``
 (a job that died before returning one gives FAILED with its error); without, UNKNOWN
 ones, one per submitted point.
 """
@@ -21,9 +22,10 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
 from omegaconf import OmegaConf, open_dict
 
-from campaign.backends import EXECUTORS
+from campaign.backends import executors, get_backend
 from campaign.backends.resources import Resources
 from campaign.errors import ConfigError, one_line
+from campaign.untrusted import make_job_folder
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +67,11 @@ def launch_app(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_jo
                wait: bool) -> list[JobReturn]:
     """Run the app's points as jobs; see the module docstring."""
     executor = str(launcher.executor)
-    if executor not in EXECUTORS:
-        raise ConfigError(f"unknown hydra.launcher.executor '{executor}'; available: {', '.join(EXECUTORS)}")
+    try:
+        backend = get_backend(executor)
+    except ValueError:
+        available = ", ".join(executors())
+        raise ConfigError(f"unknown hydra.launcher.executor '{executor}'; available: {available}") from None
     config, loader = launcher.config, launcher.hydra_context.config_loader
     resources = resources_of(launcher)
     sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -83,48 +88,17 @@ def launch_app(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_jo
         log.info(f"\t#{initial_job_idx + i} : {' '.join(filter_overrides(overrides))}")
         calls.append((list(overrides), initial_job_idx + i, state))
     folder = Path(str(launcher.folder or sweep_dir / ".campaign"))
-    jobs = _submit(executor, entry, calls, folder, resources, str(config.hydra.job.name))
+    make_job_folder(folder, fresh=False)  # a rerun's own private folder is used again; anyone else's is refused
+    jobs = backend.submit_callables([_Bound(entry, call) for call in calls], folder, resources,
+                                    str(config.hydra.job.name))
     returns = []
     for cfg, overrides, job in zip(configs, job_overrides, jobs):
         returns.append(_return(cfg, list(overrides), job, wait))
     return returns
 
 
-def _submit(executor: str, entry: HydraJob, calls: list[tuple], folder: Path, resources: Resources,
-            name: str) -> list[Any]:
-    """One job per call: ``(job, None)``, or ``(None, error)`` for one that could not start."""
-    import submitit
-
-    from campaign.backends.local import CONTROLLERS_LOG, detached_stdio
-    from campaign.backends import sbatch as sb
-    from campaign.untrusted import make_job_folder
-
-    make_job_folder(folder, fresh=False)  # a rerun's own private folder is used again; anyone else's is refused
-    out: list[Any] = []
-    if executor == "local":
-        for call in calls:
-            try:
-                ex = submitit.LocalExecutor(folder=folder)
-                ex.update_parameters(tasks_per_node=resources.tasks_per_node, timeout_min=resources.timeout_min,
-                                     gpus_per_node=resources.gpus_per_node, stderr_to_stdout=False)
-                with detached_stdio(folder / CONTROLLERS_LOG):
-                    out.append((ex.submit(entry, *call), None))
-            except Exception as exc:
-                out.append((None, exc))
-        return out
-    from campaign.backends.slurm import CampaignSlurmExecutor
-
-    try:
-        ex = CampaignSlurmExecutor(folder)
-        ex.update_parameters(**sb.sbatch_parameters(resources, sb.safe_name(name)))
-        jobs = ex.submit_array([_Bound(entry, call) for call in calls])
-        return [(job, None) for job in jobs]
-    except Exception as exc:  # sbatch refused the array: every point of it
-        return [(None, exc) for _ in calls]
-
-
 class _Bound:
-    """``entry(*call)`` as a picklable no-argument callable (one array task each)."""
+    """``entry(*call)`` as a picklable no-argument callable (one job, or one array task, each)."""
 
     def __init__(self, entry: HydraJob, call: tuple):
         self.entry, self.call = entry, call

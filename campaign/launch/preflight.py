@@ -6,13 +6,13 @@ fail later in a job is refused now, with one line and exit status 2."""
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from omegaconf import OmegaConf
 
+from campaign.backends import by_executor
 from campaign.errors import ConfigError, StoreError, one_line
 from campaign.launch.plan import PointPlan
 from campaign.redact import redact
@@ -115,31 +115,6 @@ def check_writable_folder(folder: Path | str, what: str) -> Path:
     return folder
 
 
-def check_slurm(points: Sequence[PointPlan]) -> None:
-    """SLURM's client is on PATH, its controller answers, and every partition exists."""
-    from campaign.backends.sbatch import scrubbed_environ
-    from campaign.proc import CommandError, run
-
-    slurm = [p for p in points if p.executor == "slurm"]
-    if not slurm:
-        return
-    platforms = ", ".join(sorted({p.platform for p in slurm}))
-    if shutil.which("sbatch") is None:
-        raise ConfigError(f"sbatch not found on PATH: platform {platforms} submits to SLURM; "
-                          "load SLURM (e.g. module load slurm) or use platform=local")
-    try:
-        out = run(["sinfo", "-h", "-a", "-o", "%R"], timeout=30.0, env=scrubbed_environ(os.environ)).stdout
-    except CommandError as exc:
-        raise ConfigError(f"SLURM does not answer ({exc}); nothing was submitted or stored, "
-                          "launch again once `sinfo` works") from None
-    partitions = sorted({line.strip() for line in out.splitlines() if line.strip()})
-    for p in slurm:
-        part = p.resources.partition
-        if part and partitions and part not in partitions:
-            raise ConfigError(f"platform {p.platform}: SLURM has no partition '{part}'; "
-                              f"available: {', '.join(partitions)} (set platform.partition)")
-
-
 def writable_here(folder: Path | str, what: str) -> None:
     """``check_writable_folder`` that makes nothing (a dry run): the folder, or the nearest
     folder above it that exists, can be written by this user."""
@@ -214,5 +189,6 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str
                     notes.extend(container_lacks(spec))
                 else:
                     check_container_here(spec)
-    here(check_slurm, points)
+    for backend, mine in by_executor(points):  # each scheduler's own checks (SLURM: sbatch, sinfo, partitions)
+        here(backend.preflight, mine)
     return list(dict.fromkeys(notes))
