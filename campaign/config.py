@@ -9,12 +9,12 @@ its dataclass (an unknown key or a wrong type is refused at compose time).
 from __future__ import annotations
 
 import enum
-import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, OmegaConf
 
+from campaign.gpus import cpu_count  # this machine's facts live there; the ${cpus:} resolver is it
 from trainers.spec import Device, Optimizer, Precision
 
 GROUPS = ("platform", "experiment", "trainer", "dataset", "store", "container")
@@ -151,14 +151,6 @@ class CampaignConfig:
     max_retries: int = 0  # resubmit a point that ends in a retry_on state up to this many times (campaign launch --max-retries K)
     retry_on: List[str] = field(default_factory=lambda: ["node_fail", "preempted", "boot_fail"])  # states max_retries resubmits
     results_dir: str = "results"  # folder of the default store, job folders and logs
-
-
-def cpu_count() -> int:
-    """Cores this process may use (honours affinity masks and cgroups' cpusets)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def cpu_peak_tflops() -> float:

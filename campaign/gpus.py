@@ -17,6 +17,15 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any, Optional
 
+
+def cpu_count() -> int:
+    """Cores this process may use (honours affinity masks and cgroups' cpusets)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 # (pattern on nvidia-smi's name, memory bandwidth GB/s, GPU-GPU link, its GB/s, peak TFLOP/s)
 # Patterns are tried in order: the specific form factors before the generic name.
 _SXM_A100 = {"fp64": 9.7, "fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0}
@@ -67,8 +76,6 @@ class LocalGPUs:
         if key == "peak_tflops":
             return dict(sheet[4]) if sheet else {}
         if key == "cpus_per_gpu":
-            from campaign.config import cpu_count
-
             return max(1, cpu_count() // max(1, self.count))
         raise KeyError(f"${{local_gpu:{key}}}: unknown key; known: count, name, memory_gb, memory_bandwidth_gbs, "
                        f"interconnect, interconnect_bandwidth_gbs, peak_tflops, cpus_per_gpu")

@@ -23,8 +23,6 @@ scheduler has forgotten the job.
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 from pathlib import Path
 from typing import Iterable, Optional
@@ -33,9 +31,11 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyErro
 
 from campaign.bounded import BoundError, check, loads
 from campaign.errors import StoreError, one_line
-from campaign.ids import SPOOL_NAME, check_campaign_id, shown
+from campaign.ids import shown
+from campaign.jobfolder import SPOOL_FOLDER_FORM, SPOOL_FORM, spool_campaign, spool_dir, spool_key
 from campaign.store import Store, open_store
 from campaign.text import printable
+from campaign.untrusted import read_bytes
 from campaign_sql.ops import ROW_TABLES, AttemptKey, apply_op
 from campaign_sql.schema import point
 
@@ -53,20 +53,6 @@ PAYLOAD_KEYS = {
 
 class MalformedSpool(ValueError):
     """A spool file that is not what trainers.writer writes."""
-
-
-def spool_dir(campaign: dict) -> Optional[Path]:
-    """``<results>/jobs/<campaign id>/spool``; ``StoreError`` for a stored id that is not
-    one campaign writes (``../x`` is never joined into a path)."""
-    if not campaign.get("results_dir"):
-        return None
-    return Path(campaign["results_dir"]) / "jobs" / check_campaign_id(campaign.get("id")) / "spool"
-
-
-def spool_key(name: str) -> Optional[tuple[int, int, int]]:
-    """(point id, attempt no, rank) a spool file's name stands for; None for another name."""
-    m = SPOOL_NAME.fullmatch(name)
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
 
 
 def _check_record(r: object, where: str, key: Optional[tuple[int, int, int]] = None) -> dict:
@@ -98,25 +84,22 @@ def _check_record(r: object, where: str, key: Optional[tuple[int, int, int]] = N
     return r
 
 
-def _read_untrusted(path: Path, max_bytes: Optional[int] = None) -> bytes:
-    """A regular file's bytes, opened without following a link or blocking on a FIFO;
-    ``MalformedSpool`` for anything else or a file past ``max_bytes`` (``MAX_SPOOL_BYTES``)."""
-    max_bytes = MAX_SPOOL_BYTES if max_bytes is None else max_bytes
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError:
-        if os.path.islink(path):
-            raise MalformedSpool("a symbolic link, not a file the job wrote") from None
-        raise
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise MalformedSpool("not a regular file (a FIFO, device or folder)")
-        data = fh.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise MalformedSpool(f"more than the {max_bytes:,} bytes campaign reads from a spool file")
-    return data
+def _spool_bytes(path: Path) -> bytes:
+    """A spool file's bytes through campaign.untrusted.read_bytes (a regular file, no link
+    followed, no FIFO blocked on, at most ``MAX_SPOOL_BYTES``). What it refuses is the
+    file's fault (``MalformedSpool``, quarantined); a file that cannot be read at all
+    (gone, no permission) is ``OSError``, the reader's trouble."""
+    data, reason = read_bytes(path, MAX_SPOOL_BYTES)
+    if data is not None:
+        return data
+    # read_bytes' reasons (campaign.untrusted) in this module's own words
+    if reason == "is not a regular file (a symbolic link)":
+        raise MalformedSpool("a symbolic link, not a file the job wrote")
+    if reason.startswith("is not a regular file"):
+        raise MalformedSpool("not a regular file (a FIFO, device or folder)")
+    if reason.startswith("is larger than"):
+        raise MalformedSpool(f"more than the {MAX_SPOOL_BYTES:,} bytes campaign reads from a spool file")
+    raise OSError(None, reason)
 
 
 def read_spool(path: Path, key: Optional[tuple[int, int, int]] = None) -> list[dict]:
@@ -125,7 +108,7 @@ def read_spool(path: Path, key: Optional[tuple[int, int, int]] = None) -> list[d
     it: what follows never happened); any other bad line makes the whole file
     ``MalformedSpool``, as does a line too large or nested too deep (campaign.bounded)."""
     try:
-        lines = _read_untrusted(path).decode("utf-8").splitlines()
+        lines = _spool_bytes(path).decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
         raise MalformedSpool(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     out = []
@@ -152,11 +135,6 @@ def _quarantine(path: Path, why: str) -> None:
           file=sys.stderr)
 
 
-def _folder_campaign(path: Path) -> Optional[str]:
-    """The campaign a spool file's folder stands for: ``<results>/jobs/<campaign>/spool``."""
-    return path.parent.parent.name if path.parent.name == "spool" else None
-
-
 def _check_owner(conn, point_id: int, campaign_id: str) -> None:
     """``MalformedSpool`` unless the store has point ``point_id`` in ``campaign_id``."""
     from sqlalchemy import select
@@ -177,12 +155,12 @@ def ingest_files(store: Store, files: Iterable[Path], campaign_id: Optional[str]
     a store that cannot be written stops it."""
     n_files = n_ops = 0
     for path in sorted(files):
-        key, owner = spool_key(path.name), campaign_id or _folder_campaign(path)
+        key, owner = spool_key(path.name), campaign_id or spool_campaign(path)
         try:
             if key is None:
-                raise MalformedSpool("not a spool file's name (p<point>-a<attempt>-r<rank>.jsonl)")
+                raise MalformedSpool(f"not a spool file's name ({SPOOL_FORM})")
             if owner is None:
-                raise MalformedSpool("not in a campaign's spool folder (<results>/jobs/<campaign>/spool)")
+                raise MalformedSpool(f"not in a campaign's spool folder ({SPOOL_FOLDER_FORM})")
             records = read_spool(path, key)
         except MalformedSpool as exc:
             _quarantine(path, str(exc))

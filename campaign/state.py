@@ -26,6 +26,7 @@ from campaign.backends.base import Observed
 from campaign.bounded import is_unreadable
 from campaign.errors import SchedulerError
 from campaign.ids import shown
+from campaign.jobfolder import SPOOL_GLOB, spool_dir, spool_key
 from campaign_sql.schema import ACTIVE_STATES
 
 SPOOLED = "spooled"  # finished, its results in spool files: campaign ingest folds them in
@@ -44,13 +45,11 @@ def is_final(state: str) -> bool:
 
 def spool_waiting(campaign: dict, point_ids: Sequence[int] = ()) -> dict[int, int]:
     """point id -> number of its spool files not yet ingested (``p<point>-a<attempt>-r<rank>.jsonl``)."""
-    from campaign.ingest import spool_dir, spool_key
-
     folder = spool_dir(campaign)  # a stored campaign id that is not one campaign writes: StoreError
     out: dict[int, int] = {}
     if folder is None or not folder.is_dir():
         return out
-    for path in folder.glob("p*-a*-r*.jsonl"):
+    for path in folder.glob(SPOOL_GLOB):
         key = spool_key(path.name)
         if key:
             out[key[0]] = out.get(key[0], 0) + 1
@@ -66,14 +65,20 @@ def _time_limit_min(p: dict) -> Optional[float]:
 
 
 def _local_timeout(p: dict) -> bool:
-    """A local job that failed because its time limit came: submitit's warning made rank 0
-    raise (reason), or it ran to the limit and was interrupted."""
+    """A job that failed because its time limit came, where its executor does not say so
+    itself (a local job): submitit's warning made rank 0 raise (reason), or it ran to the
+    limit, less the lead its executor stops it with (``Backend.silent_stop_lead_s``), and
+    was interrupted."""
+    from campaign.backends import backend_of
+
     if _TIMED_OUT.search(p.get("reason") or ""):
         return True
+    backend = backend_of(p.get("executor"))
+    lead = backend.silent_stop_lead_s if backend is not None else None
     limit = _time_limit_min(p)
     start, end = p.get("started_at"), p.get("ended_at")
-    return (p.get("executor") == "local" and limit is not None and start is not None and end is not None
-            and end - start >= limit * 60 - LOCAL_SIGNAL_DELAY_S - 5)
+    return (lead is not None and limit is not None and start is not None and end is not None
+            and end - start >= limit * 60 - lead - 5)
 
 
 def derive(p: dict, obs: Optional[Observed], spooled: int = 0, *, now: float,

@@ -14,7 +14,6 @@ override name, campaign.varying); what every point shares is said once, above it
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -25,6 +24,7 @@ from tabulate import tabulate
 
 from campaign.errors import EXIT_TIMEOUT
 from campaign.estimate import fmt_duration
+from campaign.jobfolder import sibling_task_log
 from campaign.progress import NOT_STARTED, CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
 from campaign.state import FAILED_STATES, SPOOLED, effective_points, is_final
 from campaign.store import find_campaign_noted, open_store
@@ -56,10 +56,9 @@ def failing_log(reason: Optional[str], log_path: str) -> str:
     """The log of the rank the reason names (``rank 3: ...``: submitit's task 3 writes
     ``<job>_3_log.err`` beside task 0's ``<job>_0_log.err``), where it exists."""
     m = re.match(r"rank (\d+): ", reason or "")
-    if not m or m.group(1) == "0" or not log_path.endswith("_0_log.err"):
+    if not m or m.group(1) == "0":
         return log_path
-    theirs = f"{log_path[:-len('_0_log.err')]}_{m.group(1)}_log.err"
-    return theirs if os.path.exists(theirs) else log_path
+    return sibling_task_log(log_path, m.group(1)) or log_path
 
 
 def point_view(p: dict, now: float, eta: Optional[PointETA] = None, values: Optional[dict] = None) -> dict[str, Any]:

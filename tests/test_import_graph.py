@@ -1,7 +1,10 @@
 """The rooms of the house, one way: conf -> launch -> backends -> (job) -> store ->
 status/harvest. Asserted on the code itself: importing any ``campaign`` module never
-imports torch nor a trainer's implementation (only the torch-free declarations), and
-the packages of the launch path import each other without a cycle."""
+imports torch nor a trainer's implementation (only the torch-free declarations), the
+packages of the launch path import each other without a cycle, no two ``campaign``
+modules import each other (lazy imports included), and the read paths (status, state,
+harvest) never import the write paths (ingest, cancel, launch): the job folder's layout
+they share is one leaf module, campaign.jobfolder."""
 
 from __future__ import annotations
 
@@ -104,7 +107,9 @@ def _graph() -> dict[str, set[str]]:
              ROOT / "trainers" / "registry.py", *ROOT.glob("trainers/specs/*.py")]
     for path in files:
         src = _node(_module_of(path))
-        if src is None:
+        # a __main__ module is a program's entry (python -m campaign.launch enters the CLI):
+        # nothing imports it, so its imports close no cycle
+        if src is None or path.name == "__main__.py":
             continue
         for imported in _imports(path):
             dst = _node(imported)
@@ -147,6 +152,14 @@ def test_the_rooms_are_one_way():
     assert "launch" in graph["plugin"] and "backends" in graph["launch"]
     assert not {"launch", "backends", "store", "status", "cli", "plugin"} & graph["declarations"], \
         "the trainers' declarations import nothing of campaign"
+    assert not [n for n, imported in graph.items() if "cli" in imported], "only the CLI imports the CLI"
+
+
+def test_only_the_cli_package_exits():
+    """Library code raises; campaign/cli maps errors to exit statuses and alone calls sys.exit."""
+    found = [f"{path.relative_to(ROOT)}:{i}" for path in [*ROOT.glob("campaign/**/*.py"), *ROOT.glob("hydra_plugins/**/*.py")]
+             for i, line in enumerate(path.read_text().splitlines(), 1) if "sys.exit" in line]
+    assert found and not [f for f in found if not f.startswith("campaign/cli/")], found
 
 
 # The neutral packages both sides share: the store's schema and writer operations, the
@@ -177,3 +190,130 @@ def test_the_shared_packages_import_neither_side():
         for path in sorted(folder.rglob("*.py")):
             tops = {i.split(".")[0] for i in _imports(path)}
             assert not tops & {"campaign", "trainers", "torch"}, f"{path.relative_to(ROOT)} imports {tops}"
+
+
+# ------------------------------------------------------------------ the module graph
+
+# Every campaign module -> the campaign modules it imports, at the top or inside a
+# function (a lazy import is still a dependency), or names in a registry
+# (``"campaign.backends.local:LocalBackend"``, imported by name when used).
+READ_PATHS = ("campaign.state", "campaign.status", "campaign.progress", "campaign.harvest")
+WRITE_PATHS = ("campaign.ingest", "campaign.cancel", "campaign.launch")
+LEAF = "campaign.jobfolder"  # the job folder's layout: the standard library and these only
+LEAF_IMPORTS = {"campaign.ids", "campaign.errors"}
+
+
+def _campaign_files() -> dict[str, Path]:
+    return {_module_of(path): path for path in ROOT.glob("campaign/**/*.py") if path.stem != "__main__"}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    files = _campaign_files()
+
+    def resolve(name: str) -> str | None:  # the longest module prefix: ``from a.b import c`` is a.b.c or a.b
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        edges = set()
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{path.relative_to(ROOT)}: a relative import"
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value:
+                name = node.value.split(":")[0]  # a registry's "module:attribute"
+                names = [name] if name in files else []
+            edges.update(r for r in map(resolve, names) if r)
+        graph[module] = edges - {module}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = []
+            while True:
+                w = stack.pop()
+                scc.append(w)
+                if w == v:
+                    break
+            if len(scc) > 1:
+                found.append(sorted(scc))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for m in graph.get(todo.pop(), ()):
+            if m not in seen:
+                seen.add(m)
+                todo.append(m)
+    return seen
+
+
+def _under(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_the_module_graph_sees_lazy_imports_and_registries():
+    graph = _module_graph()
+    assert "campaign.state" in graph["campaign.harvest.run"]  # a function-level import
+    assert "campaign.backends.local" in graph["campaign.backends"]  # the executors' registry
+
+
+def test_no_campaign_module_imports_another_that_imports_it_back():
+    cycles = _cycles(_module_graph())
+    assert not cycles, "import cycles (lazy imports included): " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_read_paths_never_import_a_write_path():
+    graph = _module_graph()
+    offenders = {m: sorted(w for w in _reach(graph, m) if _under(w, WRITE_PATHS))
+                 for m in graph if _under(m, READ_PATHS)}
+    assert not {m: w for m, w in offenders.items() if w}
+
+
+def test_the_job_folder_layout_is_a_leaf():
+    graph = _module_graph()
+    assert _reach(graph, LEAF) <= LEAF_IMPORTS, sorted(_reach(graph, LEAF) - LEAF_IMPORTS)
+    users = {m for m, edges in graph.items() if LEAF in edges}
+    assert {"campaign.state", "campaign.ingest", "campaign.status", "campaign.backends.joblogs"} <= users
+
+
+def test_importing_a_harvest_module_or_the_state_leaves_ingest_unimported():
+    modules = [m for m in _campaign_modules() if _under(m, ("campaign.harvest",))] + ["campaign.state",
+                                                                                       "campaign.status"]
+    code = ("import importlib, sys\n"
+            f"for name in {modules!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    if 'campaign.ingest' in sys.modules:\n"
+            "        print(name)\n"
+            "        break\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "", f"importing {out.stdout.strip()} imports campaign.ingest"

@@ -11,11 +11,11 @@ the reason. The files' modification time is when the job last did anything.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Optional
 
 from campaign.errors import one_line
+from campaign.jobfolder import job_log_pattern, log_task
 from campaign.untrusted import TAIL_BYTES, read_tail, regular_stat
 
 # TAIL_BYTES: a traceback's end lies in the log's last lines; a log is never read whole
@@ -49,7 +49,7 @@ def job_logs(folder: Optional[str], job_id: str) -> list[Path]:
     """The log files submitit's tasks of ``job_id`` wrote in ``folder`` (task order)."""
     if not folder or not os.path.isdir(folder):
         return []
-    pattern = re.compile(rf"{re.escape(str(job_id))}_(\d+)_log\.(err|out)")
+    pattern = job_log_pattern(job_id)
     found = []
     for name in os.listdir(folder):
         m = pattern.fullmatch(name)
@@ -77,9 +77,10 @@ def unread_logs(paths: list[Path]) -> Optional[str]:
 def failing_task_exception(paths: list[Path]) -> Optional[str]:
     """The first task (rank) whose ``.err`` log ends with an exception: ``rank N: <line>``."""
     for p in paths:
-        if not p.name.endswith("_log.err"):
+        task = log_task(p.name)
+        if task is None or task[1] != "err":
             continue
         line = log_exception(str(p))
         if line:
-            return f"rank {p.name.rsplit('_', 2)[-2]}: {line}"
+            return f"rank {task[0]}: {line}"
     return None

@@ -222,10 +222,10 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
             now.append(len(out.rows) - 1)
     if now:
         plans_now, ids = [out.plans[i] for i in now], [out.rows[i]["id"] for i in now]
-        from campaign.ids import check_campaign_id
+        from campaign.jobfolder import job_folder
 
         results = Path(str(camp.get("results_dir") or plans_now[0].config["results_dir"]))
-        folder = results / "jobs" / check_campaign_id(camp["id"])
+        folder = job_folder(results, camp["id"])  # a stored id that is not one campaign writes: StoreError
         for s in submit_registered(store, plans_now, ids, camp["id"], store_url, folder, job_python(plans_now),
                                    origin=origin, overrides=overrides):
             by_id[s.point_id] = s
