@@ -22,6 +22,7 @@ import pytest
 from campaign.backends import sbatch as sb
 from campaign.backends.resources import Resources
 from campaign.errors import ConfigError
+from job_specs import a_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "sbatch"
 CID = "20261121-105700-3f2a"
@@ -166,14 +167,14 @@ def test_a_failing_rank_ends_a_many_task_step_at_once():
 
 
 def _item(pid, **over):
-    return (SimpleNamespace(resources=resources(**over)), {"point_id": pid, "campaign_id": CID})
+    return (SimpleNamespace(resources=resources(**over)), a_spec(pid, campaign_id=CID))
 
 
 def test_points_with_equal_resources_share_one_group_in_order():
     items = [_item(1), _item(2, partition="v100"), _item(3), _item(4, extra_sbatch=["--exclusive"]),
              _item(5, tasks_per_node=1, gpus_per_node=1), _item(6, partition="v100")]
     groups = sb.group_items(items)
-    assert [[spec["point_id"] for _, spec in g] for g in groups] == [[1, 3], [2, 6], [4], [5]]
+    assert [[spec.point_id for _, spec in g] for g in groups] == [[1, 3], [2, 6], [4], [5]]
 
 
 def test_groups_split_at_max_array_size():

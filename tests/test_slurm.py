@@ -23,6 +23,7 @@ from campaign.backends.resources import Resources
 from campaign.errors import SubmitError
 from campaign.proc import Completed
 from conftest import until
+from job_specs import a_spec
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_TRAINER = ["trainer.params.width=4", "trainer.params.depth=2", "dataset.image_size=8"]
@@ -187,7 +188,7 @@ def test_submit_one_array_per_group_split_at_max_array_size(tmp_path, monkeypatc
     backend._max_array = 2
     base = {"nodes": 1, "tasks_per_node": 1, "gpus_per_node": 1, "cpus_per_task": 1, "timeout_min": 5,
             "constraint": None, "account": None, "qos": None, "mem_gb": None, "extra_sbatch": []}
-    items = [(SimpleNamespace(resources=Resources(**dict(base, partition=part))), {"point_id": pid, "campaign_id": "c1"})
+    items = [(SimpleNamespace(resources=Resources(**dict(base, partition=part))), a_spec(pid, campaign_id="c1"))
              for pid, part in [(1, "v100"), (2, "nosuch"), (3, "v100"), (4, "v100"), (5, "nosuch")]]
     out = backend.submit(items, tmp_path / "jobs", None)
     assert [s.point_id for s in out] == [1, 2, 3, 4, 5]

@@ -172,8 +172,7 @@ def _store(master: rendezvous.Master, rank: int, world: int, timeout_s: float) -
         raise rendezvous.RendezvousError(f"rendezvous at the master {master} (from {master.source}) failed: {line}") from exc
 
 
-def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None = None,
-          rendezvous_timeout_s: float | None = None) -> DistContext:
+def setup(*, want_device: str, timeout_s: float = 600.0, rendezvous_timeout_s: float | None = None) -> DistContext:
     """Initialise the process group (if more than one rank) and pick this rank's device.
 
     ``want_device`` is the platform's ("cuda" or "cpu"). Without a visible CUDA device
@@ -199,7 +198,10 @@ def setup(*, want_device: str, timeout_s: float = 600.0, master_port: int | None
 
         backend = "nccl" if use_cuda else "gloo"
         submitit_job = bool(os.environ.get("SUBMITIT_EXECUTOR"))
-        if master_port is None and os.environ.get("SUBMITIT_EXECUTOR") == "local":
+        # The master's port: a local job's rank 0 picks a free one at start; torchrun's
+        # own; else derived from the job id by every rank alike (_master_port).
+        master_port: int | None = None
+        if os.environ.get("SUBMITIT_EXECUTOR") == "local":
             master_port = _local_port(env)
         if master_port is None and not submitit_job and os.environ.get("MASTER_PORT"):
             master_port = int(os.environ["MASTER_PORT"])  # torchrun's (a submitit job's shell's is not its)

@@ -22,7 +22,7 @@ from trainers.startup import startup_s
 from trainers.writer import JobWriter
 
 
-def _provenance(ctx: dist.DistContext, spec: dict) -> dict[str, Any]:
+def _provenance(ctx: dist.DistContext, spec: Any) -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     return {
         "host": ctx.host,
@@ -40,10 +40,10 @@ def _provenance(ctx: dist.DistContext, spec: dict) -> dict[str, Any]:
         "rank_nodes": list(ctx.rank_nodes),
         "master": ctx.master or None,
         "threads_per_rank": torch.get_num_threads(),
-        "job_id": spec.get("job_id") or os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID"),
+        "job_id": os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID"),
         "slurm_nodelist": os.environ.get("SLURM_JOB_NODELIST"),
-        "container": spec.get("container"),
-        "config": spec["config"],
+        "container": spec.container,
+        "config": spec.config,
     }
 
 
@@ -131,27 +131,29 @@ def profile_warning(ctx: dist.DistContext, mine: str | None) -> str | None:
     return f"warning: rank{'s' if len(bad) > 1 else ''} {ranks}: {bad[0][1]} (timing rows kept, no profile figures)"
 
 
-def _checkpointer(ctx: dist.DistContext, spec: dict, attempt: Any) -> "Checkpointer | None":
+def _checkpointer(ctx: dist.DistContext, spec: Any, attempt: Any) -> "Checkpointer | None":
     """The point's checkpointer (experiment.checkpoint=true, trainers/checkpoint.py), its
     signal handler installed; None for a timing run."""
-    exp = spec["config"]["experiment"]
-    if not exp.get("checkpoint") or not spec.get("checkpoint_dir"):
+    exp = spec.config["experiment"]
+    if not exp.get("checkpoint") or not spec.checkpoint_dir:
         return None
-    plan = spec["plan"]
+    plan = spec.plan
     ckpt = Checkpointer(ctx, spec, plan["warmup"] + plan["iterations"], every=int(exp.get("checkpoint_every") or 0),
                         attempt_no=attempt[1] if attempt is not None else 0)
     ckpt.install()
     return ckpt
 
 
-def run_point(spec: dict) -> dict:
-    """Entry of one rank. ``spec``: point_id, store_url, config, plan, threads_per_rank."""
+def run_point(spec: Any) -> dict:
+    """Entry of one rank. ``spec``: the job's ``JobSpec`` (campaign/backends/job_spec.py),
+    its version already checked by the entry that calls this; the job side reads its
+    fields without importing campaign."""
     watch_controller()  # a local rank whose controller is killed fails (never completes unwatched)
-    _set_threads(spec.get("threads_per_rank"), int(spec.get("tasks_per_node") or 1))
-    cfg, plan = spec["config"], spec["plan"]
-    ctx = dist.setup(want_device=cfg["platform"]["device"], master_port=spec.get("master_port"),
+    _set_threads(spec.threads_per_rank, int(spec.tasks_per_node or 1))
+    cfg, plan = spec.config, spec.plan
+    ctx = dist.setup(want_device=cfg["platform"]["device"],
                      timeout_s=60.0 * float(cfg["platform"].get("dist_timeout_min") or 10.0))
-    writer = JobWriter(spec["store_url"], busy_timeout_s=spec.get("busy_timeout_s", 30.0))
+    writer = JobWriter(spec.store_url, busy_timeout_s=spec.busy_timeout_s)
     attempt_id = None
     job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID") or str(os.getpid())
     if os.environ.get("SLURM_ARRAY_JOB_ID"):
@@ -159,8 +161,8 @@ def run_point(spec: dict) -> dict:
     try:
         if ctx.rank == 0:
             attempt_id = writer.start_attempt(
-                spec["point_id"], job_id=job_id, world_size=ctx.world_size, provenance=_provenance(ctx, spec),
-                attempt_base=spec.get("attempt_base"),
+                spec.point_id, job_id=job_id, world_size=ctx.world_size, provenance=_provenance(ctx, spec),
+                attempt_base=spec.attempt_base,
             )
         attempt_id = dist.broadcast_object(ctx, attempt_id)
         ckpt = _checkpointer(ctx, spec, attempt_id)
@@ -223,7 +225,7 @@ def run_point(spec: dict) -> dict:
             torch.distributed.barrier()
         if ctx.rank == 0:
             # A completed point's reason is its warning (campaign status and harvest show it).
-            writer.finish_attempt(attempt_id, spec["point_id"], "completed", reason=warning)
+            writer.finish_attempt(attempt_id, spec.point_id, "completed", reason=warning)
         if hasattr(trainer, "close"):
             trainer.close()
         if ckpt is not None:
@@ -233,11 +235,11 @@ def run_point(spec: dict) -> dict:
         # Every rank saved its checkpoint; rank 0 records the attempt and lets submitit
         # requeue the job (it ends this process), the others end and are restarted with it.
         if ctx.rank == 0:
-            writer.finish_attempt(attempt_id, spec["point_id"], "requeued", reason=str(requeue))
+            writer.finish_attempt(attempt_id, spec.point_id, "requeued", reason=str(requeue))
             try:
                 ckpt.requeue()  # type: ignore[union-attr]
             except Exception as exc:  # submitit would not requeue (e.g. too many time limits)
-                writer.finish_attempt(attempt_id, spec["point_id"], "failed",
+                writer.finish_attempt(attempt_id, spec.point_id, "failed",
                                       reason=f"rank 0: {type(exc).__name__}: {exc}"[:500])
                 raise
         return {"rank": ctx.rank, "requeued_at": requeue.iteration}
@@ -247,7 +249,7 @@ def run_point(spec: dict) -> dict:
         if attempt_id is not None:
             reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500] if str(exc) else type(exc).__name__
             try:
-                writer.finish_attempt(attempt_id, spec["point_id"], "failed", reason=f"rank {ctx.rank}: {reason}",
+                writer.finish_attempt(attempt_id, spec.point_id, "failed", reason=f"rank {ctx.rank}: {reason}",
                                       rank=ctx.rank)
             except Exception:  # the store itself may be what failed
                 traceback.print_exc()

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from submitit.helpers import Checkpointable
 
+from campaign.backends.job_spec import JobSpec, check_job_spec
 from campaign.redact import STORE_URL_ENV, redact
 
 
@@ -27,30 +28,31 @@ def private_umask() -> None:
 class JobEntry:
     """Run one point's rank: ``trainers.job.run_point(spec)`` in each task.
 
-    The spec is pickled with the store URL redacted; the real one arrives in the job's
-    environment (``CAMPAIGN_STORE_URL``, set by the launch), used only when it is the
-    same URL with its password.
+    The spec (campaign/backends/job_spec.py) is pickled with the store URL redacted; the
+    real one arrives in the job's environment (``CAMPAIGN_STORE_URL``, set by the
+    launch), used only when it is the same URL with its password. A spec of another
+    version than this code reads is refused before the job side is imported.
     """
 
-    def __init__(self, spec: dict[str, Any]):
+    def __init__(self, spec: JobSpec):
         self.spec = spec
 
     def __call__(self) -> Any:
+        spec = check_job_spec(self.spec)
         from trainers.job import run_point
 
         private_umask()
-        spec = dict(self.spec)
         real = os.environ.get(STORE_URL_ENV)
-        if real and redact(real) == spec.get("store_url"):
-            spec["store_url"] = real
-        if spec.get("job_folder"):  # local jobs agree on their rendezvous port through it
-            os.environ.setdefault("CAMPAIGN_JOB_FOLDER", spec["job_folder"])
-        if spec.get("spool_dir"):  # where the job's writer spools if the store is out of reach
-            os.environ.setdefault("CAMPAIGN_SPOOL_DIR", spec["spool_dir"])
+        if real and redact(real) == spec.store_url:
+            spec = spec.with_store_url(real)
+        # local jobs agree on their rendezvous port through the job folder (trainers/dist.py)
+        os.environ.setdefault("CAMPAIGN_JOB_FOLDER", spec.job_folder)
+        os.environ.setdefault("CAMPAIGN_SPOOL_DIR", spec.spool_dir)  # where the writer spools if the store is out of reach
         return run_point(spec)
 
     def __repr__(self) -> str:  # shown in submitit's logs
-        return f"JobEntry(point={self.spec.get('point_id')}, campaign={self.spec.get('campaign_id')})"
+        return (f"JobEntry(point={getattr(self.spec, 'point_id', None)}, "
+                f"campaign={getattr(self.spec, 'campaign_id', None)})")
 
 
 # How often a checkpointing job may requeue itself at its time limit (submitit's
@@ -73,9 +75,9 @@ class CheckpointingJobEntry(Checkpointable, JobEntry):
         return super().__call__()
 
 
-def entry_for(spec: dict[str, Any], plain: Callable[[dict[str, Any]], JobEntry] = JobEntry) -> JobEntry:
+def entry_for(spec: JobSpec, plain: Callable[[JobSpec], JobEntry] = JobEntry) -> JobEntry:
     """The entry a point's job runs: checkpointing (requeued on SLURM's signal) with
     ``experiment.checkpoint=true``, else ``plain`` (the executor's own)."""
-    if spec.get("config", {}).get("experiment", {}).get("checkpoint"):
+    if spec.config.get("experiment", {}).get("checkpoint"):
         return CheckpointingJobEntry(spec)
     return plain(spec)

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, Iterator, Optional, Sequence
 
 from campaign.backends import Submitted, get_backend
+from campaign.backends.job_spec import JobSpec
 from campaign.errors import CampaignError, ConfigError, one_line
+from campaign.jobfolder import checkpoint_folder, spool_folder
 from campaign.launch.plan import PointPlan, job_plan
 from campaign.redact import STORE_URL_ENV, redact, redact_obj
 from campaign.store import open_store
@@ -25,25 +27,29 @@ def new_campaign_id() -> str:
 
 
 def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, folder: Path,
-             attempt_base: Optional[int] = None) -> dict[str, Any]:
-    """Everything a rank needs; pickled into the job by submitit. Secrets are redacted:
-    the job reads the real store URL from its environment (``CAMPAIGN_STORE_URL``).
-    ``attempt_base``: the attempt this submission opened (its requeues number on from it)."""
+             attempt_base: Optional[int] = None, image: Optional[dict[str, Any]] = None) -> JobSpec:
+    """Everything a rank needs (campaign/backends/job_spec.py); pickled into the job by
+    submitit. Secrets are redacted: the job reads the real store URL from its
+    environment (``CAMPAIGN_STORE_URL``). ``attempt_base``: the attempt this submission
+    opened (its requeues number on from it); ``image``: the container image's provenance
+    (``_image_provenance``), recorded in each attempt's provenance."""
     config = redact_obj(p.config)
-    return {
-        "spool_dir": str(folder / "spool"),
-        "checkpoint_dir": str(folder / "checkpoints"),
-        "campaign_id": campaign_id,
-        "point_id": point_id,
-        "attempt_base": attempt_base,
-        "store_url": redact(store_url),
-        "busy_timeout_s": float(p.config["store"].get("busy_timeout_s", 30.0)),
-        "config": config,
-        "plan": job_plan(p),
-        "threads_per_rank": p.resources.cpus_per_task,
-        "tasks_per_node": p.resources.tasks_per_node,
-        "container": None if config["container"]["runtime"] == "none" else dict(config["container"]),
-    }
+    container = None if config["container"]["runtime"] == "none" else {**config["container"], **(image or {})}
+    return JobSpec(
+        campaign_id=campaign_id,
+        point_id=point_id,
+        attempt_base=attempt_base,
+        store_url=redact(store_url),
+        busy_timeout_s=float(p.config["store"].get("busy_timeout_s", 30.0)),
+        config=config,
+        plan=job_plan(p),
+        threads_per_rank=p.resources.cpus_per_task,
+        tasks_per_node=p.resources.tasks_per_node,
+        container=container,
+        job_folder=str(folder),
+        spool_dir=str(spool_folder(folder)),
+        checkpoint_dir=str(checkpoint_folder(folder)),
+    )
 
 
 @contextmanager
@@ -218,11 +224,9 @@ def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, s
     whatever a backend raises refuses its points (each gets the reason), so no point stays
     ``registered`` with no job."""
     image = _image_provenance(points)
-    by_executor: dict[str, list[tuple[PointPlan, dict]]] = {}
+    by_executor: dict[str, list[tuple[PointPlan, JobSpec]]] = {}
     for p, pid in zip(points, ids):
-        spec = job_spec(p, pid, campaign_id, store_url, folder, (numbers or {}).get(pid))
-        if image and spec["container"] is not None:
-            spec["container"].update(image)  # recorded in each attempt's provenance
+        spec = job_spec(p, pid, campaign_id, store_url, folder, (numbers or {}).get(pid), image)
         by_executor.setdefault(p.executor, []).append((p, spec))
     made = False
     with store_url_in_environment(store_url), variables_in_environment(container_environment(points)):
@@ -234,7 +238,7 @@ def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, s
                 got = get_backend(executor).submit(items, folder, python)
             except Exception as exc:  # the backend itself failed: every one of its points is refused
                 reason = str(exc) if isinstance(exc, CampaignError) else one_line(f"{type(exc).__name__}: {exc}")
-                got = [Submitted(spec["point_id"], None, error=reason) for _, spec in items]
+                got = [Submitted(spec.point_id, None, error=reason) for _, spec in items]
             for s in got:
                 done[s.point_id] = s
 
