@@ -1,5 +1,6 @@
-"""Host-side dataset checks at launch: ``campaign_datasets.check_dataset`` (the layouts
-and checks the jobs share), its refusals reported as the launch's ``ConfigError``."""
+"""Host-side dataset checks at launch: ``campaign_datasets.check_dataset`` (the registry of
+the datasets' declarations, layouts and checks the jobs share), its refusals reported as
+the launch's ``ConfigError``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Figures say what they show (campaign/harvest/plots.py): every figure carries the
+"""Figures say what they show (campaign/harvest/: figure.py's shared pieces, plots.py's
+line and plots_bars.py's bar figures, figures.py saving them): every figure carries the
 campaign's name, id and date; a legend lists every series once (one without a value
 included, saying why), projected points and ideal lines under one neutral entry each;
 every axis is labelled with its unit."""
@@ -11,7 +12,7 @@ import matplotlib.figure
 import polars as pl
 import pytest
 
-from campaign.harvest import plots
+from campaign.harvest import figure, figures, plots
 from campaign.harvest.utilisation import utilisation_table
 from campaign.harvest.views import scaling_table, throughput_table
 
@@ -49,9 +50,9 @@ def test_every_series_once_in_each_legend_with_neutral_marks():
 def test_labels_are_unique_even_when_a_value_is_empty():
     df = pl.DataFrame({"platform": ["a", "a"], "trainer": ["t", "t"], "experiment": ["e", "e"],
                        "variant": ["", "x"], "image": [None, None], "gpus": [1, 1], "nodes": [1, 1]})
-    assert sorted(plots._labels(df).values()) == ["a", "x"]
+    assert sorted(figure.series_labels(df).values()) == ["a", "x"]
     twin = df.with_columns(pl.Series("variant", ["", None]))  # both say nothing
-    assert len(set(plots._labels(twin).values())) == 2
+    assert len(set(figure.series_labels(twin).values())) == 2
 
 
 def test_every_axis_has_its_unit():
@@ -65,8 +66,8 @@ def test_every_axis_has_its_unit():
 
 
 def test_every_figure_names_its_campaign(tmp_path, monkeypatch):
-    assert plots.campaign_label(CAMPAIGN) == "main-job · campaign 20261124-011044-b4bb · 2026-11-24"
-    assert plots.campaign_label({"id": "c1"}) == "campaign c1"
+    assert figure.campaign_label(CAMPAIGN) == "main-job · campaign 20261124-011044-b4bb · 2026-11-24"
+    assert figure.campaign_label({"id": "c1"}) == "campaign c1"
     stamped = {}
     save = matplotlib.figure.Figure.savefig
 
@@ -76,7 +77,7 @@ def test_every_figure_names_its_campaign(tmp_path, monkeypatch):
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", recording)
     scaling, throughput = scaling_table(_points()), throughput_table(_points())
-    paths = plots.write_figures(tmp_path, scaling, throughput, utilisation_table(_points()), campaign=CAMPAIGN)
+    paths = figures.write_figures(tmp_path, scaling, throughput, utilisation_table(_points()), campaign=CAMPAIGN)
     assert len(paths) >= 10 and set(stamped) == {str(p) for p in paths}
     for title in stamped.values():
         assert title.endswith("main-job · campaign 20261124-011044-b4bb · 2026-11-24")
@@ -87,5 +88,24 @@ def test_the_stamp_keeps_a_suptitle_and_the_layout(layout):
     fig = matplotlib.figure.Figure(layout=layout)
     fig.add_subplot().set_title("x")
     fig.suptitle("Platform comparison: a vs b")
-    plots._stamp(fig, "campaign c1")
+    figure.stamp(fig, "campaign c1")
     assert fig.get_suptitle() == "Platform comparison: a vs b\ncampaign c1"
+
+
+def test_the_figure_modules_share_one_helpers_module_and_import_nothing_of_each_other():
+    """The line and bar figures draw with figure.py's pieces; figures.py alone gathers them
+    (an import either way between plots.py and plots_bars.py would make them one module)."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(plots.__file__).parent
+
+    def imported(name: str) -> set[str]:
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        found = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        return found | {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+
+    line, bars, helpers = imported("plots"), imported("plots_bars"), imported("figure")
+    assert "campaign.harvest.plots_bars" not in line and "campaign.harvest.plots" not in bars
+    assert "campaign.harvest.figure" in line and "campaign.harvest.figure" in bars
+    assert not {"campaign.harvest.plots", "campaign.harvest.plots_bars", "campaign.harvest.figures"} & helpers

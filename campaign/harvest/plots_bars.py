@@ -1,12 +1,12 @@
 """The bar figures of a harvest: the phase breakdown, the hardware (MFU and bus
-bandwidth) and intra- vs inter-node placement (``campaign.harvest.plots`` draws the
-line figures and saves them all)."""
+bandwidth) and intra- vs inter-node placement, drawn with the shared pieces of
+``figure.py`` (``plots.py`` draws the line figures, ``figures.py`` saves them all)."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from campaign.harvest.plots import FIG_H, FIG_W, _finish, _headroom, _labels, _panels_figure, _plt
+from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_labels
 from campaign.harvest.views import SERIES
 
 
@@ -21,17 +21,17 @@ def breakdown_figure(stack: pl.DataFrame):
     seconds per iteration of the disjoint phases (``utilisation.phase_stack``), with the
     measured iteration as a black tick. A phase a run did not record is not drawn (no
     zero-height segment); without any phase the figure says so."""
-    plt = _plt()
+    plt = pyplot()
     bars = stack.filter(pl.col("phase") != "iteration") if stack.height else stack
     if bars.height == 0:
         fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
         ax.text(0.5, 0.5, "no breakdown recorded", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks([])
         ax.set_yticks([])
-        _finish(fig, ax, "Where an iteration's time goes")
+        finish(fig, ax, "Where an iteration's time goes")
         return fig
     keys = stack.select(SERIES + ["gpus"]).unique(maintain_order=True).sort(SERIES + ["gpus"], nulls_last=True).rows()
-    labels = _labels(stack)
+    labels = series_labels(stack)
     series = list(dict.fromkeys(k[:-1] for k in keys))
     xs_all = [i + _GROUP_GAP * series.index(k[:-1]) for i, k in enumerate(keys)]  # a gap between series
     at = {k: i for i, k in enumerate(keys)}
@@ -83,7 +83,7 @@ def breakdown_figure(stack: pl.DataFrame):
 
 def hardware_figure(hw: pl.DataFrame):
     """MFU (%) and the all-reduce's bus bandwidth (GB/s) vs GPUs, side by side; absent data says so."""
-    return _panels_figure(hw, [
+    return panels_figure(hw, [
         ("mfu", 100.0, "MFU (achieved / peak FLOP/s, %)", "Model FLOPs utilisation",
          "no model flops utilisation recorded", None),
         ("busbw_gbs", 1.0, "all-reduce bus bandwidth (GB/s)", "All-reduce bus bandwidth",
@@ -99,7 +99,7 @@ def placement_figure(placement: pl.DataFrame):
         return None
     from campaign.harvest.views import BASELINE_KEYS
 
-    plt = _plt()
+    plt = pyplot()
     series_keys = placement.select(BASELINE_KEYS).unique(maintain_order=True).rows()
     varying = [i for i, _ in enumerate(BASELINE_KEYS) if len({k[i] for k in series_keys}) > 1]
     groups = placement.select(BASELINE_KEYS + ["gpus"]).unique(maintain_order=True).rows()
@@ -126,6 +126,6 @@ def placement_figure(placement: pl.DataFrame):
     ax.set_xticks(ticks, labels)
     ax.set_ylabel("throughput per GPU (images/s)")
     ax.grid(True, axis="y", alpha=0.3)
-    _headroom(ax)
-    _finish(fig, ax, "Intra- vs inter-node at equal GPU counts (nodes x GPUs per node)")
+    headroom(ax)
+    finish(fig, ax, "Intra- vs inter-node at equal GPU counts (nodes x GPUs per node)")
     return fig

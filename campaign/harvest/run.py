@@ -206,7 +206,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     for path in write_tables(selected, fmt, out):
         print(printable(f"wrote {path}"), file=sys.stderr)
     if plots is not None:
-        from campaign.harvest.plots import write_figures
+        from campaign.harvest.figures import write_figures
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,

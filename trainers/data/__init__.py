@@ -4,22 +4,26 @@
 items are ``(image, label)``: a float32 ``channels x image_size x image_size`` tensor,
 normalised, and an int class. ``build_loader`` shards it over the DDP ranks.
 
-Where the files are is decided by ``campaign_datasets`` (stdlib only, also run on the
-host before submission), so the host check and the job read the same folder. ADE20K is
-not here: MMSegmentation's pipeline loads it.
+Which loader builds a dataset is its declaration's (``campaign_datasets``, stdlib only,
+also read on the host before submission): one module here per dataset read from disk,
+each with a ``load`` function its declaration names. Where the files are is decided
+there too (``resolve_root``), so the host check and the job read the same folder.
+ADE20K is not here: MMSegmentation's pipeline loads it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, List, Optional, Sequence
+import importlib
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-NAMES = ("cifar10", "cifar100", "imagefolder", "mnist", "synthetic")
+import campaign_datasets
+from campaign_datasets.registry import value as _section_value
+
 DEFAULT_SYNTHETIC_LENGTH = 10_000  # samples of dataset=synthetic when dataset.length is unset
 
 
@@ -63,46 +67,42 @@ def to_model_input(image: torch.Tensor, mean: Sequence[float], std: Sequence[flo
     return x
 
 
-def _get(spec: Any, key: str, default: Any = None) -> Any:
-    value = spec.get(key, default) if isinstance(spec, Mapping) else getattr(spec, key, default)
+def spec_value(spec: Any, key: str, default: Any = None) -> Any:
+    """A field of the ``dataset`` section (DatasetSpec, DictConfig or dict), ``default`` when unset or None."""
+    value = _section_value(spec, key, default)
     return default if value is None else value
 
 
-def build_dataset(spec: Mapping, *, train: bool, image_size: int, channels: int, seed: int = 0) -> Dataset:
+def loader_of(name: str) -> Callable[..., Dataset]:
+    """The loader a dataset's declaration names (importing it, and with it torch's side).
+
+    Raises ValueError naming the datasets this package reads when ``name`` is not
+    registered, or who reads it when trainers.data does not (ADE20K).
+    """
+    dataset = campaign_datasets.find(name)
+    if dataset is None:
+        readable = [n for n in campaign_datasets.names() if campaign_datasets.find(n).loader is not None]
+        raise ValueError(f"unknown dataset {name!r}; available: {', '.join(readable)}")
+    if dataset.loader is None:
+        raise ValueError(f"dataset={name} is read by {dataset.read_by}, not by trainers.data")
+    if callable(dataset.loader):
+        return dataset.loader
+    module, _, attr = dataset.loader.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def build_dataset(spec: Any, *, train: bool, image_size: int, channels: int, seed: int = 0) -> Dataset:
     """The torch Dataset of the job's ``dataset`` section (DatasetSpec keys as a plain dict).
 
     ``image_size`` and ``channels`` are the model's input; ``dataset.fraction`` (0, 1]
     keeps a share of the training set chosen by ``seed`` (use the campaign seed: every
-    rank must pick the same share); ``dataset.length`` sizes dataset=synthetic.
+    rank must pick the same share); ``dataset.length`` sizes dataset=synthetic. The
+    dataset's loader (``loader_of``) is called with these and the section itself.
     """
-    name = _get(spec, "name", "synthetic")
-    fraction = float(_get(spec, "fraction", 1.0)) if train else 1.0
-    root = _get(spec, "root")
-    if name == "synthetic":
-        from trainers.data.synthetic import SyntheticImages
-
-        length = int(_get(spec, "length", DEFAULT_SYNTHETIC_LENGTH))
-        return SyntheticImages(channels=channels, image_size=image_size,
-                               num_classes=int(_get(spec, "num_classes", 10)),
-                               length=max(1, int(round(length * fraction))), seed=seed, train=train)
-    if name == "mnist":
-        from trainers.data.mnist import MNIST
-
-        return MNIST(root, train=train, image_size=image_size, channels=channels, fraction=fraction, seed=seed)
-    if name in ("cifar10", "cifar100"):
-        from trainers.data.cifar import CIFAR
-
-        return CIFAR(root, variant=name, train=train, image_size=image_size, channels=channels,
-                     fraction=fraction, seed=seed)
-    if name == "imagefolder":
-        from trainers.data.imagefolder import ImageFolder
-
-        return ImageFolder(root, train=train, image_size=image_size, channels=channels,
-                           fraction=fraction, seed=seed)
-    if name == "ade20k":
-        raise ValueError("dataset=ade20k is read by MMSegmentation's pipeline (the mmseg trainer), "
-                         "not by trainers.data")
-    raise ValueError(f"unknown dataset {name!r}; available: {', '.join(NAMES)}")
+    name = spec_value(spec, "name", campaign_datasets.DEFAULT)
+    fraction = float(spec_value(spec, "fraction", 1.0)) if train else 1.0
+    load = loader_of(name)
+    return load(spec, train=train, image_size=image_size, channels=channels, fraction=fraction, seed=seed)
 
 
 def build_loader(dataset: Dataset, *, batch_size: int, rank: int, world_size: int, seed: int,

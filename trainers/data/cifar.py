@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import Dataset
 
 from campaign_datasets import CIFAR10_TRAIN, resolve_root
-from trainers.data import share_indices, to_model_input
+from trainers.data import share_indices, spec_value, to_model_input
 
 # Per-channel statistics of each training set, pixels scaled to [0, 1].
 STATS = {
@@ -73,3 +73,9 @@ class CIFAR(Dataset):
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         image = to_model_input(self.images[index], self.mean, self.std, self.image_size, 3)
         return image, int(self.labels[index])
+
+
+def load(spec: Any, *, train: bool, image_size: int, channels: int, fraction: float, seed: int) -> CIFAR:
+    """dataset=cifar10's and dataset=cifar100's loader (campaign_datasets/cifar.py names it)."""
+    return CIFAR(spec_value(spec, "root"), variant=spec_value(spec, "name"), train=train, image_size=image_size,
+                 channels=channels, fraction=fraction, seed=seed)

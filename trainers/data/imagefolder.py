@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Any, Tuple
 
 import torch
 from torch.utils.data import Dataset
 
 from campaign_datasets import imagefolder_split_dir, resolve_root
-from trainers.data import share_indices
+from trainers.data import share_indices, spec_value
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
@@ -47,3 +47,9 @@ class ImageFolder(Dataset):
 
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         return self.inner[index]
+
+
+def load(spec: Any, *, train: bool, image_size: int, channels: int, fraction: float, seed: int) -> ImageFolder:
+    """dataset=imagefolder's loader (campaign_datasets/imagefolder.py names it)."""
+    return ImageFolder(spec_value(spec, "root"), train=train, image_size=image_size, channels=channels,
+                       fraction=fraction, seed=seed)

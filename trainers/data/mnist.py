@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import gzip
 import struct
-from typing import Tuple
+from typing import Any, Tuple
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
 
 from campaign_datasets import MNIST_IMAGES_MAGIC, MNIST_LABELS_MAGIC, mnist_files, resolve_root
-from trainers.data import share_indices, to_model_input
+from trainers.data import share_indices, spec_value, to_model_input
 
 MEAN, STD = (0.1307,), (0.3081,)  # of the 60,000 training images, pixels scaled to [0, 1]
 
@@ -63,3 +63,9 @@ class MNIST(Dataset):
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         image = to_model_input(self.images[index][None], MEAN, STD, self.image_size, self.channels)
         return image, int(self.labels[index])
+
+
+def load(spec: Any, *, train: bool, image_size: int, channels: int, fraction: float, seed: int) -> MNIST:
+    """dataset=mnist's loader (campaign_datasets/mnist.py names it)."""
+    return MNIST(spec_value(spec, "root"), train=train, image_size=image_size, channels=channels,
+                 fraction=fraction, seed=seed)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Any, Tuple
 
 import torch
 from torch.utils.data import Dataset
+
+from trainers.data import DEFAULT_SYNTHETIC_LENGTH, spec_value
 
 
 class SyntheticImages(Dataset):
@@ -33,3 +35,12 @@ class SyntheticImages(Dataset):
         generator.manual_seed((self._base + (index % self.length) * 0x9E3779B1) & 0xFFFFFFFF)
         label = int(torch.randint(self.num_classes, (1,), generator=generator))
         return torch.randn(self.shape, generator=generator), label
+
+
+def load(spec: Any, *, train: bool, image_size: int, channels: int, fraction: float, seed: int) -> SyntheticImages:
+    """dataset=synthetic's loader (campaign_datasets/synthetic.py names it): ``dataset.length``
+    samples (DEFAULT_SYNTHETIC_LENGTH when unset), of which ``fraction`` are kept."""
+    length = int(spec_value(spec, "length", DEFAULT_SYNTHETIC_LENGTH))
+    return SyntheticImages(channels=channels, image_size=image_size,
+                           num_classes=int(spec_value(spec, "num_classes", 10)),
+                           length=max(1, int(round(length * fraction))), seed=seed, train=train)

@@ -1,0 +1,165 @@
+"""The pieces every harvest figure is drawn with: one size, matplotlib's Agg backend
+(imported only when a figure is drawn), series labelled by what differs between them,
+a GPU axis, one line per series (projected points hollow with their interval, ideal
+lines dashed), panels side by side, and the campaign's label above the figure.
+
+``plots.py`` (line figures) and ``plots_bars.py`` (bar figures) both draw with these
+and import nothing of each other; ``figures.py`` draws and saves them all.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import polars as pl
+
+from campaign.harvest.views import SERIES
+
+FIG_W, FIG_H = 6.4, 4.4
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def series_labels(df: pl.DataFrame) -> dict[tuple, str]:
+    """Series key -> legend label naming only what differs between the series (a
+    container image as ``image <short sha256>``, ``image none`` without one); labels
+    are unique (one legend entry per series)."""
+    keys = df.select(SERIES).unique(maintain_order=True).rows()
+    varying = [i for i, _ in enumerate(SERIES) if len({k[i] for k in keys}) > 1] or [0]
+
+    def part(name: str, value) -> str:
+        if name == "nodes":  # intra- vs inter-node series
+            return f"{value} node{'' if str(value) == '1' else 's'}"
+        return f"image {value or 'none'}" if name == "image" else (str(value) if value else "")
+
+    out = {k: " ".join(p for i in varying if (p := part(SERIES[i], k[i]))) or str(k[0]) for k in keys}
+    seen: dict[str, int] = {}
+    for k, label in out.items():  # two series one label would name (a key's value empty in one of them)
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            out[k] = f"{label} ({seen[label]})"
+    return out
+
+
+def campaign_label(campaign: Optional[dict]) -> Optional[str]:
+    """``main-job · campaign 20261124-011044-b4bb · 2026-11-24``: what every figure says it shows."""
+    if not campaign:
+        return None
+    import time
+
+    parts = [str(campaign["name"])] if campaign.get("name") else []
+    parts.append(f"campaign {campaign['id']}")
+    if campaign.get("created_at"):
+        parts.append(time.strftime("%Y-%m-%d", time.localtime(float(campaign["created_at"]))))
+    return " · ".join(parts)
+
+
+def stamp(fig, label: Optional[str]) -> None:
+    """Put the campaign's label above the figure (under a suptitle it has)."""
+    if not label:
+        return
+    old = fig.get_suptitle()
+    fig.suptitle(f"{old}\n{label}" if old else label, fontsize="medium" if old else "small")
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
+        fig.tight_layout()  # room above the axes for the suptitle (constrained layout makes its own)
+
+
+def gpu_axis(ax, gpus: list[int]) -> None:
+    """The x axis of GPU counts: log 2, one tick per count measured, a grid."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(gpus)
+    ax.set_xticklabels([str(g) for g in gpus])
+    ax.minorticks_off()
+    if gpus:
+        ax.set_xlim(min(gpus) / 1.25, max(gpus) * 1.25)
+    ax.set_xlabel("GPUs (N)")
+    ax.grid(True, alpha=0.3)
+
+
+def series_lines(ax, df: pl.DataFrame, y: str, *, ideal: Optional[str] = None, ideal_label: str = "ideal",
+                 lo: Optional[str] = None, hi: Optional[str] = None, scale: float = 1.0,
+                 missing: str = "no value") -> None:
+    """One line per series, one legend entry each (a series without any value of ``y``
+    too, saying ``missing``); projected points hollow, under one neutral legend entry."""
+    labels = series_labels(df)
+    ideal_labelled = projected_labelled = False
+    for i, (key, label) in enumerate(labels.items()):
+        s = df.filter(pl.all_horizontal([pl.col(k).eq_missing(v) for k, v in zip(SERIES, key)])).sort("gpus")
+        s = s.filter(pl.col(y).is_not_null())
+        color = f"C{i % 10}"
+        if s.height == 0:  # named all the same, so the legend lists every series
+            ax.plot([], [], marker="o", linestyle="none", color=color, alpha=0.4, label=f"{label} ({missing})")
+            continue
+        x, yv = s["gpus"].to_list(), [v * scale for v in s[y].to_list()]
+        flags = s["projected"].fill_null(False).to_list() if "projected" in s.columns else [False] * s.height
+        ax.plot(x, yv, marker="o", color=color, label=label, markevery=[i for i, f in enumerate(flags) if not f])
+        if "projected" in s.columns and s["projected"].any():
+            p = s.filter(pl.col("projected"))
+            px, py = p["gpus"].to_list(), [v * scale for v in p[y].to_list()]
+            ax.plot(px, py, "o", markerfacecolor="white", color=color)
+            projected_labelled = True
+            if lo and hi and p[lo].null_count() == 0:
+                err = [[a - b * scale for a, b in zip(py, p[lo].to_list())],
+                       [b * scale - a for a, b in zip(py, p[hi].to_list())]]
+                ax.errorbar(px, py, yerr=err, fmt="none", ecolor=color, capsize=3)
+        if ideal is not None and ideal in s.columns:
+            iv = s.filter(pl.col(ideal).is_not_null())
+            if iv.height:
+                ax.plot(iv["gpus"].to_list(), [v * scale for v in iv[ideal].to_list()], "--", color=color, alpha=0.6)
+                ideal_labelled = True
+    if ideal_labelled:  # one neutral legend entry for every series' dashed ideal
+        ax.plot([], [], "--", color="gray", label=ideal_label)
+    if projected_labelled:  # and one for every series' projected (hollow) points
+        ax.plot([], [], "o", markerfacecolor="white", color="gray", label="projected (hollow)")
+
+
+def headroom(ax) -> None:
+    """Start the y axis at 0 and leave room above the data for the legend."""
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.18)
+
+
+def finish(fig, ax, title: str) -> None:
+    """Title the axes, draw the legend when something is labelled, and lay the figure out."""
+    ax.set_title(title)
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+
+
+def gpus_of(df: pl.DataFrame) -> list[int]:
+    """The GPU counts of a table, sorted."""
+    return sorted(set(df["gpus"].to_list()))
+
+
+def panels_figure(df: pl.DataFrame, panels: Sequence[tuple[str, float, str, str, str, Optional[float]]]):
+    """Panels side by side, each ``(column, scale, y label, title, text when no point has the
+    column, y limit then)``: the column of every series vs GPUs."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(len(panels) * FIG_W, FIG_H))
+    gpus = gpus_of(df)
+    for ax, (col, scale, ylabel, title, missing, missing_ylim) in zip(axes, panels):
+        if df[col].null_count() == df.height:
+            ax.text(0.5, 0.5, missing, ha="center", va="center", transform=ax.transAxes)
+            if missing_ylim is not None:
+                ax.set_ylim(0, missing_ylim)
+        else:
+            series_lines(ax, df, col, scale=scale)
+            headroom(ax)
+        gpu_axis(ax, gpus)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,63 @@
+"""The figures a harvest writes: every figure its tables allow, saved as PNG and SVG,
+each carrying the campaign's label (the line figures of ``plots.py``, the bar figures of
+``plots_bars.py``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import polars as pl
+
+from campaign.errors import ConfigError
+from campaign.harvest.figure import campaign_label, pyplot, stamp
+from campaign.harvest.plots import (efficiency_figure, platform_comparison_figure, speedup_figure, throughput_figure,
+                                    time_figure, utilisation_figure)
+from campaign.harvest.plots_bars import breakdown_figure, hardware_figure, placement_figure
+
+
+def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
+                  other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
+                  stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None,
+                  placement: Optional[pl.DataFrame] = None, campaign: Optional[dict] = None) -> list[Path]:
+    """Draw every figure the tables allow and save each as PNG and SVG in ``out_dir``.
+
+    ``other``: another campaign's (scaling, utilisation) tables; its platforms join the
+    platform comparison panel (drawn when two or more platforms were measured).
+    ``stack``: the phase stack (``utilisation.phase_stack``) of the breakdown figure;
+    ``hardware``: the hardware table (MFU and bus bandwidth figure); ``placement``: the
+    intra- vs inter-node table (drawn when some point spanned nodes); ``campaign``: the
+    campaign's row, whose name, id and date every figure carries above it."""
+    plt = pyplot()
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot write figures to {out}: {exc.strerror}") from exc
+    both_scaling, both_util = scaling, util
+    if other is not None and other[0] is not None and other[0].height:
+        both_scaling = pl.concat([scaling, other[0]], how="diagonal_relaxed")
+        both_util = pl.concat([util, other[1]], how="diagonal_relaxed")
+    figures = {
+        "training_time": time_figure(scaling),
+        "speedup": speedup_figure(scaling),
+        "efficiency": efficiency_figure(scaling),
+        "throughput": throughput_figure(throughput),
+        "utilisation": utilisation_figure(util),
+        "platform_comparison": platform_comparison_figure(both_scaling, both_util),
+        "breakdown": breakdown_figure(stack) if stack is not None else None,
+        "hardware": hardware_figure(hardware) if hardware is not None and hardware.height else None,
+        "placement": placement_figure(placement) if placement is not None else None,
+    }
+    paths = []
+    label = campaign_label(campaign)
+    for name, fig in figures.items():
+        if fig is None:
+            continue
+        stamp(fig, label)
+        for ext in ("png", "svg"):
+            path = out / f"{name}.{ext}"
+            fig.savefig(path, dpi=120 if ext == "png" else None)
+            paths.append(path)
+        plt.close(fig)
+    return paths
