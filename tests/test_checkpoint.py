@@ -18,6 +18,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from conftest import TINY, campaign_id_from, until  # noqa: E402
+from job_specs import a_spec  # noqa: E402
 from trainers import loop, preempt  # noqa: E402
 from trainers.checkpoint import AWAIT_ENV, Checkpointer, Requeue  # noqa: E402
 from trainers.dist import DistContext  # noqa: E402
@@ -40,7 +41,7 @@ def ctx():
 
 
 def _attempt(ctx, folder, attempt_no, *, every=0, signal_after=None):
-    spec = {"checkpoint_dir": str(folder), "point_id": 7, "config": CFG, "plan": PLAN}
+    spec = a_spec(7, checkpoint_dir=str(folder), config=CFG, plan=PLAN)
     trainer, rec = SyntheticTrainer(ctx, CFG, PLAN), Recorder(ctx.device, warmup=WARMUP)
     ckpt = Checkpointer(ctx, spec, TOTAL, every=every, attempt_no=attempt_no)
     ckpt.install()
@@ -88,7 +89,7 @@ def test_a_checkpoint_of_another_run_is_not_resumed(ctx, tmp_path):
     with pytest.raises(Requeue):
         _attempt(ctx, tmp_path, 0, signal_after=3)
     other = dict(PLAN, seed=4)
-    spec = {"checkpoint_dir": str(tmp_path), "point_id": 7, "config": CFG, "plan": other}
+    spec = a_spec(7, checkpoint_dir=str(tmp_path), config=CFG, plan=other)
     trainer, rec = SyntheticTrainer(ctx, CFG, other), Recorder(ctx.device, warmup=WARMUP)
     assert Checkpointer(ctx, spec, TOTAL).load(trainer, rec) is None and rec.iterations_done == 0
 
@@ -103,7 +104,7 @@ def test_a_signal_while_the_rank_starts_stops_it_at_its_first_boundary(ctx, tmp_
     os.kill(os.getpid(), signal.SIGUSR2)  # while the rank imports, meets its peers, registers...
     time.sleep(0.01)
     assert requeued == []
-    spec = {"checkpoint_dir": str(tmp_path), "point_id": 7, "config": CFG, "plan": PLAN}
+    spec = a_spec(7, checkpoint_dir=str(tmp_path), config=CFG, plan=PLAN)
     trainer, rec = SyntheticTrainer(ctx, CFG, PLAN), Recorder(ctx.device, warmup=WARMUP)
     ckpt = Checkpointer(ctx, spec, TOTAL, every=4)
     ckpt.install()
@@ -176,7 +177,7 @@ def test_a_trainer_that_cannot_resume_is_refused_at_launch(ws):
     res = ws.launch("-m", "trainer=vit", "experiment.checkpoint=true")
     assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stderr
     assert "trainer=vit cannot resume from a checkpoint (experiment.checkpoint=true); trainers that can: sleep, " \
-           "synthetic" in res.stderr
+           "swinv2_upernet, synthetic" in res.stderr
     assert not ws.db.exists()
 
 

@@ -4,7 +4,9 @@ time limits.
 Each rank saves, at an iteration boundary (never inside the timed iterations), its own
 file ``<job folder>/checkpoints/p<point>-r<rank>-i<iteration>.pt``: the model's and the
 optimizer's state, the torch RNG, the iteration reached (which is the trainer's data
-position: its ``resume_at(iteration)``), and the Recorder's accumulated timings
+position: its ``resume_at(iteration)``), the trainer's own state beyond those when it
+has any (its ``state_dict()``/``load_state_dict()``: an LR schedule, a loss scaler;
+plain values and tensors only), and the Recorder's accumulated timings
 (``Recorder.state_dict``: every iteration so far and the timed window's seconds). It
 saves
 
@@ -67,24 +69,25 @@ class Requeue(Exception):
                          "limit); requeued")
 
 
-def fingerprint(spec: dict, world_size: int) -> str:
-    """What makes a checkpoint this run's: trainer, dataset, schedule and world size."""
-    cfg = spec["config"]
-    what = {"trainer": cfg["trainer"], "dataset": cfg["dataset"], "plan": spec["plan"], "world_size": world_size}
+def fingerprint(spec: Any, world_size: int) -> str:
+    """What makes a checkpoint this run's: trainer, dataset, schedule and world size.
+    ``spec``: the job's spec (campaign/backends/job_spec.py's ``JobSpec``)."""
+    cfg = spec.config
+    what = {"trainer": cfg["trainer"], "dataset": cfg["dataset"], "plan": spec.plan, "world_size": world_size}
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class Checkpointer:
     """One rank's checkpoints (module docstring). Every rank makes one, at the same point:
-    its control group is a collective."""
+    its control group is a collective. ``spec``: the job's ``JobSpec``."""
 
-    def __init__(self, ctx: Any, spec: dict, total: int, *, every: int = 0, attempt_no: int = 0):
+    def __init__(self, ctx: Any, spec: Any, total: int, *, every: int = 0, attempt_no: int = 0):
         self.ctx = ctx
         self.total = int(total)
         self.every = int(every or 0)
         self.attempt_no = int(attempt_no)
-        self.folder = Path(spec["checkpoint_dir"])
-        self.prefix = f"p{spec['point_id']}-r{ctx.rank}-i"
+        self.folder = Path(spec.checkpoint_dir)
+        self.prefix = f"p{spec.point_id}-r{ctx.rank}-i"
         self.fingerprint = fingerprint(spec, ctx.world_size)
         self.signalled: Optional[str] = None
         self._previous: Any = None  # submitit's handler: it requeues the job
@@ -178,6 +181,7 @@ class Checkpointer:
             "saved_at": time.time(), "model": model.state_dict() if isinstance(model, torch.nn.Module) else None,
             "optimizer": optimizer.state_dict() if optimizer is not None and hasattr(optimizer, "state_dict") else None,
             "rng": torch.get_rng_state(), "recorder": timings, "segments": segments,
+            "trainer": trainer.state_dict() if hasattr(trainer, "state_dict") else None,
             "save_s": self.save_s + (time.perf_counter() - t0), "peak_memory_bytes": getattr(getattr(rec, "memory", None), "window_bytes", None),
         }
         tmp = self._path(done).with_suffix(".tmp")
@@ -218,6 +222,8 @@ class Checkpointer:
         if state["optimizer"] is not None and optimizer is not None:
             optimizer.load_state_dict(state["optimizer"])
         torch.set_rng_state(state["rng"].cpu())
+        if state.get("trainer") is not None:  # before resume_at: it may read the restored state
+            trainer.load_state_dict(state["trainer"])
         trainer.resume_at(state["iteration"])
         rec.load_state_dict(state["recorder"])
         self.resumed_from = int(state["iteration"])

@@ -10,10 +10,11 @@ Both come through MMEngine's InfiniteSampler, sharded over the ranks by the Runn
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from campaign_datasets import resolve_root
 from trainers.data import DEFAULT_SYNTHETIC_LENGTH, share_indices
@@ -125,3 +126,24 @@ def dataloader_config(spec: dict, *, batch_size: int, seed: int, rank: int) -> d
         sampler=dict(type="InfiniteSampler", shuffle=True),
         dataset=build_dataset(spec, seed=seed, rank=rank),
     )
+
+
+def continued_loader(loader: DataLoader, skip: int) -> DataLoader:
+    """A DataLoader like ``loader`` (the Runner's, over an InfiniteSampler) whose sampler
+    starts ``skip`` indices into this rank's sequence: a resumed run reads the images
+    an uninterrupted one would next, without loading those it skips (MMEngine's own
+    resume iterates the loader that many batches: hours of decoding at 80K iterations).
+    """
+    from mmengine.dataset import InfiniteSampler
+
+    old = loader.sampler
+    if not isinstance(old, InfiniteSampler):
+        raise TypeError(f"cannot continue a {type(old).__name__}: the trainer's loader uses InfiniteSampler")
+    sampler = InfiniteSampler(old.dataset, shuffle=old.shuffle, seed=old.seed)  # the same sequence, from its start
+    sampler.indices = itertools.islice(sampler.indices, int(skip), None)
+    workers = int(loader.num_workers)
+    return DataLoader(loader.dataset, batch_size=loader.batch_size, sampler=sampler, num_workers=workers,
+                      collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
+                      timeout=loader.timeout, worker_init_fn=loader.worker_init_fn, generator=loader.generator,
+                      persistent_workers=loader.persistent_workers,
+                      **({"prefetch_factor": loader.prefetch_factor} if workers > 0 else {}))

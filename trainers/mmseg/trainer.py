@@ -21,6 +21,19 @@ synthetic data) is left out: speed.py says how and why.
 
 Validation, checkpoint and visualisation hooks are off. The process group is ours
 (trainers/dist.py); MMEngine runs with ``launcher='none'`` (see compat.py).
+
+Checkpoints (``experiment.checkpoint=true``) are campaign's own (trainers/checkpoint.py:
+one file per rank, at an iteration boundary, with the Recorder's timings), not
+MMEngine's CheckpointHook (rank 0 only, every N iterations, no preemption signal).
+What MMEngine's ``Runner.resume`` restores beyond the model comes from the same
+public ``state_dict``s it saves: the optim wrapper's (AdamW's moments, the learning
+rates, a loss scaler's) and each param scheduler's (``state_dict``); ``resume_at``
+then sets the loop's iteration (what ``Runner.resume`` sets) and continues the data
+where it stood: synthetic batches follow the iteration, a dataset's InfiniteSampler
+continues past the images this rank has trained on without loading them
+(``data.continued_loader``). Not kept: MMEngine's message hub (its log's smoothing
+windows), the DataLoader workers' augmentation RNG (a resumed run reads the same
+images in the same order, augmented afresh).
 """
 
 from __future__ import annotations
@@ -28,7 +41,8 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
-from typing import Optional
+import weakref
+from typing import Any, Optional
 
 import torch
 
@@ -65,6 +79,8 @@ class SwinV2UperNetTrainer:
 
         self._own_work_dir = work_dir is None
         self.work_dir = work_dir or tempfile.mkdtemp(prefix="mmseg-runner-")  # logs only; removed by close()
+        if self._own_work_dir:  # ... or at exit: a requeued attempt ends without close()
+            weakref.finalize(self, shutil.rmtree, self.work_dir, ignore_errors=True)
         with compat.keep_threads(threads):
             self.runner = Runner(
                 model=self.model,
@@ -76,7 +92,7 @@ class SwinV2UperNetTrainer:
                 default_hooks=dict(
                     logger=dict(type="LoggerHook", interval=int(params_of(tcfg)["log_interval"]),
                                 log_metric_by_epoch=False),
-                    checkpoint=None,  # timing runs write no checkpoints
+                    checkpoint=None,  # checkpoints are campaign's own (module docstring)
                 ),
                 launcher=compat.RUNNER_LAUNCHER,
                 env_cfg=dict(cudnn_benchmark=ctx.device.type == "cuda",
@@ -141,6 +157,38 @@ class SwinV2UperNetTrainer:
         loop._iter += 1  # run_iter's own bookkeeping (read by the hooks)
         rec.mark("step")
         return loss
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps beyond the model (trainers/checkpoint.py): the optim
+        wrapper's and the LR schedule's state, MMEngine's own ``state_dict``s."""
+        return {"optim_wrapper": self.optim_wrapper.state_dict(),
+                "param_schedulers": [s.state_dict() for s in self.runner.param_schedulers]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore ``state_dict()``'s state (before ``resume_at``)."""
+        schedulers = self.runner.param_schedulers
+        if len(state["param_schedulers"]) != len(schedulers):  # the fingerprint makes this another run's bug
+            raise ValueError(f"checkpoint has {len(state['param_schedulers'])} param schedulers, "
+                             f"this run {len(schedulers)}")
+        self.optim_wrapper.load_state_dict(dict(state["optim_wrapper"]))
+        for scheduler, saved in zip(schedulers, state["param_schedulers"]):
+            scheduler.load_state_dict(saved)
+
+    def resume_at(self, iteration: int) -> None:
+        """Continue a checkpointed run at ``iteration``: the loop's count (the hooks',
+        the synthetic batches' and gradient accumulation's), and a dataset's position."""
+        from trainers.mmseg.data import continued_loader
+
+        iteration = int(iteration)
+        self.loop._iter = iteration  # what Runner.resume sets (the loop has no setter)
+        self.optim_wrapper.initialize_count_status(self.model, iteration, self.max_iters)
+        if self._batches is None and iteration > 0:
+            # A fresh loader whose sampler continues where this rank's stood; the one made
+            # at set-up (its workers may have prefetched from the start) is dropped.
+            loader = continued_loader(self.loop.dataloader, iteration * self.images_per_step)
+            self.loop.dataloader = loader
+            self.loop.dataloader_iterator = iter(loader)
 
     def close(self) -> None:
         """End the loop as IterBasedTrainLoop.run()/Runner.train() do and drop the work dir."""
