@@ -2,10 +2,11 @@
 as what it is.
 
 The figures live in ``reference_data/reference_study.json`` (package data): what the
-study states, each with where it states it (``source``: the document's section or
-page and the quoted phrase where this project knows them, and an explicit "not known"
-where it does not), its platform (the study's name, mapped to this project's platform
-options), GPU count, kind and, for an average, what it averages over:
+study states, each with where it states it (``source``: the section, table or caption of
+the study's full text and the sentence that states it; tests/test_reference_study.py
+finds every sentence in ../shared/reference/swinv2-ddp-scalability-thesis.txt), its
+platform (the study's name, mapped to this project's platform options), GPU count, kind
+and, for an average, what it averages over:
 
 speedup                 T(1)/T(N) at ``gpus``
 efficiency_upper_bound  efficiency at ``gpus`` below ``value`` (``holds`` says if it does)
@@ -26,6 +27,9 @@ campaign's average of the same quantity over the same things:
 
 ``average_over`` says what the campaign's row averaged. The figures the study states
 inconsistently are listed under ``omitted`` with the reason (``reference_omissions``).
+The study's partitions as its Table 2 states them are under ``partitions``
+(``reference_partitions``): the platform options v100, a100, a100_nvlink_40/80 agree
+with them, and say where they do not and why.
 """
 
 from __future__ import annotations
@@ -98,6 +102,13 @@ def reference_figures() -> pl.DataFrame:
 def reference_omissions() -> list[dict]:
     """The figures the study states but the dataset leaves out, each with its reason."""
     return list(load_reference().get("omitted") or [])
+
+
+def reference_partitions() -> list[dict]:
+    """The study's CRC partitions as its Table 2 states them, each with the platform
+    options that stand for them (``platforms``) and any figure the catalogue keeps
+    otherwise (``catalogue``, with the reason in ``inconsistent``)."""
+    return list(load_reference()["partitions"]["rows"])
 
 
 def _series(scaling: pl.DataFrame) -> dict[tuple, dict[int, dict]]:

@@ -52,9 +52,10 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
                             "images_per_s_per_gpu", "ideal_images_per_s_per_gpu", "throughput_speedup",
                             "throughput_efficiency", "note")),
     TableSpec(
-        "utilisation", "GPU/CPU utilisation of the profiler window, time shares",
+        "utilisation", "GPU/CPU utilisation of the profiler window (and the study's way), time shares",
         "utilisation: GPU and CPU busy time / the profiler window's wall time (<= 1; cpu_busy_cores: "
-        "mean busy cores); compute, communication and data-wait shares of the timed window",
+        "mean busy cores); *_util_study: the reference study's eq. 3.3, device time / (CPU + device time), "
+        "adding up to 1; compute, communication and data-wait shares of the timed window",
         "campaign.harvest.utilisation:utilisation_table"),
     TableSpec(
         "breakdown", "seconds per phase (data, forward, backward, step, comm)",

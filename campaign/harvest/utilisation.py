@@ -3,9 +3,13 @@
 utilisation  GPU util = device busy time (the union of its kernel, memcpy and memset
              intervals) / the profiler window's wall time, and CPU util = the host's
              busy time (the union of every thread's operator intervals) / that window,
-             both <= 1 (``experiment.profile_iterations``; the reference study's eq. 3.3
-             "T_d / T_t" read as busy time over the window's wall time: docs/gpu.md;
-             read from each rank's trace by campaign_trace); ``cpu_busy_cores``, the
+             both <= 1 (``experiment.profile_iterations``; read from each rank's trace
+             by campaign_trace): the physical reading, docs/gpu.md; beside them
+             ``gpu_util_study`` and ``cpu_util_study``, the reference study's eq. 3.3 as
+             it computed it: device time / (CPU time + device time) of the same window
+             and the CPU's counterpart, from the same profile rows (they add up to 1,
+             so one falls as the other rises: its Figures 4-5; ``study_utilisation``);
+             ``cpu_busy_cores``, the
              operators' thread-seconds / the window: how many cores were busy on
              average (a count, it passes 1 with several threads, so it is not called a
              utilisation); and the timed window's shares: compute, communication,
@@ -49,11 +53,28 @@ def _ratio(num: str, den: str) -> pl.Expr:
     return pl.when(pl.col(den) > 0).then(pl.col(num) / pl.col(den))
 
 
+def study_utilisation(cpu_s: str = "profile_cpu_s", device_s: str = "profile_device_s") -> tuple[pl.Expr, pl.Expr]:
+    """(GPU, CPU) utilisation as the reference study's eq. 3.3 computes it, T_d / T_t with
+    T_t the total compute time, CPU time + device time, of the profiled window (its section
+    5.3: GPU utilisation falls *because* CPU time rises, so both share that denominator):
+    device_s / (cpu_s + device_s) and cpu_s / (cpu_s + device_s), from the same profile
+    rows as the physical columns (a point's ranks' mean times; cpu_s: the operators'
+    thread-seconds, the sum of a profiler's self CPU times, annotations aside; device_s: the
+    device's busy time). Each in 0..1, the two add up to 1. Absent (null) without device
+    time (CPU ranks, no profiler): there the formula would compare a host with no device."""
+    total = pl.col(cpu_s) + pl.col(device_s)
+    has = pl.col(device_s).is_not_null() & pl.col(cpu_s).is_not_null() & (total > 0)
+    return (pl.when(has).then(pl.col(device_s) / total).alias("gpu_util_study"),
+            pl.when(has).then(pl.col(cpu_s) / total).alias("cpu_util_study"))
+
+
 def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
-    """GPU/CPU utilisation of the profiler window and the timed window's shares (medians over repeats)."""
+    """GPU/CPU utilisation of the profiler window (physical, and the study's eq. 3.3:
+    ``study_utilisation``) and the timed window's shares (medians over repeats)."""
     if points.height == 0:
         return pl.DataFrame()
     p = with_optional(with_optional(points), _UTIL_COLUMNS).with_columns(
+        *study_utilisation(),
         _ratio("profile_cpu_s", "profile_total_s").alias("cpu_busy_cores"),
         _ratio("profile_comm_s", "profile_total_s").alias("profile_comm_share"),
         _ratio("profile_exposed_comm_s", "profile_total_s").alias("exposed_comm_share"),
@@ -65,7 +86,8 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.len().alias("repeats"),
             pl.col("profile_iterations").max().alias("profiled_iterations"),
-            *[pl.col(c).median() for c in ("gpu_util", "cpu_util", "cpu_busy_cores", "compute_share", "comm_share",
+            *[pl.col(c).median() for c in ("gpu_util", "cpu_util", "gpu_util_study", "cpu_util_study",
+                                           "cpu_busy_cores", "compute_share", "comm_share",
                                            "data_wait_share", "profile_comm_share", "exposed_comm_share")],
             pl.col("profile_warning").drop_nulls().first(),
             pl.col("trace_files").drop_nulls().sort().str.join(" "),
@@ -83,7 +105,8 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
         )
         .sort(KEYS)
     )
-    return out.select(KEYS + ["repeats", "profiled_iterations", "gpu_util", "cpu_util", "cpu_busy_cores",
+    return out.select(KEYS + ["repeats", "profiled_iterations", "gpu_util", "cpu_util", "gpu_util_study",
+                              "cpu_util_study", "cpu_busy_cores",
                               "compute_share", "comm_share",
                               "data_wait_share", "profile_comm_share", "exposed_comm_share", "note", "trace_files"])
 

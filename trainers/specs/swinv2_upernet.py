@@ -15,6 +15,61 @@ class Variant(str, enum.Enum):
     micro = "micro"  # tests: a few hundred thousand parameters
 
 
+# Training FLOPs (forward + backward) of ONE ITERATION of 8 images (the study's images
+# per GPU) with ADE20K's 150 classes and every other trainer.params knob at its default
+# (window 8, aux head, 512 head channels, 64 for micro), per (variant, crop), as
+# torch.utils.flop_counter counts them (the Recorder's counter, trainers/flops.py: an
+# H100 run of SwinV2-B at 512 counted its 14.1 TFLOP, issue #23). Measured by
+#     python -m trainers.mmseg.flops --table      (trainers/mmseg/flops.py; --device meta)
+# and checked by tests/test_reference_study.py, which recounts the micro entry on a CPU.
+# Integers: the counter's exact count. Per image: /8 (the position-bias MLP, ~0.3 GFLOP
+# per iteration, does not scale with the batch: < 0.02 % of an image at other batches).
+FLOPS_MEASURED_WITH = "python -m trainers.mmseg.flops --table"
+FLOPS_BATCH, FLOPS_CLASSES = 8, 150
+FLOPS_PER_ITERATION = {
+    ("micro", 64): 3_472_503_808,  # tests
+    ("micro", 128): 13_803_615_232,  # tests
+    ("tiny", 512): 11_326_350_440_448,
+    ("tiny", 640): 17_738_355_456_000,
+    ("small", 512): 12_399_129_114_624,
+    ("small", 640): 19_414_509_926_400,
+    ("base", 512): 14_134_138_576_896,  # the reference study's SwinV2-B at 512x512: 14.1 TFLOP
+    ("base", 640): 22_156_806_660_096,
+    ("large", 512): 19_024_717_934_592,
+    ("large", 640): 29_887_600_914_432,
+}
+
+
+def _param(params, name: str, default):
+    """A trainer.params knob of a point's config (a mapping), its default where unset."""
+    value = params.get(name)
+    value = default if value is None else value
+    return value.value if isinstance(value, enum.Enum) else value
+
+
+def flops_per_image(config) -> Optional[float]:
+    """Training FLOPs of one image from the table (``FLOPS_PER_ITERATION`` / 8) for the
+    point's variant and crop (``dataset.image_size``), with the class count's own share
+    added exactly: each class is a 1x1 output channel of the decode head (``head``
+    channels at 1/4 of the crop) and of the aux head (``head/2`` at 1/16), 2 FLOPs per
+    multiply-add in the forward, the input gradient and the weight gradient. None (unknown) for a crop or variant the
+    table lacks, another window, no aux head, other head channels or other than 3 image
+    channels: those change the network, and a guess would pass for a measurement."""
+    params = (config.get("trainer") or {}).get("params") or {}
+    data = config.get("dataset") or {}
+    variant = str(_param(params, "variant", Variant.base))
+    crop = data.get("image_size")
+    stated = FLOPS_PER_ITERATION.get((variant, int(crop) if crop else None))
+    default_head = 64 if variant == Variant.micro.value else 512
+    head = int(_param(params, "head_channels", default_head))
+    if (stated is None or int(_param(params, "window_size", 8)) != 8 or not _param(params, "aux_head", True)
+            or head != default_head or int(data.get("channels") or 3) != 3):
+        return None
+    classes = int(data.get("num_classes") or FLOPS_CLASSES)
+    per_class = 6 * (head * (int(crop) // 4) ** 2 + head // 2 * (int(crop) // 16) ** 2)
+    return stated / FLOPS_BATCH + (classes - FLOPS_CLASSES) * per_class
+
+
 @dataclass
 class SwinV2UperNetParams:
     variant: Variant = Variant.base  # SwinV2 size
@@ -36,4 +91,8 @@ TRAINER = TrainerDef(
     study="the reference study: SwinV2 + UPerNet on ADE20K, weak scaling 160K/N iterations",
     params=SwinV2UperNetParams,
     build="trainers.mmseg.trainer:build",
+    flops_per_image=flops_per_image,  # the measured table above: estimates, GPU-hours
+    # experiment.checkpoint=true: model, optim wrapper, LR schedule and data position
+    # (trainers/mmseg/trainer.py's state_dict and resume_at)
+    checkpoint=True,
 )
