@@ -43,10 +43,13 @@ def test_the_dry_run_table(ws):
     assert lines[0] == "dry run: 8 point(s) in 4 sbatch job array(s); nothing is submitted or stored"
     assert lines[1] == "every point: trainer=sleep experiment=weak_scaling"
     assert lines[2].split() == ["#", "platform", "gpus", "nodes", "partition", "time", "limit", "trainer.optimizer",
-                                "array", "est.", "time", "GPU-h", "rate", "from"]
+                                "img/GPU", "global", "batch", "iterations", "array", "est.", "time", "GPU-h", "rate",
+                                "from"]
     rows = _table(res.stdout)
     # points with the same resources share an array: the two optimizers of each platform and GPU count
-    assert [(r[1], r[2], r[6], r[7]) for r in rows] == [
+    # the schedule (experiment.base_iterations is set): 8 images per GPU, N x 8 globally, 100/N iterations
+    assert [(r[7], r[8], r[9]) for r in rows] == [("8", str(8 * int(r[2])), str(100 // int(r[2]))) for r in rows]
+    assert [(r[1], r[2], r[6], r[10]) for r in rows] == [
         ("v100", "1", "sgd", "A1[0]"), ("v100", "1", "adamw", "A1[1]"), ("v100", "4", "sgd", "A2[0]"),
         ("v100", "4", "adamw", "A2[1]"), ("a100", "1", "sgd", "A3[0]"), ("a100", "1", "adamw", "A3[1]"),
         ("a100", "4", "sgd", "A4[0]"), ("a100", "4", "adamw", "A4[1]")]
@@ -55,9 +58,9 @@ def test_the_dry_run_table(ws):
     for r in rows:
         gpus = int(r[2])
         wall = STARTUP_S + (100 // gpus + 5) * LAW[gpus]
-        assert r[8] == f"{int(round(wall)) // 60}:{int(round(wall)) % 60:02d}", r
-        assert float(r[9]) == pytest.approx(wall * gpus / 3600, rel=0.05)
-        assert r[10] == "law"
+        assert r[11] == f"{int(round(wall)) // 60}:{int(round(wall)) % 60:02d}", r
+        assert float(r[12]) == pytest.approx(wall * gpus / 3600, rel=0.05)
+        assert r[13] == "law"
     total = sum(2 * (STARTUP_S + (100 // g + 5) * LAW[g]) * g / 3600 for g in (1, 4)) * 2
     estimate = next(ln for ln in lines if ln.startswith("estimate: "))
     assert estimate.startswith(f"estimate: {total:.2g} GPU-hours, wall time ")

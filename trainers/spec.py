@@ -69,6 +69,11 @@ class TrainerDef:
     # point's resolved config. Training FLOPs (forward + backward) of one image; None
     # (or a function returning None): unknown.
     flops_per_image: Optional[Callable[[Mapping[str, Any]], Optional[float]]] = None
+    # The dataset of its own study (conf/dataset/<name>.yaml), which its conf file picks
+    # (``override /dataset@_global_.dataset: <name>``) unless the launch names one; with no
+    # dataset.root the launch keeps its shapes and generates synthetic batches of them
+    # (campaign/launch/validate.py: reference_dataset). None: the global default.
+    dataset: Optional[str] = None
     # A trainer whose time is a known law: seconds per iteration of a job of ``gpus``
     # ranks at ``batch`` images per rank, fn(config, gpus, batch).
     seconds_per_iteration: Optional[Callable[[Mapping[str, Any], int, int], float]] = None

@@ -71,17 +71,57 @@ def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence
     axes = [a for a in ("trainer", "experiment") if len({p.config[a]["name"] for p in points}) > 1]
     shared = [f"{a}={points[0].config[a]['name']}" for a in ("trainer", "experiment") if a not in axes]
     where = _where(arrs)
-    headers = ["#", "platform", "gpus", "nodes", "partition", "time limit", *axes, *names, "array", "est. time",
-               "GPU-h", "rate from"]
+    sched = schedule_columns(points)
+    headers = ["#", "platform", "gpus", "nodes", "partition", "time limit", *axes, *names, *sched, "array",
+               "est. time", "GPU-h", "rate from"]
     rows = []
     for p, vals, c in zip(points, values, cost.points):
         rows.append([p.idx, p.platform, p.gpus, p.nodes, p.resources.partition or "-",
                      fmt_limit(p.resources.timeout_min), *(p.config[a]["name"] for a in axes),
-                     *(vals[n] or "-" for n in names), where[p.idx], fmt_duration(c.wall_s),
-                     fmt_gpu_hours(c.gpu_hours), c.kind])
+                     *(vals[n] or "-" for n in names), *(_schedule(p)[k] for k in sched), where[p.idx],
+                     fmt_duration(c.wall_s), fmt_gpu_hours(c.gpu_hours), c.kind])
+    shared += trainer_datasets(points)
     name = points[0].config.get("name")
     head = "; ".join(([f"campaign {name}"] if name else []) + (["every point: " + " ".join(shared)] if shared else []))
     return head, tabulate(rows, headers=headers, tablefmt="simple")
+
+
+# A schedule knob a sweep may set: a point that overrides one differs from its experiment's default.
+_SCHEDULE_KEYS = ("experiment.images_per_gpu", "experiment.global_batch", "experiment.iterations",
+                  "experiment.base_iterations", "experiment.grad_accum", "experiment.scaling")
+
+
+def _schedule(p: PointPlan) -> dict[str, int]:
+    grad_accum = int(p.config["experiment"].get("grad_accum") or 1)
+    return {"img/GPU": p.batch_per_gpu, "global batch": p.batch_per_gpu * p.gpus * grad_accum,
+            "iterations": p.iterations}
+
+
+def schedule_columns(points: Sequence[PointPlan]) -> list[str]:
+    """The schedule's columns to show: images per GPU, global batch and iterations, each where
+    its value differs between points or a point's overrides set the experiment's schedule
+    (then every one of them, as that point's differs from the experiment's default)."""
+    overridden = any(o.lstrip("+~").split("=", 1)[0] in _SCHEDULE_KEYS for p in points for o in p.overrides)
+    rows = [_schedule(p) for p in points]
+    return [k for k in ("img/GPU", "global batch", "iterations") if overridden or len({r[k] for r in rows}) > 1]
+
+
+def trainer_datasets(points: Sequence[PointPlan]) -> list[str]:
+    """``dataset=NAME 512px 150 classes`` when every point trains on the same dataset and its
+    trainer picked it (its study's, ``TrainerDef.dataset``: no point names one); [] otherwise,
+    as for the global default."""
+    from campaign.launch.validate import declaration_of, names_dataset
+
+    sections = {repr(sorted(p.config["dataset"].items(), key=str)) for p in points}
+    if len(sections) > 1 or any(names_dataset(p.overrides) for p in points):
+        return []
+    study = declaration_of(points[0].config).dataset
+    if not study:
+        return []
+    d = points[0].config["dataset"]
+    shapes = f"{d['image_size']}px {d['num_classes']} classes"
+    source = f"{study}'s shapes, no dataset.root" if d["name"] != study else study
+    return [f"dataset={d['name']} {shapes} ({source})" if d["name"] != study else f"dataset={study} {shapes}"]
 
 
 def fmt_limit(minutes: int) -> str:
@@ -147,9 +187,10 @@ def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[J
 
 
 def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *, python: Optional[str] = None,
-                  notes: Sequence[str] = ()) -> None:
+                  notes: Sequence[str] = (), refusals: Sequence[str] = ()) -> None:
     """Print the dry run in ``mode`` (module docstring); ``notes``: what this machine lacks
-    for the jobs (the preflight's, campaign.launch.preflight)."""
+    for the jobs (the preflight's, campaign.launch.preflight); ``refusals``: what a launch
+    would refuse on any machine, shown beside the estimates (campaign.launch.timelimit)."""
     import sys
 
     from campaign.text import printable, shown
@@ -158,6 +199,8 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     if mode == "json":
         for line in json_lines(points, cost, arrs):
             print(line)
+        for n in refusals:
+            print(f"note: would be refused: {printable(redact(n))}", file=sys.stderr)
         for n in notes:
             print(f"note: {printable(redact(n))}", file=sys.stderr)
         return
@@ -168,6 +211,8 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     print(printable(redact(head)) if head else "", table, sep="\n" if head else "")
     for line in estimate_lines(cost):
         print(printable(line))
+    for n in refusals:
+        print(f"note: would be refused: {printable(redact(n))}")
     for n in notes:
         print(f"note: would be refused here: {printable(redact(n))}")
     if mode == "scripts":

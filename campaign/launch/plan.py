@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from campaign.backends import EXECUTORS
 from campaign.backends.resources import Resources
 from campaign.errors import ConfigError, InfeasiblePoint
-from campaign.launch.validate import CheckedTrainer, check_known_keys, check_trainer
+from campaign.launch.validate import CheckedTrainer, check_known_keys, check_trainer, reference_dataset
 from campaign.redact import redact_obj
 
 SCALINGS = ("fixed", "strong", "weak")
@@ -258,6 +258,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     check_platform(plat)
     trainer = check_trainer(c)  # the trainer's declaration, looked up once for every rule and the resources
     c["trainer"] = trainer.section  # trainer.params completed from that declaration
+    c["dataset"] = reference_dataset(c, trainer.spec, overrides)  # its study's shapes, synthetic without a root
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"])

@@ -64,6 +64,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     from campaign.launch.dryrun import dry_run_mode, print_dry_run
     from campaign.launch.preflight import preflight
     from campaign.launch.report import print_submitted
+    from campaign.launch.timelimit import check_time_limits, time_limit_refusals
     from campaign.launch.submit import command_line, job_python, register_and_submit
 
     points = list(points)
@@ -73,10 +74,13 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     # what it will cost (the store's measured rates, else the trainers' declarations); over budget: refused
     cost = campaign_cost(points, launch_measured(points))
     check_budget(cost, first.get("max_gpu_hours"))
+    if dry is None:  # a dry run shows them beside the estimates instead
+        check_time_limits(points, cost)
     notes = preflight(points, dry_run=dry is not None)
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
     if dry is not None:
-        print_dry_run(points, cost, dry, python=job_python(points), notes=notes)
+        print_dry_run(points, cost, dry, python=job_python(points), notes=notes,
+                      refusals=time_limit_refusals(points, cost))
         result.returns = [_job_return(p, hydra_cfg, JobStatus.UNKNOWN) for p in points]
         return result
     python = job_python(points)

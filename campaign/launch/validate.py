@@ -163,3 +163,28 @@ def check_engine(config: Mapping[str, Any], spec: Optional[TrainerDef] = None,
 
 def _pretty(module: str) -> str:
     return {"deepspeed": "DeepSpeed"}.get(module, module)
+
+
+# ------------------------------------------------------------------ the trainer's own dataset
+
+
+def names_dataset(overrides: typing.Sequence[str]) -> bool:
+    """Whether a point's overrides name its dataset (``dataset=cifar10``, ``dataset.name=...``)."""
+    for line in overrides:
+        key = line.lstrip("+~").split("=", 1)[0].split("@", 1)[0]
+        if key in ("dataset", "dataset.name"):
+            return True
+    return False
+
+
+def reference_dataset(config: Mapping[str, Any], spec: TrainerDef, overrides: typing.Sequence[str]) -> dict[str, Any]:
+    """The point's ``dataset`` section: the trainer's own study's dataset (``TrainerDef.dataset``,
+    which its conf file picks) keeps its shapes but becomes ``synthetic`` when the point gives
+    no ``dataset.root`` and names no dataset, so ``trainer=swinv2_upernet`` alone trains on
+    generated 512x512 batches of 150 classes; a dataset the point names is left as it is (a
+    named real dataset without its root is refused by the dataset check)."""
+    section = dict(config["dataset"])
+    if (spec.dataset and section.get("name") == spec.dataset and not section.get("root")
+            and not names_dataset(overrides)):
+        section["name"] = "synthetic"
+    return section

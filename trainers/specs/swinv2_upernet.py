@@ -91,6 +91,7 @@ TRAINER = TrainerDef(
     study="the reference study: SwinV2 + UPerNet on ADE20K, weak scaling 160K/N iterations",
     params=SwinV2UperNetParams,
     build="trainers.mmseg.trainer:build",
+    dataset="ade20k",  # the study's: 512 crops, 150 classes (synthetic batches of them without dataset.root)
     flops_per_image=flops_per_image,  # the measured table above: estimates, GPU-hours
     # experiment.checkpoint=true: model, optim wrapper, LR schedule and data position
     # (trainers/mmseg/trainer.py's state_dict and resume_at)
