@@ -157,6 +157,6 @@ def save_arg(ap) -> None:
 
 def command_line(script: str, argv) -> str:
     """How this run was invoked, as the README's table shows it (a store URL's password as ``***``)."""
-    from campaign.redact import redact
+    from campaign.common.redact import redact
 
     return redact(" ".join(["python", f"benchmarks/{script}", *(argv if argv is not None else sys.argv[1:])]))

@@ -260,7 +260,7 @@ def _variants(all_overrides: list) -> list[str]:
             if k not in skip and not k.startswith("hydra."):
                 d[k] = v
         parsed.append(d)
-    # in the sweep's order of first appearance, as harvest names a variant (campaign.varying)
+    # in the sweep's order of first appearance, as harvest names a variant (campaign.common.varying)
     keys = list(dict.fromkeys(k for d in parsed for k in d))
     varying = [k for k in keys if len({d.get(k) for d in parsed}) > 1]
     return [" ".join(f"{k}={d[k]}" for k in varying if k in d) for d in parsed]

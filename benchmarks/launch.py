@@ -228,7 +228,7 @@ def run_once(launcher: str, n: int, work: Path, real_sbatch: str, hydra_jobs: st
 
 def hydra_app() -> None:
     """The project's config groups with a task that returns at once (what Hydra's jobs run)."""
-    from campaign.config import register
+    from campaign.catalogue.config import register
 
     register()
     import hydra

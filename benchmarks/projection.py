@@ -86,7 +86,7 @@ TRAINERS = {
 
 def _launch(args, results: Path, name: str, setup: Setup, n: int, cap: int | None) -> str:
     """One run in the foreground (the launch returns when its job has ended); its campaign id."""
-    from campaign.proc import run
+    from campaign.common.proc import run
 
     overrides = [f"platform={args.platform}", f"gpus={args.gpus}", "experiment=weak_scaling",
                  f"experiment.iterations={n}", f"experiment.warmup_iterations={setup.warmup}", *setup.overrides,

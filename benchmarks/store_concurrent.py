@@ -82,7 +82,7 @@ def count_rows(url: str, point_ids: list[int]) -> dict[int, int]:
 def run_round(url: str, writers: int, rows: int, batch: int, spool_root: Path, *,
               busy_timeout_s: float = 30.0) -> dict[str, Any]:
     """One round of ``writers`` concurrent writers; the aggregate rate and the row count."""
-    from campaign.ingest import ingest_files
+    from campaign.observe.ingest import ingest_files
     from campaign.store import open_store
 
     tag = uuid.uuid4().hex[:8]

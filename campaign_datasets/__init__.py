@@ -2,7 +2,7 @@
 
 A neutral package (like ``campaign_sql`` and ``campaign_trace``): the standard library
 only (no torch, numpy or PIL), importing nothing of ``campaign`` or ``trainers``, so both
-sides use it and neither depends on the other. The launch (``campaign.datasets``) runs
+sides use it and neither depends on the other. The launch (``campaign.catalogue.datasets``) runs
 ``check_dataset`` on the login node before anything is submitted; it reads headers,
 never whole files, so a wrong ``dataset.root`` costs one line at launch instead of a
 queue wait and a failed job per sweep point. The job side (``trainers.data``) finds a

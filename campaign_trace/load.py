@@ -17,7 +17,7 @@ import zlib
 from typing import Any, BinaryIO
 
 # The most a trace may hold, decompressed (a real H100 trace of 8 iterations: ~200 MB).
-# The same bound as campaign.bounded.MAX_TRACE: this shared package imports nothing of
+# The same bound as campaign.common.bounded.MAX_TRACE: this shared package imports nothing of
 # the host side (tests/test_import_graph.py), so it reads within its bounds itself.
 MAX_TRACE = 2 * 2**30
 _CHUNK = 2**20

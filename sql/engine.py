@@ -79,7 +79,7 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0, readonly: bool = Fals
     file must exist. ``interruptible`` (the host's commands): Ctrl-C also ends a
     psycopg2 query that waits on the server. ``json_deserializer``: how JSON columns
     are parsed, on every backend (SQLite's text, psycopg's own parsing); the host passes
-    ``campaign.bounded.stored`` (a store others write is parsed within bounds; this
+    ``campaign.common.bounded.stored`` (a store others write is parsed within bounds; this
     shared package imports nothing of the host), None: SQLAlchemy's ``json.loads``."""
     u = _parse(url)
     json_args = {"json_deserializer": json_deserializer} if json_deserializer is not None else {}

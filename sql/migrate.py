@@ -57,7 +57,7 @@ def _v2_to_v3(conn: Connection) -> None:
 
 def _v3_to_v4(conn: Connection) -> None:
     """Signed points: ``point.signature``, the launcher's HMAC of what a resubmission
-    trusts (campaign/signing.py). Points stored before it have none, and are refused by
+    trusts (campaign/common/signing.py). Points stored before it have none, and are refused by
     ``campaign resume`` (launch them anew)."""
     _add_columns(conn, point, [point.c.signature])
 

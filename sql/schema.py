@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 
 SCHEMA_VERSION = 4  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress
-# (heartbeats); 4: point.signature (campaign/signing.py)
+# (heartbeats); 4: point.signature (campaign/common/signing.py)
 PROGRESS_SINCE = 3  # the version that added the progress table (status reads heartbeats from there on)
 SIGNED_SINCE = 4  # the version that added point.signature (a resubmission refuses a point without one)
 
@@ -76,7 +76,7 @@ point = Table(
     Column("submitted_at", Float),
     Column("started_at", Float),
     Column("ended_at", Float),
-    # version 4 (sql/migrate.py): the launcher's HMAC of what a resubmission trusts (campaign/signing.py);
+    # version 4 (sql/migrate.py): the launcher's HMAC of what a resubmission trusts (campaign/common/signing.py);
     # NULL: registered before version 4, or by hand
     Column("signature", String(64)),
     UniqueConstraint("campaign_id", "idx", name="uq_point_campaign_idx"),

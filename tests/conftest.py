@@ -209,7 +209,7 @@ def _leaves_the_process_as_it_found_it():
 
 @pytest.fixture(autouse=True, scope="session")
 def private_config_dir(tmp_path_factory) -> Path:
-    """The user's private config folder (campaign/signing.py: the signing key) for the whole
+    """The user's private config folder (campaign/common/signing.py: the signing key) for the whole
     suite: a session folder, so no test reads or writes the real ~/.config/campaign."""
     folder = tmp_path_factory.mktemp("config") / "campaign"
     os.environ["CAMPAIGN_CONFIG_DIR"] = str(folder)
@@ -225,7 +225,7 @@ def ws(tmp_path: Path) -> Workspace:
 def _composed_point(*overrides: str) -> str:
     from hydra import compose, initialize_config_module
 
-    from campaign.config import register
+    from campaign.catalogue.config import register
     from campaign.launch.plan import plan_point
 
     register()

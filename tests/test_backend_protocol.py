@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from campaign.backends import BACKENDS, EXECUTORS, Backend, Observed, Submitted, get_backend
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from conftest import point_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def _plans(tmp_path: Path, *, dry_run: str = "false") -> list:
 def test_a_registered_fake_backend_is_a_backend(fake):
     backend = get_backend("fake")
     assert isinstance(backend, Backend) and backend.name == "fake"
-    assert "fake" not in EXECUTORS  # the schema's names (campaign.config.Executor) are the built-in ones
+    assert "fake" not in EXECUTORS  # the schema's names (campaign.catalogue.config.Executor) are the built-in ones
 
 
 def test_a_dry_run_shows_the_fake_schedulers_jobs_and_its_refusal(fake, tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_a_dry_run_shows_the_fake_schedulers_jobs_and_its_refusal(fake, tmp_path
 def test_a_launch_submits_through_the_fake_and_status_asks_it(fake, tmp_path, capsys, monkeypatch):
     from campaign.launch.preflight import preflight
     from campaign.launch.run import launch_campaign
-    from campaign.state import effective_points
+    from campaign.observe.state import effective_points
     from campaign.store import open_store
 
     plans = _plans(tmp_path)
@@ -130,10 +130,10 @@ def test_a_launch_submits_through_the_fake_and_status_asks_it(fake, tmp_path, ca
 
 
 def test_status_eta_estimate_and_plan_ask_the_backend(fake):
-    from campaign.estimate import serial
+    from campaign.observe.estimate import serial
     from campaign.launch.plan import cpu_ranks
-    from campaign.progress import PointETA, campaign_eta
-    from campaign.state import derive
+    from campaign.observe.progress import PointETA, campaign_eta
+    from campaign.observe.state import derive
 
     platform = {"name": "f", "executor": "fake", "exclusive": False}
     assert serial({"platform": platform})  # takes_turns
@@ -169,10 +169,10 @@ def test_a_hydra_apps_jobs_go_through_the_named_backend(fake, tmp_path):
 
 # ------------------------------------------------------------------ executor names stay in the backends
 
-# campaign/config.py's enum of executor names is the config schema (what platform.executor
+# campaign/catalogue/config.py's enum of executor names is the config schema (what platform.executor
 # may say), and the Hydra launcher plugin's dataclass default is its schema: both may name
 # them. Everything else asks the backend.
-SCHEMAS = ("campaign/config.py", "hydra_plugins/campaign_launcher/campaign_launcher.py")
+SCHEMAS = ("campaign/catalogue/config.py", "hydra_plugins/campaign_launcher/campaign_launcher.py")
 
 
 def test_no_module_outside_the_backends_names_an_executor():

@@ -1,4 +1,4 @@
-"""campaign.bounded on its own: the nesting pre-scan's known answers, the size limit,
+"""campaign.common.bounded on its own: the nesting pre-scan's known answers, the size limit,
 the parser's own failures as one line, gzip under a cap, and the store's deserializer."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from campaign.bounded import (MAX_DEPTH, BoundError, Unreadable, check, decompress_gzip, is_unreadable, loads,
+from campaign.common.bounded import (MAX_DEPTH, BoundError, Unreadable, check, decompress_gzip, is_unreadable, loads,
                               stored, too_deep)
 
 

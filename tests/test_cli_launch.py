@@ -70,7 +70,7 @@ def _complete(script: str, line: str) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_bash_completion_completes_commands_options_and_group_options():
     from campaign.cli import build_parser
-    from campaign.completion import completion_script
+    from campaign.cli.completion import completion_script
 
     script = completion_script("bash", build_parser())
     assert _complete(script, "campaign la") == ["launch"]
@@ -84,7 +84,7 @@ def test_bash_completion_completes_commands_options_and_group_options():
 def test_completion_reads_the_clis_own_parser():
     """The script is built from argparse's subparsers (tests fail here if that stops working)."""
     from campaign.cli import build_parser
-    from campaign.completion import _subcommands
+    from campaign.cli.completion import _subcommands
 
     found = _subcommands(build_parser())
     assert set(SUBCOMMANDS) <= set(found) and "--store" in found["status"]
@@ -96,7 +96,7 @@ def test_completion_reads_the_clis_own_parser():
 @pytest.mark.parametrize("error,code", [("ConfigError", 2), ("StoreError", 2), ("LaunchIncomplete", 3),
                                         ("PointFailed", 3), ("Interrupted", 130)])
 def test_each_error_exits_with_its_own_code_on_one_line(capsys, error, code):
-    import campaign.errors as errors
+    import campaign.common.errors as errors
     from campaign.cli.exits import guarded
 
     def command():

@@ -1,4 +1,4 @@
-"""campaign.container and the image's build files (singularity/).
+"""campaign.catalogue.container and the image's build files (singularity/).
 
 The command strings and bind lists are checked against golden files in
 tests/golden/container/ (regenerate with CAMPAIGN_UPDATE_GOLDEN=1 and review the
@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from campaign.config import ContainerSpec
-from campaign.container import (
+from campaign.catalogue.config import ContainerSpec
+from campaign.catalogue.container import (
     RUNTIMES,
     check_container,
     container_env,
@@ -34,7 +34,7 @@ from campaign.container import (
     image_provenance,
     job_binds,
 )
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 GOLDEN = Path(__file__).parent / "golden" / "container"

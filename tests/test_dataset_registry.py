@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 import campaign_datasets
-from campaign.datasets import check_dataset
-from campaign.errors import ConfigError
+from campaign.catalogue.datasets import check_dataset
+from campaign.common.errors import ConfigError
 from campaign_datasets import DatasetDef
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,7 +56,7 @@ import runpy, sys
 from hydra.core.config_store import ConfigStore
 
 import campaign_datasets
-from campaign.config import DatasetSpec
+from campaign.catalogue.config import DatasetSpec
 
 if sys.argv[1] == "register":
     import toy_dataset

@@ -1,4 +1,4 @@
-"""Host checks (campaign.datasets) and job-side datasets (trainers.data) on generated data
+"""Host checks (campaign.catalogue.datasets) and job-side datasets (trainers.data) on generated data
 written in the real on-disk formats (tests/datagen.py)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from campaign.config import DatasetSpec
-from campaign.datasets import check_dataset, resolve_root
-from campaign.errors import ConfigError
+from campaign.catalogue.config import DatasetSpec
+from campaign.catalogue.datasets import check_dataset, resolve_root
+from campaign.common.errors import ConfigError
 
 try:
     from tests.datagen import write_ade20k, write_cifar10, write_cifar100, write_imagefolder, write_mnist
@@ -37,7 +37,7 @@ def refused(spec) -> str:
 
 
 def test_host_module_imports_stdlib_only():
-    code = ("import sys, campaign.datasets; "
+    code = ("import sys, campaign.catalogue.datasets; "
             "bad = [m for m in ('torch', 'numpy', 'PIL') if m in sys.modules]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

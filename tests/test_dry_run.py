@@ -1,5 +1,5 @@
 """A dry run a person can read (campaign/launch/dryrun.py) and what a campaign will cost
-before it runs (campaign/estimate.py): the table of points, the exact sbatch scripts and
+before it runs (campaign/observe/estimate.py): the table of points, the exact sbatch scripts and
 commands (a container's wrapper included, with no runtime on this machine), the machine
 form, the estimate's numbers, and the budget a launch refuses to exceed."""
 
@@ -15,8 +15,8 @@ import pytest
 from campaign.backends import sbatch as sb
 from campaign.backends.local import LOCK_FILE, exclusive_setup, lock_lines
 from campaign.backends.resources import Resources
-from campaign.estimate import STARTUP_S, CampaignCost, PointCost, check_budget
-from campaign.errors import ConfigError
+from campaign.observe.estimate import STARTUP_S, CampaignCost, PointCost, check_budget
+from campaign.common.errors import ConfigError
 from campaign.launch.dryrun import PLACEHOLDER_ID, dry_run_mode
 from conftest import campaign_id_from
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from campaign.errors import EXIT_TIMEOUT
+from campaign.common.errors import EXIT_TIMEOUT
 from campaign.store import open_store
 from conftest import campaign_id_from
 

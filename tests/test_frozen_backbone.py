@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from campaign.launch.validate import check_engine, check_trainer
 
 try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from campaign.harvest.compare import compare_campaigns, compare_ideal
 from campaign.harvest.projection import project_points
 from campaign.harvest.references import compare_reference, load_reference, reference_figures, reference_omissions

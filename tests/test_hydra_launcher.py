@@ -73,7 +73,7 @@ def test_a_failed_point_comes_back_failed_with_its_exception(hydra_sweep_runner,
 
 @mark.usefixtures("hydra_restore_singletons")
 def test_campaign_sweeper_raises_one_line_for_failed_points(hydra_sweep_runner, tmp_path):
-    from campaign.errors import LaunchIncomplete
+    from campaign.common.errors import LaunchIncomplete
 
     with pytest.raises(LaunchIncomplete, match=r"^1 of 2 job\(s\) failed \(\+a=1\)"):
         with _sweep(hydra_sweep_runner, tmp_path, ["hydra/launcher=campaign", "hydra/sweeper=campaign",
@@ -102,7 +102,7 @@ def test_no_wait_returns_honest_unknown_returns_and_the_jobs_still_run(hydra_swe
 
 @mark.usefixtures("hydra_restore_singletons")
 def test_no_wait_under_a_sweeper_that_reads_results_is_refused(hydra_sweep_runner, tmp_path):
-    from campaign.errors import ConfigError
+    from campaign.common.errors import ConfigError
 
     with pytest.raises(ConfigError, match="hydra.launcher.wait=false returns before the points end"):
         with _sweep(hydra_sweep_runner, tmp_path, ["hydra/launcher=campaign", "hydra.launcher.wait=false", "+a=0,1"]):
@@ -134,7 +134,7 @@ def test_campaign_registers_again_after_hydras_singletons_are_put_back():
     from hydra.core.config_store import ConfigStore
     from hydra.core.singleton import Singleton
 
-    from campaign.config import register
+    from campaign.catalogue.config import register
 
     register()
     state = Singleton.get_state()

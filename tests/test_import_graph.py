@@ -4,7 +4,7 @@ imports torch nor a trainer's implementation (only the torch-free declarations),
 packages of the launch path import each other without a cycle, no two ``campaign``
 modules import each other (lazy imports included), and the read paths (status, state,
 harvest) never import the write paths (ingest, cancel, launch): the job folder's layout
-they share is one leaf module, campaign.jobfolder."""
+they share is one leaf module, campaign.common.jobfolder."""
 
 from __future__ import annotations
 
@@ -61,14 +61,14 @@ def test_the_cli_and_the_plugin_start_without_the_job_side():
 NODES = {
     "hydra_plugins.campaign_launcher": "plugin",
     "campaign.launch": "launch",
-    "campaign.config": "config",
+    "campaign.catalogue.config": "config",
     "campaign.backends": "backends",
     "campaign.store": "store",
-    "campaign.status": "status",
-    "campaign.redact": "redact",
-    "campaign.errors": "errors",
-    "campaign.container": "container",
-    "campaign.completion": "completion",
+    "campaign.observe.status": "status",
+    "campaign.common.redact": "redact",
+    "campaign.common.errors": "errors",
+    "campaign.catalogue.container": "container",
+    "campaign.cli.completion": "completion",
     "campaign.cli": "cli",
     "trainers.spec": "declarations",
     "trainers.registry": "declarations",
@@ -147,7 +147,7 @@ def test_the_launch_path_has_no_import_cycle():
 
 def test_the_rooms_are_one_way():
     graph = _graph()
-    assert "plugin" not in graph["config"], "campaign/config.py imports the Hydra plugin"
+    assert "plugin" not in graph["config"], "campaign/catalogue/config.py imports the Hydra plugin"
     assert "launch" not in graph["config"] and "launch" not in graph["backends"]
     assert "launch" in graph["plugin"] and "backends" in graph["launch"]
     assert not {"launch", "backends", "store", "status", "cli", "plugin"} & graph["declarations"], \
@@ -197,10 +197,10 @@ def test_the_shared_packages_import_neither_side():
 # Every campaign module -> the campaign modules it imports, at the top or inside a
 # function (a lazy import is still a dependency), or names in a registry
 # (``"campaign.backends.local:LocalBackend"``, imported by name when used).
-READ_PATHS = ("campaign.state", "campaign.status", "campaign.progress", "campaign.harvest")
-WRITE_PATHS = ("campaign.ingest", "campaign.cancel", "campaign.launch")
-LEAF = "campaign.jobfolder"  # the job folder's layout: the standard library and these only
-LEAF_IMPORTS = {"campaign.ids", "campaign.errors"}
+READ_PATHS = ("campaign.observe.state", "campaign.observe.status", "campaign.observe.progress", "campaign.harvest")
+WRITE_PATHS = ("campaign.observe.ingest", "campaign.observe.cancel", "campaign.launch")
+LEAF = "campaign.common.jobfolder"  # the job folder's layout: the standard library and these only
+LEAF_IMPORTS = {"campaign.common.ids", "campaign.common.errors"}
 
 
 def _campaign_files() -> dict[str, Path]:
@@ -282,7 +282,7 @@ def _under(module: str, prefixes: tuple[str, ...]) -> bool:
 
 def test_the_module_graph_sees_lazy_imports_and_registries():
     graph = _module_graph()
-    assert "campaign.state" in graph["campaign.harvest.run"]  # a function-level import
+    assert "campaign.observe.state" in graph["campaign.harvest.run"]  # a function-level import
     assert "campaign.backends.local" in graph["campaign.backends"]  # the executors' registry
 
 
@@ -302,18 +302,18 @@ def test_the_job_folder_layout_is_a_leaf():
     graph = _module_graph()
     assert _reach(graph, LEAF) <= LEAF_IMPORTS, sorted(_reach(graph, LEAF) - LEAF_IMPORTS)
     users = {m for m, edges in graph.items() if LEAF in edges}
-    assert {"campaign.state", "campaign.ingest", "campaign.status", "campaign.backends.joblogs"} <= users
+    assert {"campaign.observe.state", "campaign.observe.ingest", "campaign.observe.status", "campaign.backends.joblogs"} <= users
 
 
 def test_importing_a_harvest_module_or_the_state_leaves_ingest_unimported():
-    modules = [m for m in _campaign_modules() if _under(m, ("campaign.harvest",))] + ["campaign.state",
-                                                                                       "campaign.status"]
+    modules = [m for m in _campaign_modules() if _under(m, ("campaign.harvest",))] + ["campaign.observe.state",
+                                                                                       "campaign.observe.status"]
     code = ("import importlib, sys\n"
             f"for name in {modules!r}:\n"
             "    importlib.import_module(name)\n"
-            "    if 'campaign.ingest' in sys.modules:\n"
+            "    if 'campaign.observe.ingest' in sys.modules:\n"
             "        print(name)\n"
             "        break\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert out.stdout == "", f"importing {out.stdout.strip()} imports campaign.ingest"
+    assert out.stdout == "", f"importing {out.stdout.strip()} imports campaign.observe.ingest"

@@ -17,7 +17,7 @@ import pytest
 
 from campaign.backends.entry import CheckpointingJobEntry, JobEntry, entry_for
 from campaign.backends.job_spec import JOB_SPEC_VERSION, JobSpec, JobSpecMismatch, check_job_spec
-from campaign.redact import STORE_URL_ENV
+from campaign.common.redact import STORE_URL_ENV
 from conftest import TINY, hydra_version_base_kept
 from job_specs import a_spec
 
@@ -84,7 +84,7 @@ def test_every_field_is_written_by_the_launch_and_read_by_the_job():
 def _point():
     from hydra import compose, initialize_config_module
 
-    from campaign.config import register
+    from campaign.catalogue.config import register
     from campaign.launch.plan import plan_point
 
     register()

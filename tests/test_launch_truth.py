@@ -250,7 +250,7 @@ def test_store_results_logs_and_job_folders_are_private(ws, umask, files, folder
 
 
 def test_redaction_helper():
-    from campaign.redact import has_secret, redact, redact_obj
+    from campaign.common.redact import has_secret, redact, redact_obj
 
     assert redact("postgresql+psycopg://u:p%40ss:w@h:5432/db") == "postgresql+psycopg://u:***@h:5432/db"
     assert redact("store.url=postgresql://u:pw@h/db") == "store.url=postgresql://u:***@h/db"
@@ -269,7 +269,7 @@ def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
     from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
 
-    from campaign.config import register
+    from campaign.catalogue.config import register
     from campaign.launch.validate import check_known_keys
     from campaign.launch.plan import check_platform
 
@@ -290,7 +290,7 @@ def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
 def test_a_waiting_campaign_sweep_returns_each_points_real_jobreturn(hydra_sweep_runner, tmp_path, monkeypatch):
     """Campaign's own app under the launcher with wait=true: each JobReturn has the point's
     config, its overrides, its job folder and rank 0's return value; status COMPLETED."""
-    from campaign.config import register
+    from campaign.catalogue.config import register
 
     register()
     monkeypatch.setenv("CAMPAIGN_RESULTS", str(tmp_path / "results"))

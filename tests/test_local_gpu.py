@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign import gpus
+from campaign.catalogue import gpus
 from conftest import Workspace
 
 H100 = ["0, GPU-aaaa1111-0000, NVIDIA H100 80GB HBM3, 81559", "1, GPU-bbbb2222-0000, NVIDIA H100 80GB HBM3, 81559"]

@@ -137,7 +137,7 @@ def test_resume_upgrades_a_v1_store_and_records_the_earlier_run_as_an_attempt(tm
     v1_store(ws.db)
     with open_store(f"sqlite:///{ws.db}") as store:
         (p,) = [p for p in store.points(CID) if p["idx"] == 1]
-        from campaign.state import effective_points
+        from campaign.observe.state import effective_points
 
         eff = [q for q in effective_points(store, store.resolve_campaign(CID))[0] if q["idx"] == 1][0]
         assert store.claim(eff)
@@ -158,7 +158,7 @@ def test_a_version_with_no_path_is_still_refused(tmp_path, bad):
     con.execute("update meta set value = ? where key = 'schema_version'", (bad,))
     con.commit()
     con.close()
-    from campaign.errors import SchemaVersionError
+    from campaign.common.errors import SchemaVersionError
 
     for readonly in (True, False):
         with pytest.raises(SchemaVersionError, match=f"has schema version {bad}, this campaign needs"):

@@ -12,7 +12,7 @@ import time
 import pytest
 from sqlalchemy import inspect
 
-from campaign.errors import SchemaVersionError
+from campaign.common.errors import SchemaVersionError
 from campaign.store import open_store
 from campaign_sql.migrate import READABLE, STEPS, can_migrate, migrate
 from campaign_sql.schema import PROGRESS_SINCE, SCHEMA_VERSION

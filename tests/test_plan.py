@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from campaign.launch.plan import check_resources, plan_point, schedule
 from conftest import hydra_version_base_kept
 
@@ -86,7 +86,7 @@ def _composed(*overrides: str):
     """A point's config as Hydra composes it for campaign's app."""
     from hydra import compose, initialize_config_module
 
-    from campaign.config import register
+    from campaign.catalogue.config import register
 
     register()
     with hydra_version_base_kept(), initialize_config_module("campaign_conf", version_base="1.3"):

@@ -1,13 +1,13 @@
-"""Progress, rate and ETA from heartbeats (campaign/progress.py), on made-up beats whose
-answers are known, and how status renders them (campaign/status.py)."""
+"""Progress, rate and ETA from heartbeats (campaign/observe/progress.py), on made-up beats whose
+answers are known, and how status renders them (campaign/observe/status.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from campaign.progress import Beat, PointETA, RankBeats, annotate, campaign_eta, loop_of, overheads
-from campaign.state import is_final
-from campaign.status import point_view, progress_line, render
+from campaign.observe.progress import Beat, PointETA, RankBeats, annotate, campaign_eta, loop_of, overheads
+from campaign.observe.state import is_final
+from campaign.observe.status import point_view, progress_line, render
 
 NOW = 1_000_000.0
 LOCAL = {"platform": {"name": "local", "executor": "local", "exclusive": True, "peak_tflops": {}},

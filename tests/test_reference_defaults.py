@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from campaign.errors import ConfigError
-from campaign.estimate import ASSUMED_MFU, STARTUP_S, campaign_cost, fmt_duration
+from campaign.common.errors import ConfigError
+from campaign.observe.estimate import ASSUMED_MFU, STARTUP_S, campaign_cost, fmt_duration
 from campaign.launch.timelimit import check_time_limits, time_limit_refusals
 from campaign.launch.validate import names_dataset, reference_dataset
 from trainers.registry import spec_of
@@ -29,7 +29,7 @@ def _plan(*overrides: str):
     """A point planned from Hydra's composition, as a launch plans it (its overrides passed)."""
     from hydra import compose, initialize_config_module
 
-    from campaign.config import register
+    from campaign.catalogue.config import register
     from campaign.launch.plan import plan_point
     from conftest import hydra_version_base_kept
 

@@ -203,7 +203,7 @@ def test_the_reference_workload_declares_its_flops():
 
 
 def test_the_reference_estimate_uses_the_declared_flops():
-    from campaign.estimate import ASSUMED_MFU, declared_rate
+    from campaign.observe.estimate import ASSUMED_MFU, declared_rate
 
     seconds, source = declared_rate(_config(), 1, 8)
     assert seconds == pytest.approx(FLOPS_PER_ITERATION[("base", 512)] / (312e12 * ASSUMED_MFU))

@@ -11,7 +11,7 @@ import polars  # noqa: F401
 import pytest
 
 from campaign.backends import BACKENDS, EXECUTORS, Backend, get_backend
-from campaign.config import Executor
+from campaign.catalogue.config import Executor
 
 
 def test_every_registered_executor_is_a_backend_and_the_config_enum_names_them():

@@ -21,7 +21,7 @@ import pytest
 
 from campaign.backends import sbatch as sb
 from campaign.backends.resources import Resources
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from job_specs import a_spec
 
 GOLDEN = Path(__file__).parent / "golden" / "sbatch"

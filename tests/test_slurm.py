@@ -20,8 +20,8 @@ import pytest
 from campaign.backends import sacct as sa
 from campaign.backends.base import Observed
 from campaign.backends.resources import Resources
-from campaign.errors import SubmitError
-from campaign.proc import Completed
+from campaign.common.errors import SubmitError
+from campaign.common.proc import Completed
 from conftest import until
 from job_specs import a_spec
 
@@ -237,7 +237,7 @@ def test_observe_is_one_sacct_and_one_squeue(monkeypatch):
 
 
 def test_sacct_failure_is_a_scheduler_error_with_its_message(monkeypatch):
-    from campaign.errors import SchedulerError
+    from campaign.common.errors import SchedulerError
 
     backend, _ = _fake_slurm(monkeypatch, {"sacct": (1, "", "sacct: error: Problem talking to the database: Connection refused\n")})
     with pytest.raises(SchedulerError, match="^sacct: error: Problem talking to the database: Connection refused$"):

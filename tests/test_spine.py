@@ -185,7 +185,7 @@ def _processes_with(text: str) -> list[int]:
 
 def test_campaign_never_imports_torch():
     code = (
-        "import sys, campaign.cli, campaign.status, campaign.harvest.run, campaign.cancel, campaign.launch.launcher, "
+        "import sys, campaign.cli, campaign.observe.status, campaign.harvest.run, campaign.observe.cancel, campaign.launch.launcher, "
         "campaign.launch.submit, campaign.backends.local, campaign.store; "
         "bad = [m for m in ('torch', 'mmseg', 'mmengine', 'timm') if m in sys.modules]; print(bad); sys.exit(bool(bad))"
     )

@@ -1,5 +1,5 @@
 """One state per point, the same everywhere: status (table and --json), harvest and
-cancel derive it with one function (campaign.state), read-only, and agree on every
+cancel derive it with one function (campaign.observe.state), read-only, and agree on every
 point; on SQLite and PostgreSQL. Also: nothing executable from the store or the
 results folder, control characters escaped on output."""
 
@@ -18,8 +18,8 @@ import pytest
 from sqlalchemy import insert, select
 
 from campaign.backends.base import Observed
-from campaign.state import derive
-from campaign.status import point_view
+from campaign.observe.state import derive
+from campaign.observe.status import point_view
 from campaign.store import open_store
 from campaign_sql.schema import attempt, rank_timing
 from conftest import point_config

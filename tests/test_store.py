@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.errors import NotFoundError, SchemaVersionError, StoreError
+from campaign.common.errors import NotFoundError, SchemaVersionError, StoreError
 from campaign.store import open_store
 from campaign_sql.engine import insert_ignore
 from campaign_sql.render import render

@@ -222,7 +222,7 @@ def test_bad_files_are_one_line_errors_naming_the_file(tmp_path, content, expect
 
 
 def test_the_reader_imports_no_torch():
-    code = ("import sys, campaign_trace, campaign.trace_report; "
+    code = ("import sys, campaign_trace, campaign.observe.trace_report; "
             "sys.exit(1 if 'torch' in sys.modules or 'polars' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 

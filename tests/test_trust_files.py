@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from campaign.store import open_store
-from campaign.untrusted import (TAIL_BYTES, Tail, check_shared_folder, make_job_folder, open_append, read_bytes,
+from campaign.common.untrusted import (TAIL_BYTES, Tail, check_shared_folder, make_job_folder, open_append, read_bytes,
                                 read_tail, write_new)
 from conftest import TINY, campaign_id_from, point_config
 

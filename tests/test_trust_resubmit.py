@@ -1,7 +1,7 @@
 """A resubmission rebuilds, never trusts (issue #30): ``campaign resume``, automatic retries
 (``status --wait --submit``) and waves resubmit a point only when its stored config, its
 overrides and its campaign's results folder carry the launcher's signature
-(campaign/signing.py), its config's results_dir is the campaign's, and its job would get
+(campaign/common/signing.py), its config's results_dir is the campaign's, and its job would get
 no masked secret. Each attack is a store written as someone who can write it would: a
 crafted ``dataset.root``, ``platform.extra_sbatch`` lines, ``trainer.module``, a moved
 results_dir (the point's or the campaign's), a signature copied from another point or
@@ -18,7 +18,7 @@ import stat
 
 import pytest
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from conftest import Workspace, campaign_id_from
 from test_postgres import pg_url  # noqa: F401  (fixture: a fresh database on the test server)
 
@@ -144,7 +144,7 @@ def test_a_moved_campaign_results_dir_is_refused(copy, tmp_path):
 
 
 def test_a_signature_copied_from_another_point_or_made_with_another_key_is_refused(copy):
-    from campaign.signing import sign
+    from campaign.common.signing import sign
 
     ws, cid = copy
     (first,) = ws.query("select signature from point where idx = 0")[0]
@@ -193,7 +193,7 @@ def test_a_wave_refuses_a_changed_waiting_point_before_it_writes(copy):
 def test_a_masked_secret_is_refused_naming_the_key_and_given_again(copy):
     """A value stored masked (a secret: never stored in clear) would reach the job as ``***``:
     refused, naming the key and how to give it; given with the resume, the point goes."""
-    from campaign.signing import sign, signing_key
+    from campaign.common.signing import sign, signing_key
 
     ws, cid = copy
     config = _tamper(ws, 1, lambda c: c["container"].update(env={"HF_TOKEN": "***"}))
@@ -213,7 +213,7 @@ def test_a_masked_secret_is_refused_naming_the_key_and_given_again(copy):
 def test_a_resume_of_an_untouched_campaign_goes_and_its_overrides_are_signed(ws):
     """The launcher's own campaign resumes; a resume with overrides stores the new config
     signed, so a later resume of it goes too."""
-    from campaign.signing import signing_key, verify
+    from campaign.common.signing import signing_key, verify
 
     res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1")
     assert res.returncode == 0, res.stderr
@@ -247,7 +247,7 @@ def keydir(tmp_path, monkeypatch):
 
 
 def test_the_key_is_made_private_on_first_use_and_kept(keydir):
-    from campaign.signing import signing_key
+    from campaign.common.signing import signing_key
 
     assert signing_key() is None and not keydir.exists()  # a resume never makes one
     key = signing_key(create=True)
@@ -266,7 +266,7 @@ def test_the_key_is_made_private_on_first_use_and_kept(keydir):
     ("short", "holds 5 bytes, not 32: damaged"),
 ])
 def test_a_key_file_others_could_read_or_plant_is_refused(keydir, tmp_path, attack, message):
-    from campaign.signing import signing_key
+    from campaign.common.signing import signing_key
 
     key = signing_key(create=True)
     path = keydir / "signing.key"
@@ -296,7 +296,7 @@ def test_a_key_file_others_could_read_or_plant_is_refused(keydir, tmp_path, atta
 
 
 def test_the_key_folder_follows_xdg_then_home(tmp_path, monkeypatch):
-    from campaign.signing import key_path
+    from campaign.common.signing import key_path
 
     monkeypatch.delenv("CAMPAIGN_CONFIG_DIR")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
@@ -307,7 +307,7 @@ def test_the_key_folder_follows_xdg_then_home(tmp_path, monkeypatch):
 
 
 def test_a_signature_covers_each_field_a_resubmission_trusts(keydir):
-    from campaign.signing import SIGNED_COLUMNS, sign, signing_key, verify
+    from campaign.common.signing import SIGNED_COLUMNS, sign, signing_key, verify
 
     key = signing_key(create=True)
     row = {"idx": 3, "repeat": 0, "platform": "local", "executor": "local", "batch_per_gpu": 4, "iterations": 8,
@@ -325,7 +325,7 @@ def test_a_signature_covers_each_field_a_resubmission_trusts(keydir):
 @pytest.mark.postgres
 def test_a_signature_holds_through_postgresql_json(pg_url):  # noqa: F811
     """What a launch signs is what a resume reads back, through PostgreSQL's JSON columns too."""
-    from campaign.signing import signing_key, verify
+    from campaign.common.signing import signing_key, verify
     from campaign.store import open_store
     from conftest import point_config
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from campaign.redact import SECRET, ambiguous_password, is_secret_key, redact, redact_obj
+from campaign.common.redact import SECRET, ambiguous_password, is_secret_key, redact, redact_obj
 from campaign.store import open_store
 from conftest import TINY, point_config
 

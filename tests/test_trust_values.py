@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select
 
-from campaign.errors import StoreError
-from campaign.proc import Completed
+from campaign.common.errors import StoreError
+from campaign.common.proc import Completed
 from campaign.store import open_store
 from campaign_sql.schema import attempt, rank_timing
 from conftest import point_config
@@ -207,7 +207,7 @@ def test_a_store_of_future_campaigns_only_has_no_latest(ws):
 
 @pytest.mark.parametrize("cid", ["../../x", "a/b", "..", "20260101-000000-aaaa/../../x", "/etc"])
 def test_a_stored_campaign_id_that_is_no_id_is_never_joined_into_a_path(ws, tmp_path, cid):
-    from campaign.ingest import spool_dir
+    from campaign.observe.ingest import spool_dir
 
     with pytest.raises(StoreError, match=r"^the store holds a campaign id .* which is not one campaign writes "
                                          r"\(YYYYmmdd-HHMMSS-xxxx\); it names no folder campaign will use\."):
@@ -329,7 +329,7 @@ def test_a_spool_file_that_is_a_link_or_a_fifo_is_quarantined_without_reading_it
 
 
 def test_a_huge_spool_file_or_line_is_one_line_not_a_crash(ws, monkeypatch):
-    from campaign import ingest
+    from campaign.observe import ingest
 
     made = _two_campaigns(ws)
     a, spool = made["a"], made["spool"]
@@ -390,7 +390,7 @@ def test_a_built_in_trainer_still_gets_its_declared_estimate(ws):
 
 
 def test_measured_rates_skip_a_stored_config_nested_too_deep(ws):
-    from campaign.estimate import measured_rates
+    from campaign.observe.estimate import measured_rates
 
     with open_store(ws.store_url, create=True) as s:
         (good, bad) = _campaign(s, CID_A, ws.results, [_row(0, state="completed"), _row(1, state="completed")])

@@ -12,8 +12,8 @@ import sqlite3
 
 import pytest
 
-from campaign.config import ExperimentSpec
-from campaign.errors import ConfigError
+from campaign.catalogue.config import ExperimentSpec
+from campaign.common.errors import ConfigError
 from campaign.launch import validate
 from campaign.launch.validate import check_engine
 

@@ -19,9 +19,9 @@ from campaign.backends.slurm_limits import (
     parse_queue,
     room_limits,
 )
-from campaign.errors import CampaignError, ConfigError, SubmitError
+from campaign.common.errors import CampaignError, ConfigError, SubmitError
 from campaign.launch.waves import plan_wave
-from campaign.proc import CommandError, Completed
+from campaign.common.proc import CommandError, Completed
 
 
 def _plan(platform="v100", qos=None, max_submit=None, account=None):

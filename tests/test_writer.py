@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from campaign.ingest import ingest_files
+from campaign.observe.ingest import ingest_files
 from campaign.store import open_store
 from campaign_sql.ops import AttemptKey, apply_op
 from trainers.writer import JobWriter

@@ -27,7 +27,7 @@ from sqlalchemy import and_, select
 from campaign_sql.engine import insert_ignore
 from campaign_sql.schema import attempt, progress
 
-DEFAULT_INTERVAL_S = 10.0  # store.heartbeat_s's default (campaign/config.py)
+DEFAULT_INTERVAL_S = 10.0  # store.heartbeat_s's default (campaign/catalogue/config.py)
 STOP_WAIT_S = 5.0  # how long stop() waits for a heartbeat being written
 WARMUP_POLL_S = 0.1  # during the warm-up, how often the thread reads the counter (to beat as the window opens)
 

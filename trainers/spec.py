@@ -65,7 +65,7 @@ class TrainerDef:
     # experiment.checkpoint=true: it resumes at an iteration (model, optimizer and its data
     # position: the built trainer has resume_at(iteration)); trainers/checkpoint.py
     checkpoint: bool = False
-    # What a run will cost, before it runs (campaign/estimate.py); torch-free, from the
+    # What a run will cost, before it runs (campaign/observe/estimate.py); torch-free, from the
     # point's resolved config. Training FLOPs (forward + backward) of one image; None
     # (or a function returning None): unknown.
     flops_per_image: Optional[Callable[[Mapping[str, Any]], Optional[float]]] = None

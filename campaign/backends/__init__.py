@@ -19,7 +19,7 @@ BACKENDS: dict[str, str] = {
     "slurm": "campaign.backends.slurm:SlurmBackend",  # sbatch through submitit, bulk sacct/squeue, scancel
     "local": "campaign.backends.local:LocalBackend",  # processes on this machine (submitit's LocalExecutor)
 }
-EXECUTORS = tuple(sorted(BACKENDS))  # the names campaign.config's schema allows (a test checks they agree)
+EXECUTORS = tuple(sorted(BACKENDS))  # the names campaign.catalogue.config's schema allows (a test checks they agree)
 
 
 def executors() -> tuple[str, ...]:

@@ -83,7 +83,7 @@ class Backend(Protocol):
     # (an ETA says it leaves that wait out); False: it waits only for this campaign's own jobs.
     queue_wait: bool = True
     # Seconds before its time limit this executor ends a job without saying it timed out
-    # (the job is seen as failed: campaign.state tells a timeout by its run time); None
+    # (the job is seen as failed: campaign.observe.state tells a timeout by its run time); None
     # where the scheduler itself reports TIMEOUT.
     silent_stop_lead_s: Optional[float] = None
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from submitit.helpers import Checkpointable
 
 from campaign.backends.job_spec import JobSpec, check_job_spec
-from campaign.redact import STORE_URL_ENV, redact
+from campaign.common.redact import STORE_URL_ENV, redact
 
 
 def private_umask() -> None:

@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from campaign.errors import CampaignError
+from campaign.common.errors import CampaignError
 
 JOB_SPEC_VERSION = 1  # the layout below; bumped with any change to its fields
 

@@ -14,9 +14,9 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from campaign.errors import one_line
-from campaign.jobfolder import job_log_pattern, log_task
-from campaign.untrusted import TAIL_BYTES, read_tail, regular_stat
+from campaign.common.errors import one_line
+from campaign.common.jobfolder import job_log_pattern, log_task
+from campaign.common.untrusted import TAIL_BYTES, read_tail, regular_stat
 
 # TAIL_BYTES: a traceback's end lies in the log's last lines; a log is never read whole
 _TRACEBACK = "Traceback (most recent call last):"
@@ -24,7 +24,7 @@ _TRACEBACK = "Traceback (most recent call last):"
 
 def _tail(path: Path) -> str:
     """The log's last ``TAIL_BYTES`` as text; "" for one that is not a regular file
-    (a symlink to /dev/zero, a FIFO, a device: campaign.untrusted)."""
+    (a symlink to /dev/zero, a FIFO, a device: campaign.common.untrusted)."""
     return read_tail(path, TAIL_BYTES).text or ""
 
 

@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from campaign.backends.base import Backend, JobGroup, Observed, Submitted, point_indices
 from campaign.backends.joblogs import failing_task_exception, job_logs, last_activity, unread_logs
-from campaign.errors import one_line
-from campaign.jobfolder import CONTROLLERS_LOG  # the job folder's controllers' own output
-from campaign.untrusted import open_append, regular_stat
-from campaign.ids import job_id_problem
+from campaign.common.errors import one_line
+from campaign.common.jobfolder import CONTROLLERS_LOG  # the job folder's controllers' own output
+from campaign.common.untrusted import open_append, regular_stat
+from campaign.common.ids import job_id_problem
 
 
 @contextmanager
@@ -34,7 +34,7 @@ def detached_stdio(log_path: Path) -> Iterator[None]:
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    log = open_append(log_path)  # never through a symlink, nor into a FIFO (campaign.untrusted)
+    log = open_append(log_path)  # never through a symlink, nor into a FIFO (campaign.common.untrusted)
     saved = [os.dup(fd) for fd in (0, 1, 2)]
     try:
         with os.fdopen(log, "ab") as log_file, open(os.devnull, "rb") as null:
@@ -172,7 +172,7 @@ JOB_ID = re.compile(r"[1-9]\d{0,9}")  # what this backend stores: the job contro
 
 
 def bad_job_id(job_id: object) -> Optional[str]:
-    """Why a stored job id is never looked up or signalled (campaign.ids), or None when it is one."""
+    """Why a stored job id is never looked up or signalled (campaign.common.ids), or None when it is one."""
     return job_id_problem(str(job_id), JOB_ID, "local", "a process id")
 
 

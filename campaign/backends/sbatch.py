@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional, Sequence, TypeVar
 
 from campaign.backends.resources import Resources
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 
 # The resolved resources that must be equal for points to share one job array.
 RESOURCE_KEYS = (

@@ -26,10 +26,10 @@ from campaign.backends import sbatch as sb
 from campaign.backends.base import Backend, JobGroup, Limit, Observed, Submitted, point_indices
 from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, JobEntry, entry_for
 from campaign.backends.resources import Resources
-from campaign.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
-from campaign.ids import job_id_problem
-from campaign.proc import CommandError, Completed, run
-from campaign.untrusted import make_job_folder, write_new
+from campaign.common.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
+from campaign.common.ids import job_id_problem
+from campaign.common.proc import CommandError, Completed, run
+from campaign.common.untrusted import make_job_folder, write_new
 
 SBATCH_TIMEOUT_S = 60.0
 QUERY_TIMEOUT_S = 60.0
@@ -39,7 +39,7 @@ JOB_ID = re.compile(r"[1-9]\d{0,9}(?:_\d{1,7})?")
 
 
 def bad_job_id(job_id: str) -> Optional[str]:
-    """Why a stored job id is never sent to SLURM (campaign.ids), or None when it is one."""
+    """Why a stored job id is never sent to SLURM (campaign.common.ids), or None when it is one."""
     return job_id_problem(job_id, JOB_ID, "SLURM", "123 or 123_4")
 
 
@@ -116,7 +116,7 @@ def queued_with_comment(comment: str, runner: Callable[..., Completed] = run) ->
 
 
 class CampaignSlurmExecutor(SlurmExecutor):
-    """submitit's SlurmExecutor with sbatch run through ``campaign.proc`` (scrubbed
+    """submitit's SlurmExecutor with sbatch run through ``campaign.common.proc`` (scrubbed
     environment, retries, SLURM's message) and arrays of any size submitted by it."""
 
     sbatch_attempts = 4

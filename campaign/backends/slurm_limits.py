@@ -18,7 +18,7 @@ import time
 from typing import Any, Callable, Optional, Sequence
 
 from campaign.backends.base import Limit
-from campaign.proc import CommandError, Completed, run
+from campaign.common.proc import CommandError, Completed, run
 
 QUERY_TIMEOUT_S = 20.0  # sacctmgr waits on slurmdbd: a launch does not wait longer for a cap
 CAPS_TTL_S = 300.0  # caps change rarely: `status --wait --submit` asks sacctmgr every 5 min, not every refresh

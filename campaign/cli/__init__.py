@@ -3,7 +3,7 @@
 Each subcommand parses its arguments (``build_parser``; each group's module adds its
 own: launch, observe, harvest, tools, with campaign.cli.parser's helpers), calls one
 library function that raises, and campaign.cli.exits maps what it raises to
-``error: <one line>`` on stderr and the error's own exit status (campaign/errors.py).
+``error: <one line>`` on stderr and the error's own exit status (campaign/common/errors.py).
 Nothing else in campaign calls ``sys.exit``: ``python -m campaign`` and ``python -m
 campaign.launch`` end through ``exits.exit_with``.
 
@@ -22,7 +22,7 @@ from typing import Optional, Sequence
 
 from campaign.cli.exits import exit_with, guarded
 from campaign.cli.parser import Parser
-from campaign.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
+from campaign.common.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
 
 __all__ = ["EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "exit_with", "main"]
 
@@ -84,7 +84,7 @@ def _dispatch(argv: list[str]) -> int:
 
 
 def _with_store(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from campaign.redact import ambiguous_password
+    from campaign.common.redact import ambiguous_password
 
     problem = ambiguous_password(args.store)
     if problem:  # never handed to the driver: it would look part of the password up

@@ -1,8 +1,8 @@
 """The CLI's one error mapper, and the one place that exits the process.
 
 Every command runs under ``guarded``: a ``CampaignError`` becomes ``error: <message>``
-on stderr (secrets redacted, control characters escaped: campaign.text.shown) and the
-error's own ``exit_code`` (campaign/errors.py); Ctrl-C one line and 130; a closed
+on stderr (secrets redacted, control characters escaped: campaign.common.text.shown) and the
+error's own ``exit_code`` (campaign/common/errors.py); Ctrl-C one line and 130; a closed
 stdout (``campaign ... | head``) a quiet 0. A command that takes a store also gets one
 line and exit 2 for a file or folder it cannot use and for a database error no store
 function translated. Anything else is a bug: its traceback is what to report.
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Callable, NoReturn, Optional
 
-from campaign.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
+from campaign.common.errors import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
 
 INTERRUPTED = "interrupted (Ctrl-C)"  # what a command says on Ctrl-C unless it says more
 
@@ -23,7 +23,7 @@ def report(problem: object, exit_code: Optional[int] = None, *, redact: bool = T
     """Print ``error: <problem>`` on one line (``redact``: secrets as ``***``); return
     ``exit_code``, else the error's own (a CampaignError's ``exit_code``; 2 for anything
     else: bad input or a refused action)."""
-    from campaign.text import printable, shown
+    from campaign.common.text import printable, shown
 
     print(f"error: {(shown if redact else printable)(problem)}", file=sys.stderr)
     if exit_code is not None:
@@ -80,7 +80,7 @@ def guarded(command: Callable[[], Optional[int]], *, interrupted_message: str = 
             raise  # a bug: its traceback is what to report
         # a database error no store function translated (sqlalchemy is not imported
         # at start-up for `except` to name it: --help stays fast)
-        from campaign.errors import one_line
+        from campaign.common.errors import one_line
         from campaign.store import describe_url
 
         return report(f"results store {describe_url(store_url)}: {one_line(getattr(exc, 'orig', None) or exc)}")

@@ -2,7 +2,7 @@
 alias ``campaign launch --retry``: adapters over ``campaign.launch.main.launch`` and
 ``campaign.launch.resume.resume``.
 
-Exit status of a launch (README, "Exit codes"; campaign/errors.py): 0 submitted, 2 refused
+Exit status of a launch (README, "Exit codes"; campaign/common/errors.py): 0 submitted, 2 refused
 before anything was stored, 3 stored but some point not submitted or failed, 130
 interrupted. ``resume``: 0 resubmitted (or nothing to resume), 2 refused (nothing
 changed), 3 some point refused by its scheduler, 130 interrupted.
@@ -81,7 +81,7 @@ def resume_parser(prog: str) -> argparse.ArgumentParser:
 
 def split_args(args: Sequence[str]) -> tuple[Optional[str], list[str]]:
     """[CAMPAIGN] [KEY=VALUE ...] -> (campaign or None, overrides)."""
-    from campaign.errors import ConfigError
+    from campaign.common.errors import ConfigError
 
     refs = [a for a in args if "=" not in a]
     if len(refs) > 1:

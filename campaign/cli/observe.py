@@ -1,5 +1,5 @@
-"""``campaign status``, ``cancel`` and ``ingest``: adapters over campaign.status,
-campaign.cancel and campaign.ingest (each raises; campaign.cli.exits reports).
+"""``campaign status``, ``cancel`` and ``ingest``: adapters over campaign.observe.status,
+campaign.observe.cancel and campaign.observe.ingest (each raises; campaign.cli.exits reports).
 
 Exit status (README, "Exit status"): ``status`` 0 (``--wait``: 1 when a point did not
 complete, 124 when ``--timeout`` ran out first); ``cancel`` 0; ``ingest`` 0, 1 when a
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from campaign.cli.parser import CAMPAIGN_HELP, command, store_arg
-from campaign.errors import CampaignError
+from campaign.common.errors import CampaignError
 
 
 def add_status(sub: argparse._SubParsersAction) -> None:
@@ -59,7 +59,7 @@ def add_cancel_and_ingest(sub: argparse._SubParsersAction) -> None:
 
 def status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``campaign status``: the table once, live (--watch) or until every point is final (--wait)."""
-    from campaign.status import show_status, watch_status
+    from campaign.observe.status import show_status, watch_status
 
     if args.watch:
         return watch_status(args.campaign, store_url=args.store, interval=args.interval)
@@ -77,13 +77,13 @@ def status(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def cancel(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``campaign cancel``."""
-    from campaign.cancel import cancel as cancel_points
+    from campaign.observe.cancel import cancel as cancel_points
 
     return cancel_points(args.campaign, store_url=args.store, points=args.point)
 
 
 def ingest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``campaign ingest``."""
-    from campaign.ingest import ingest as ingest_spool
+    from campaign.observe.ingest import ingest as ingest_spool
 
     return ingest_spool(args.campaign, store_url=args.store, all_campaigns=args.all)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from campaign.errors import EXIT_USAGE
+from campaign.common.errors import EXIT_USAGE
 
 # what `campaign status|harvest|...` take as their first argument
 CAMPAIGN_HELP = ("campaign id, unique id prefix or name (a name several campaigns share: the latest of them; "

@@ -1,13 +1,13 @@
 """``campaign completion`` (a shell completion script from this parser) and ``campaign
-trace`` (profiler traces read from files, no store): adapters over campaign.completion
-and campaign.trace_report."""
+trace`` (profiler traces read from files, no store): adapters over campaign.cli.completion
+and campaign.observe.trace_report."""
 
 from __future__ import annotations
 
 import argparse
 
 from campaign.cli.parser import command
-from campaign.errors import EXIT_OK
+from campaign.common.errors import EXIT_OK
 
 
 def add_completion(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +37,7 @@ def add_trace(sub: argparse._SubParsersAction) -> None:
 
 def completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Print the completion script for ``args.shell``."""
-    from campaign.completion import completion_script
+    from campaign.cli.completion import completion_script
 
     print(completion_script(args.shell, parser), end="")
     return EXIT_OK
@@ -45,6 +45,6 @@ def completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
 
 def trace(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Summarise the profiler traces ``args.files``."""
-    from campaign.trace_report import show_traces
+    from campaign.observe.trace_report import show_traces
 
     return show_traces(args.files, as_json=args.json, top=args.top)

@@ -8,7 +8,7 @@ run that checkpointed and requeued itself carries all its timed iterations in th
 attempt, and this table shows which iterations each attempt ran and the gap before it
 (time between attempts, never counted as training time). A point with no attempt yet
 (never submitted) has one row with its state. The latest attempt of a point still
-active in the store shows the point's effective state (campaign.state), as status does.
+active in the store shows the point's effective state (campaign.observe.state), as status does.
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def harvested_segments(store: Any, campaign_id: str) -> dict[int, list[dict]]:
 
 def harvest_attempts(store: Any, campaign: dict) -> tuple[pl.DataFrame, list[str]]:
     """The campaign's attempts table and the warnings of deriving its points' states."""
-    from campaign.state import effective_points
+    from campaign.observe.state import effective_points
 
     points, warnings = effective_points(store, campaign)
     return attempts_table(points, store.attempts(campaign["id"]), harvested_segments(store, campaign["id"])), warnings

@@ -2,7 +2,7 @@
 
 One row per completed point (SQL aggregates over ranks, query.py), with its series
 ``variant`` (the overrides that differ between the campaign's points, as one label; the
-``varying`` struct holds them one field per override, campaign.varying), its ``image``
+``varying`` struct holds them one field per override, campaign.common.varying), its ``image``
 (the container image its harvested attempt ran in: the sha256's first 12 hex digits,
 the path where no sha256 was recorded, null without a container) and, for a sampled
 run, the projection to its full schedule (projection.py). The tables
@@ -18,11 +18,11 @@ import polars as pl
 from campaign.harvest.projection import project_points
 from campaign.harvest.query import breakdown_query, completed_points_query, job_iterations_query
 from campaign.harvest.views import SERIES, scaling_table, throughput_table  # noqa: F401  (public names)
-from campaign.varying import label, typed, varying
+from campaign.common.varying import label, typed, varying
 
 IMAGE_SHORT = 12  # hex digits of the sha256 that name an image (as `docker images` shows it)
 _SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")
-VARYING = "varying"  # the point frame's struct column: one field per varying override (campaign.varying)
+VARYING = "varying"  # the point frame's struct column: one field per varying override (campaign.common.varying)
 
 
 def variants(all_overrides: Sequence[object]) -> list[str]:
@@ -35,7 +35,7 @@ def variants(all_overrides: Sequence[object]) -> list[str]:
 
 def varying_columns(all_overrides: Sequence[object]) -> tuple[list[str], list[pl.Series]]:
     """The varying overrides' names and, per name, its values over the points (numbers
-    where every value is one: campaign.varying.typed)."""
+    where every value is one: campaign.common.varying.typed)."""
     names, values = varying(all_overrides, skip=_SWEEP_KEYS)
     return names, [pl.Series(n, typed([v[n] for v in values]), strict=False) for n in names]
 

@@ -13,7 +13,7 @@ each; json: one object keyed by table name; a binary format needs a folder).
 
 Files keep the data as it is. What goes to standard output (a terminal, or a pipe a
 terminal may show) has its text cells, column names and titles escaped
-(campaign.text.printable: a campaign name or override value from the store cannot
+(campaign.common.text.printable: a campaign name or override value from the store cannot
 retitle the window or reorder the line), and JSON there is pure ASCII (``\\u`` escapes).
 """
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
-from campaign.errors import ConfigError
-from campaign.text import printable
+from campaign.common.errors import ConfigError
+from campaign.common.text import printable
 
 if TYPE_CHECKING:
     import polars as pl
@@ -129,7 +129,7 @@ for _fmt in (
 # ------------------------------------------------------------------ writing
 
 def printable_frame(df: "pl.DataFrame") -> "pl.DataFrame":
-    """``df`` with its text cells and column names escaped (campaign.text.printable)."""
+    """``df`` with its text cells and column names escaped (campaign.common.text.printable)."""
     import polars as pl
 
     text = [c for c, t in df.schema.items() if t == pl.Utf8]

@@ -9,7 +9,7 @@ from typing import Optional
 
 import polars as pl
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from campaign.harvest.figure import campaign_label, pyplot, stamp
 from campaign.harvest.plots import (efficiency_figure, platform_comparison_figure, speedup_figure, throughput_figure,
                                     time_figure, utilisation_figure)

@@ -24,7 +24,7 @@ from campaign_sql.schema import attempt, breakdown, iteration, point, profile, r
 POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "nodes", "dataset")
 FILTERS = POINT_FILTERS + ("image",)
 # Not a user's filter (parse_where refuses it): the points whose effective state is
-# completed (campaign.state), which harvest alone reads, so that it counts what status shows.
+# completed (campaign.observe.state), which harvest alone reads, so that it counts what status shows.
 POINT_IDS = "point_id"
 NO_IMAGE = "none"  # ``--where image=none``: the points that ran without a container image
 

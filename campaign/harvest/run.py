@@ -7,11 +7,11 @@ from typing import Optional, Sequence
 
 import polars as pl
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
 from campaign.harvest.tables import POINT_TABLES, TABLE_CHOICES, TABLES, build_tables, table_function
-from campaign.text import printable
+from campaign.common.text import printable
 
 COMPARE_BUILTIN = ("reference", "ideal")
 
@@ -99,8 +99,8 @@ def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
 
 def completed_where(store, campaign: dict, where: Optional[dict]) -> tuple[dict, list[dict], list[str]]:
     """``where`` narrowed to the campaign's points whose effective state is completed
-    (campaign.state, as campaign status shows them), with the points and warnings."""
-    from campaign.state import completed_ids, effective_points
+    (campaign.observe.state, as campaign status shows them), with the points and warnings."""
+    from campaign.observe.state import completed_ids, effective_points
 
     points, warnings = effective_points(store, campaign)
     done = completed_ids(points)

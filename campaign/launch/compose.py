@@ -167,7 +167,7 @@ class PointComposer:
             parent[last] = value
             converted = parent[last]
         except ValidationError as exc:
-            from campaign.errors import ConfigError
+            from campaign.common.errors import ConfigError
 
             msg = str(exc).splitlines()[0].replace("$VALUE_TYPE", type(value).__name__).replace("$VALUE", str(value))
             raise ConfigError(f"{ov.input_line}: {msg}") from None

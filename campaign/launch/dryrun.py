@@ -2,12 +2,12 @@
 
 ``dry_run=true`` (``campaign launch --dry-run``): one row per point (platform, GPUs,
 nodes, partition, time limit, the values the sweep varies, the job array it goes in,
-its estimated wall time and GPU-hours) and the campaign's estimate (campaign.estimate).
+its estimated wall time and GPU-hours) and the campaign's estimate (campaign.observe.estimate).
 ``dry_run=scripts`` (``--show-scripts``): also what each backend shows of its jobs
 (``Backend.dry_run_script``): the exact sbatch script of every job array and the exact
 command its tasks run (a container's ``apptainer exec --nv --bind ... image.sif`` wrapper
 included), or for local jobs the command each rank runs; made by the same pure functions
-the submission uses (campaign.backends.sbatch, campaign.container), so no runtime,
+the submission uses (campaign.backends.sbatch, campaign.catalogue.container), so no runtime,
 scheduler or image is needed to see them.
 ``dry_run=json`` (``--json``): one JSON object per point, for machines.
 
@@ -25,11 +25,11 @@ from typing import Any, Optional, Sequence
 from tabulate import tabulate
 
 from campaign.backends import JobGroup, by_executor, get_backend
-from campaign.errors import ConfigError
-from campaign.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
+from campaign.common.errors import ConfigError
+from campaign.observe.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
 from campaign.launch.plan import PointPlan, job_plan
-from campaign.redact import redact, redact_obj
-from campaign.varying import varying
+from campaign.common.redact import redact, redact_obj
+from campaign.common.varying import varying
 
 PLACEHOLDER_ID = "DRYRUN"  # where the campaign id goes in a dry run's folders and job names
 MODES = ("table", "scripts", "json")
@@ -156,7 +156,7 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[JobGroup], python: 
     """Every array's exact sbatch script and command (local jobs: their command); a
     container's variables (``container.env``) as the environment the command gets
     (``APPTAINERENV_HF_TOKEN=***``: names like a secret's masked)."""
-    from campaign.container import shown_env
+    from campaign.catalogue.container import shown_env
     from campaign.launch.submit import container_environment
 
     folder = _folder(points)
@@ -193,7 +193,7 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     would refuse on any machine, shown beside the estimates (campaign.launch.timelimit)."""
     import sys
 
-    from campaign.text import printable, shown
+    from campaign.common.text import printable, shown
 
     arrs = arrays(points)
     if mode == "json":

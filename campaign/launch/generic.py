@@ -24,8 +24,8 @@ from omegaconf import OmegaConf, open_dict
 
 from campaign.backends import executors, get_backend
 from campaign.backends.resources import Resources
-from campaign.errors import ConfigError, one_line
-from campaign.untrusted import make_job_folder
+from campaign.common.errors import ConfigError, one_line
+from campaign.common.untrusted import make_job_folder
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ import re
 import typing
 from typing import Any, Optional
 
-from campaign.errors import ConfigError, one_line
+from campaign.common.errors import ConfigError, one_line
 from trainers.spec import did_you_mean
 
 
@@ -36,8 +36,8 @@ def yaml_error(exc: BaseException) -> Optional[ConfigError]:
 
 def schema_fields(path: str) -> Optional[list[str]]:
     """The field names of the config node at dotted ``path`` ("" for the top level), from
-    the schema in campaign/config.py; None where the node has no fixed fields."""
-    from campaign.config import CampaignConfig
+    the schema in campaign/catalogue/config.py; None where the node has no fixed fields."""
+    from campaign.catalogue.config import CampaignConfig
     from campaign.launch.validate import _schema_of
 
     schema: Any = CampaignConfig
@@ -90,5 +90,5 @@ def as_config_error(exc: BaseException) -> ConfigError:
             return _unknown_key(str(e.full_key), f"{m.group(1)}.yaml: " if m else "")
     if "Key '" in text and "not in" in text:  # a key the schema does not have
         first = text.splitlines()[0]
-        return ConfigError(f"{first}; see campaign/config.py for the valid fields")
+        return ConfigError(f"{first}; see campaign/catalogue/config.py for the valid fields")
     return ConfigError(one_line(text) or type(exc).__name__)

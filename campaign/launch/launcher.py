@@ -25,8 +25,8 @@ from typing import Any, Optional, Sequence
 
 from omegaconf import OmegaConf
 
-from campaign.config import is_campaign_config
-from campaign.errors import ConfigError, InfeasiblePoint
+from campaign.catalogue.config import is_campaign_config
+from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.plan import PointPlan, plan_point
 
 
@@ -54,7 +54,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
         from campaign.launch.run import launch_campaign
 
         points, refused = compose_points(launcher, job_overrides, initial_job_idx)
-        from campaign.text import shown
+        from campaign.common.text import shown
 
         for line in refused:  # names the point by its overrides: a store URL's password among them
             print(f"refused: {shown(line)}", file=sys.stderr)

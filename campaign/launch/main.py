@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Sequence
 
-from campaign.errors import CampaignError
+from campaign.common.errors import CampaignError
 
 # campaign's own flags, given as the overrides they stand for (a dry run: campaign/launch/dryrun.py)
 FLAGS = {"--dry-run": "dry_run=true", "--show-scripts": "dry_run=scripts", "--json": "dry_run=json"}
@@ -76,7 +76,7 @@ def _hydra_app(argv: list[str], prog: str) -> None:
     # Hydra prints its own multi-line report and exits 1 unless this is set; we want
     # the exception, to turn it into one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    from campaign.config import register
+    from campaign.catalogue.config import register
 
     register()
     check_plugin_visible()

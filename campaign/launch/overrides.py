@@ -8,15 +8,15 @@ point is stored and harvested by (``gpus``, ``nodes``, the names of its platform
 trainer, experiment and dataset, the store and results folder) are refused, as is a
 value that changes the point's schedule (its images per GPU or iterations): those
 make another point, which a new launch makes. Values are typed against the schema
-(campaign/config.py) exactly as at launch, with Hydra's own override grammar.
+(campaign/catalogue/config.py) exactly as at launch, with Hydra's own override grammar.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from campaign.config import GROUPS
-from campaign.errors import ConfigError
+from campaign.catalogue.config import GROUPS
+from campaign.common.errors import ConfigError
 
 # Keys (and their subtrees) that say what a point is: changing them makes another point.
 IDENTITY = ("gpus", "nodes", "repeats", "seed", "store", "results_dir", "name", "dry_run", "platform.name",
@@ -59,7 +59,7 @@ def apply_overrides(config: dict[str, Any], overrides: Sequence[tuple[str, Any]]
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from campaign.config import CampaignConfig
+    from campaign.catalogue.config import CampaignConfig
     from campaign.launch.hydra_errors import as_config_error
 
     if not overrides:

@@ -15,9 +15,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from campaign.backends import EXECUTORS
 from campaign.backends.resources import Resources
-from campaign.errors import ConfigError, InfeasiblePoint
+from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.validate import CheckedTrainer, check_known_keys, check_trainer, reference_dataset
-from campaign.redact import redact_obj
+from campaign.common.redact import redact_obj
 
 SCALINGS = ("fixed", "strong", "weak")
 
@@ -151,7 +151,7 @@ def check_resources(platform: dict[str, Any], gpus: Any, nodes: Any) -> None:
     per_node = int(platform["gpus_per_node"])
     what = "ranks (CPU cores here)" if cpu_ranks(platform) else "GPUs"
     if per_node <= 0 and _runs_here(platform) and not cpu_ranks(platform):
-        from campaign.gpus import local_gpus
+        from campaign.catalogue.gpus import local_gpus
 
         why = local_gpus().why_none or "no GPU"
         raise InfeasiblePoint(f"{name}: no NVIDIA GPU visible on this machine ({why}); "

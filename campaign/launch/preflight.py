@@ -13,10 +13,10 @@ from typing import Any, Sequence
 from omegaconf import OmegaConf
 
 from campaign.backends import by_executor
-from campaign.errors import ConfigError, StoreError, one_line
+from campaign.common.errors import ConfigError, StoreError, one_line
 from campaign.launch.plan import PointPlan
-from campaign.redact import redact
-from campaign.untrusted import check_shared_folder
+from campaign.common.redact import redact
+from campaign.common.untrusted import check_shared_folder
 
 # Values one campaign has once: the store it registers in, the folder its jobs write to.
 ONE_PER_CAMPAIGN = (("results_dir",), ("store", "url"), ("name",), ("dry_run",), ("max_gpu_hours",))
@@ -136,9 +136,9 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str
     or image, SLURM, a dataset, a store server, a writable folder) is returned as notes
     instead of refused, and nothing is created; what no machine could run (bad values)
     is refused all the same. Returns the notes (none for a launch, which refuses)."""
-    from campaign.container import check_container, check_container_here, container_lacks
-    from campaign.datasets import check_dataset
-    from campaign.errors import CampaignError
+    from campaign.catalogue.container import check_container, check_container_here, container_lacks
+    from campaign.catalogue.datasets import check_dataset
+    from campaign.common.errors import CampaignError
 
     notes: list[str] = []
 

@@ -8,9 +8,9 @@ from typing import Any, Optional, Sequence
 
 from tabulate import tabulate
 
-from campaign.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
+from campaign.observe.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
 from campaign.launch.plan import PointPlan
-from campaign.redact import redact
+from campaign.common.redact import redact
 
 
 def print_submitted(campaign_id: str, points: Sequence[PointPlan], submitted: Sequence[Any], store: str, *,

@@ -13,7 +13,7 @@ launch that waits).
 
 A store may be written by others, so every one of these rebuilds a point only once it is
 known to be what its launcher stored (``trusted``, through ``replan``): the point's
-signature with the user's own key (campaign/signing.py), its config's ``results_dir``
+signature with the user's own key (campaign/common/signing.py), its config's ``results_dir``
 the campaign's; and it hands a job no value the store holds masked (a secret: given
 again with the resume). One point that fails refuses the whole resubmission.
 """
@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from campaign.backends import Submitted
-from campaign.errors import ConfigError, LaunchIncomplete
+from campaign.common.errors import ConfigError, LaunchIncomplete
 from campaign.launch.plan import PointPlan
-from campaign.redact import SECRET, redact
+from campaign.common.redact import SECRET, redact
 from campaign.launch.waves import in_flight
-from campaign.state import FAILED_STATES
+from campaign.observe.state import FAILED_STATES
 
 RESUMABLE = FAILED_STATES + ("waiting",)
 SHOWN = 3
@@ -83,10 +83,10 @@ UNSIGNED = ("its stored config is not signed with your key (changed in the store
 def trusted(rows: Sequence[dict], camp: dict) -> None:
     """Refuse (``ConfigError``, one line naming the point and why) unless every row is what
     its launcher stored: its config's ``results_dir`` the campaign's, and its signature
-    (campaign/signing.py) that of the row and the campaign with the user's own key.
+    (campaign/common/signing.py) that of the row and the campaign with the user's own key.
     Reads nothing the rows name: nothing of them is imported or planned before this."""
-    from campaign.bounded import is_unreadable
-    from campaign.signing import key_path, signing_key, verify
+    from campaign.common.bounded import is_unreadable
+    from campaign.common.signing import key_path, signing_key, verify
 
     if not rows:
         return
@@ -131,7 +131,7 @@ def _same_folder(stored: Any, campaign_dir: Optional[str]) -> bool:
 
 def masked(value: Any, path: str = "") -> Optional[str]:
     """The key path of the first string in ``value`` that holds a masked secret
-    (``campaign.redact.SECRET``), or None."""
+    (``campaign.common.redact.SECRET``), or None."""
     if isinstance(value, dict):
         for k, v in value.items():
             found = masked(v, f"{path}.{k}" if path else str(k))
@@ -191,8 +191,8 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
     platform (``waves.in_flight``), against ``platform.max_submit``. Returns what happened."""
     from campaign.launch.submit import job_python, submit_registered
     from campaign.launch.waves import wave_for
-    from campaign.redact import redact_obj
-    from campaign.signing import sign, signing_key
+    from campaign.common.redact import redact_obj
+    from campaign.common.signing import sign, signing_key
 
     key = signing_key() if overrides else None  # trusted() found it: the points are signed with it
     out = Resubmission(camp["id"], store_url)
@@ -222,7 +222,7 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
             now.append(len(out.rows) - 1)
     if now:
         plans_now, ids = [out.plans[i] for i in now], [out.rows[i]["id"] for i in now]
-        from campaign.jobfolder import job_folder
+        from campaign.common.jobfolder import job_folder
 
         results = Path(str(camp.get("results_dir") or plans_now[0].config["results_dir"]))
         folder = job_folder(results, camp["id"])  # a stored id that is not one campaign writes: StoreError
@@ -240,7 +240,7 @@ def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]
     from campaign.launch.overrides import parse_overrides
     from campaign.launch.preflight import preflight
     from campaign.launch.submit import absolute_store_url, private_files
-    from campaign.state import effective_points
+    from campaign.observe.state import effective_points
     from campaign.store import open_store
 
     parsed = parse_overrides(overrides)
@@ -294,7 +294,7 @@ def submit_due(store_url: str, campaign_id: str) -> list[Resubmission]:
     """Submit what ``campaign_id`` has due (``due``): automatic retries, then the next
     wave. Opens the store for writing only when something is due."""
     from campaign.launch.submit import absolute_store_url, private_files
-    from campaign.state import effective_points
+    from campaign.observe.state import effective_points
     from campaign.store import open_store
 
     store_url = absolute_store_url(store_url)
@@ -344,7 +344,7 @@ def print_plan(out: Resubmission, *, dry_run: bool = False, overrides: Sequence[
     """What a resume resubmits (or would), one row per point, and the commands that follow it."""
     from tabulate import tabulate
 
-    from campaign.text import printable
+    from campaign.common.text import printable
 
     cid = out.campaign_id
     kept = ", ".join(f"{n} {s}" for s, n in sorted(out.left.items()))

@@ -29,9 +29,9 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from campaign.backends import Submitted
-from campaign.errors import Interrupted, LaunchIncomplete, PointFailed, one_line
+from campaign.common.errors import Interrupted, LaunchIncomplete, PointFailed, one_line
 from campaign.launch.plan import PointPlan
-from campaign.redact import redact
+from campaign.common.redact import redact
 
 POLL_S = 0.5  # how often a waiting launch asks whether its jobs ended
 SHOWN = 3  # points named in one error line before "and N more"
@@ -60,7 +60,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     ``hydra_cfg`` and task name). Raises ``CampaignError`` before anything is stored when
     a point cannot run; returns the ``LaunchResult`` once it is stored and submitted.
     """
-    from campaign.estimate import campaign_cost, check_budget, launch_measured
+    from campaign.observe.estimate import campaign_cost, check_budget, launch_measured
     from campaign.launch.dryrun import dry_run_mode, print_dry_run
     from campaign.launch.preflight import preflight
     from campaign.launch.report import print_submitted
@@ -167,7 +167,7 @@ def _job_return(p: PointPlan, hydra_cfg: Any, status: JobStatus, value: Any = No
 
 def _reasons(result: LaunchResult) -> dict[int, Optional[str]]:
     """The store's reason per point id (what `campaign status` shows), {} if unreadable."""
-    from campaign.errors import CampaignError
+    from campaign.common.errors import CampaignError
     from campaign.launch.submit import absolute_store_url
     from campaign.store import open_store
 
@@ -255,7 +255,7 @@ def run_single(cfg: DictConfig) -> LaunchResult:
     points = [plan_point(cfg, r, overrides, repeat=r) for r in range(max(1, int(cfg.repeats)))]
     result = launch_campaign(points, cfg, sweep_overrides=overrides, multirun=False, wait=True)
     if result.campaign_id and any(s.job_id for s in result.submitted):
-        from campaign.status import show_status
+        from campaign.observe.status import show_status
 
         show_status(result.campaign_id, store_url=absolute_store_url(result.store_url))  # the table, for the user
     check_outcome(result)

@@ -14,12 +14,12 @@ from typing import Any, Iterator, Optional, Sequence
 
 from campaign.backends import Submitted, get_backend
 from campaign.backends.job_spec import JobSpec
-from campaign.errors import CampaignError, ConfigError, one_line
-from campaign.jobfolder import checkpoint_folder, spool_folder
+from campaign.common.errors import CampaignError, ConfigError, one_line
+from campaign.common.jobfolder import checkpoint_folder, spool_folder
 from campaign.launch.plan import PointPlan, job_plan
-from campaign.redact import STORE_URL_ENV, redact, redact_obj
+from campaign.common.redact import STORE_URL_ENV, redact, redact_obj
 from campaign.store import open_store
-from campaign.untrusted import make_job_folder
+from campaign.common.untrusted import make_job_folder
 
 
 def new_campaign_id() -> str:
@@ -80,13 +80,13 @@ def variables_in_environment(variables: dict[str, str]) -> Iterator[None]:
 
 def container_environment(points: Sequence[PointPlan]) -> dict[str, str]:
     """The campaign's ``container.env`` as the runtime's prefixed variables
-    (``APPTAINERENV_HF_TOKEN``...: campaign.container.container_env), real values; empty
+    (``APPTAINERENV_HF_TOKEN``...: campaign.catalogue.container.container_env), real values; empty
     without a container. One campaign runs in one container (``job_python``)."""
     if not points or points[0].config["container"]["runtime"] == "none":
         return {}
     from omegaconf import OmegaConf
 
-    from campaign.container import container_env
+    from campaign.catalogue.container import container_env
 
     return container_env(OmegaConf.create(points[0].config["container"]))
 
@@ -110,7 +110,7 @@ def _image_provenance(points: Sequence[PointPlan]) -> Optional[dict[str, Any]]:
         return None
     from omegaconf import OmegaConf
 
-    from campaign.container import image_provenance
+    from campaign.catalogue.container import image_provenance
 
     return image_provenance(OmegaConf.create(points[0].config["container"]))
 
@@ -140,7 +140,7 @@ def register_and_submit(
     reason; the rest still go. Points beyond what the scheduler takes now (its caps on
     queued jobs, ``platform.max_submit``: campaign/launch/waves.py) stay ``waiting``,
     each with the cap that holds it back (``Submitted.waiting``). Nothing recorded holds
-    a password (``campaign.redact``).
+    a password (``campaign.common.redact``).
     """
     from campaign.launch.waves import wave_for
 
@@ -186,8 +186,8 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
     the way records what was submitted, rejects the rest, and raises ``Interrupted``
     saying how to submit them. ``fresh`` (the launch that makes the job folder): the
     folder must not exist yet; otherwise it must be this user's private folder
-    (campaign.untrusted.make_job_folder)."""
-    from campaign.errors import Interrupted
+    (campaign.common.untrusted.make_job_folder)."""
+    from campaign.common.errors import Interrupted
 
     numbers = store.open_attempts(ids, origin=origin, overrides=redact_obj(list(overrides)) if overrides else None)
     done: dict[int, Submitted] = {}
@@ -253,8 +253,8 @@ def job_python(points: Sequence[PointPlan]) -> Optional[str]:
     """The job interpreter for a containerised campaign (None: the host's Python)."""
     from omegaconf import OmegaConf
 
-    from campaign.container import container_python, job_binds
-    from campaign.errors import ConfigError
+    from campaign.catalogue.container import container_python, job_binds
+    from campaign.common.errors import ConfigError
 
     runtimes = {p.config["container"]["runtime"] for p in points}
     if runtimes == {"none"}:

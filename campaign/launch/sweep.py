@@ -9,8 +9,8 @@ from typing import Any, Sequence
 
 from omegaconf import OmegaConf
 
-from campaign.errors import LaunchIncomplete
-from campaign.redact import redact_obj
+from campaign.common.errors import LaunchIncomplete
+from campaign.common.redact import redact_obj
 
 
 def save_multirun_yaml(config: Any, path: Path) -> None:

@@ -4,7 +4,7 @@ A job that cannot finish within its limit ends ``timeout`` with its work lost, u
 checkpoints (``experiment.checkpoint=true``: the scheduler requeues it and the next attempt
 resumes). The launch refuses such a point, naming the fixes; a dry run shows the same
 refusal as a note beside its estimate. Only a known estimate is compared (the store's
-measured rate, a trainer's time law or its declared FLOPs, ``campaign/estimate.py``): an
+measured rate, a trainer's time law or its declared FLOPs, ``campaign/observe/estimate.py``): an
 unknown one never refuses.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from campaign.errors import ConfigError
-from campaign.estimate import CampaignCost, PointCost, fmt_duration
+from campaign.common.errors import ConfigError
+from campaign.observe.estimate import CampaignCost, PointCost, fmt_duration
 
 
 def _limit(minutes: int) -> str:

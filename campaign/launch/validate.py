@@ -1,6 +1,6 @@
 """A point's config against what declares it, before anything is stored.
 
-Two declarations judge a point: its schema (``campaign/config.py``: every key must be
+Two declarations judge a point: its schema (``campaign/catalogue/config.py``: every key must be
 one it declares) and its trainer's declaration (``trainers/spec.py``: the trainer
 exists, its params are known and well typed, its optimizer, precision, device and
 engine are ones it implements). The trainer's declaration is looked up ONCE per point
@@ -18,8 +18,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from campaign.config import CampaignConfig
-from campaign.errors import ConfigError
+from campaign.catalogue.config import CampaignConfig
+from campaign.common.errors import ConfigError
 from trainers import registry
 from trainers.spec import TrainerDef, did_you_mean, resolve_params
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import unquote, urlparse
 
-from campaign.bounded import BoundError, loads
+from campaign.common.bounded import BoundError, loads
 
 NOT_PYPI = "the package named campaign on PyPI is another project"
 

@@ -14,8 +14,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from sqlalchemy.engine import make_url
 
-from campaign.bounded import stored
-from campaign.errors import NotFoundError, SchemaVersionError, StoreError, one_line
+from campaign.common.bounded import stored
+from campaign.common.errors import NotFoundError, SchemaVersionError, StoreError, one_line
 from campaign.store.advice import extra_advice, upgrade_advice
 from campaign.store.submissions import Submissions
 from campaign_sql.engine import (
@@ -49,7 +49,7 @@ def find_campaign_noted(store: "Store", ref: str | None) -> dict:
     shared by several took: what ``campaign status NAME``/``harvest NAME`` print."""
     import sys
 
-    from campaign.text import printable
+    from campaign.common.text import printable
 
     found, note = store.find_campaign(ref)
     if note:
@@ -75,7 +75,7 @@ def check_store_url(url: str) -> None:
     """Refuse a URL SQLAlchemy cannot parse or has no driver for, before anything is written."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-    from campaign.redact import ambiguous_password, redact
+    from campaign.common.redact import ambiguous_password, redact
 
     why = ambiguous_password(url)
     if why:  # (before SQLAlchemy reads part of the password as a host name to look up)
@@ -143,7 +143,7 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
             _check(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True, json_deserializer=stored), url,
                    create, dispose=True)
         engine = make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True,
-                             json_deserializer=stored)  # others' JSON within bounds (campaign.bounded)
+                             json_deserializer=stored)  # others' JSON within bounds (campaign.common.bounded)
         version = _check(engine, url, create, readonly=readonly)
     except ValueError as exc:
         raise StoreError(f"store URL: {exc}; use e.g. sqlite:///results/campaign.db") from exc
@@ -244,9 +244,9 @@ class Store(Submissions):
     # ------------------------------------------------------------------ writes
     def register(self, campaign_row: Mapping[str, Any], point_rows: Sequence[Mapping[str, Any]]) -> list[int]:
         """Insert a campaign and its points in one transaction; return the point ids in order.
-        Each point is signed with the user's key (``campaign.signing``, made on first use):
+        Each point is signed with the user's key (``campaign.common.signing``, made on first use):
         exactly what is stored, which a resubmission checks before it trusts any of it."""
-        from campaign.signing import sign, signing_key
+        from campaign.common.signing import sign, signing_key
 
         key = signing_key(create=True)
         cid, results = campaign_row["id"], campaign_row.get("results_dir")

@@ -5,7 +5,7 @@ Every submission of a point (its launch, ``campaign resume``, an automatic retry
 ``open_attempts`` numbers it after the point's attempts so far and the job learns the
 number from its spec (``attempt_base``); a requeue of that job is the next number
 (trainers/writer.py). Before a point is submitted again, ``claim`` closes its previous
-attempt with the state it ended in (what ``campaign.state`` derives: the job may never
+attempt with the state it ended in (what ``campaign.observe.state`` derives: the job may never
 have said so itself) and takes the point for the new submission, only if nobody else
 did meanwhile: two resumes of one campaign never submit a point twice.
 """
@@ -103,13 +103,13 @@ class Submissions:
 
     def update_config(self, point_id: int, config: Mapping[str, Any], signature: Optional[str] = None) -> None:
         """The point's resolved config after ``campaign resume``'s overrides (redacted), and
-        its new ``signature`` (campaign.signing; None leaves the point unsigned: a config
+        its new ``signature`` (campaign.common.signing; None leaves the point unsigned: a config
         changed without one is never resubmitted)."""
         with self._begin() as conn:  # type: ignore[attr-defined]
             conn.execute(update(point).where(point.c.id == point_id).values(config=dict(config), signature=signature))
 
     def claim(self, p: Mapping[str, Any]) -> bool:
-        """Take the point ``p`` (a row of ``campaign.state.effective_points``) for a new
+        """Take the point ``p`` (a row of ``campaign.observe.state.effective_points``) for a new
         submission: its previous attempt is closed with ``p``'s effective state and
         reason (one is recorded for a submission that has none, e.g. made before
         schema v2), and the point is ``registered`` again with nothing of the previous

@@ -79,8 +79,8 @@ class CampaignSweeper(Sweeper):
 
 def _dry_run(config: Any) -> bool:
     """Whether a campaign's sweep is a dry run (``dry_run`` set to a dry-run mode)."""
-    from campaign.config import is_campaign_config
-    from campaign.errors import ConfigError
+    from campaign.catalogue.config import is_campaign_config
+    from campaign.common.errors import ConfigError
     from campaign.launch.dryrun import dry_run_mode
 
     if not is_campaign_config(config):

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, OmegaConf
 
-from campaign.gpus import cpu_count  # this machine's facts live there; the ${cpus:} resolver is it
+from campaign.catalogue.gpus import cpu_count  # this machine's facts live there; the ${cpus:} resolver is it
 from trainers.spec import Device, Optimizer, Precision
 
 GROUPS = ("platform", "experiment", "trainer", "dataset", "store", "container")
@@ -147,7 +147,7 @@ class CampaignConfig:
     seed: int = 0  # random seed of model init and data
     name: Optional[str] = None  # campaign name shown by status (default: the campaign id)
     dry_run: str = "false"  # print what would be submitted, submit nothing: true (a table), scripts (+ sbatch scripts and commands), json
-    max_gpu_hours: Optional[float] = None  # refuse a launch whose estimated GPU-hours exceed this (campaign/estimate.py)
+    max_gpu_hours: Optional[float] = None  # refuse a launch whose estimated GPU-hours exceed this (campaign/observe/estimate.py)
     max_retries: int = 0  # resubmit a point that ends in a retry_on state up to this many times (campaign launch --max-retries K)
     retry_on: List[str] = field(default_factory=lambda: ["node_fail", "preempted", "boot_fail"])  # states max_retries resubmits
     results_dir: str = "results"  # folder of the default store, job folders and logs
@@ -186,6 +186,6 @@ def register() -> None:
     if not OmegaConf.has_resolver("cpu_peak_tflops"):
         OmegaConf.register_new_resolver("cpu_peak_tflops", cpu_peak_tflops)
     if not OmegaConf.has_resolver("local_gpu"):
-        from campaign.gpus import local_gpu_fact
+        from campaign.catalogue.gpus import local_gpu_fact
 
         OmegaConf.register_new_resolver("local_gpu", local_gpu_fact)

@@ -29,7 +29,7 @@ campaign's command line, the terminal, Hydra's ``multirun.yaml``):
 Redaction is idempotent and never makes a text longer than it needs to; it may hide a
 little more than the secret when a line holds a URL and, later, an ``@`` (safe side).
 Jobs get the real store URL from ``STORE_URL_ENV`` instead (``campaign/backends/entry.py``),
-and container variables through the runtime's environment (``campaign/container.py``).
+and container variables through the runtime's environment (``campaign/catalogue/container.py``).
 Stdlib only.
 """
 

@@ -6,7 +6,7 @@ from whoever could write them; a terminal would obey an escape sequence in them
 such text through ``printable``: control characters and the invisible bidirectional
 overrides become visible escapes (``\\x1b``, ``\\n``, ``\\u202e``). ``shown`` is the
 same for a message that may also name a secret (a store URL, an override): redacted
-first (campaign.redact), then escaped. Files written to disk keep the data as it is;
+first (campaign.common.redact), then escaped. Files written to disk keep the data as it is;
 what goes to standard output or standard error goes through one of the two.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from campaign.redact import redact
+from campaign.common.redact import redact
 
 # C0 and C1 controls, DEL, and the Unicode format characters that reorder or hide text.
 _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")

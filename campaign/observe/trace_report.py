@@ -10,7 +10,7 @@ from typing import Optional, Sequence
 
 from tabulate import tabulate
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 
 NAME_WIDTH = 80  # kernel names are whole C++ signatures: the terminal shows their start
 

@@ -14,8 +14,8 @@ A point that has not started is expected to take: start-up (what the campaign's 
 points took from the moment they could start, i.e. submission or, for points that take
 turns on one machine, the previous point's end, to their first heartbeat), its
 iterations at its rate, and the tail. Its rate is measured where the campaign has run
-the same work (campaign.estimate.work_key), else the launch's estimate (the store's
-previous campaigns, or the trainer's declaration; ``campaign.estimate``).
+the same work (campaign.observe.estimate.work_key), else the launch's estimate (the store's
+previous campaigns, or the trainer's declaration; ``campaign.observe.estimate``).
 
 The campaign ends when its last point does: points that take turns on one machine
 (a local, exclusive platform) one after another, the others all at once, where a
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from campaign.backends import backend_of
-from campaign.estimate import STARTUP_S, loop_iterations, point_cost, serial, work_key
+from campaign.observe.estimate import STARTUP_S, loop_iterations, point_cost, serial, work_key
 
 NOT_STARTED = ("registered", "waiting", "pending", "requeued")  # states of a point whose loop has not begun
 RATE_MIN_ITERATIONS = 20  # a rate from fewer iterations could be off by 1/n (whole iterations per beat)
@@ -191,8 +191,8 @@ def _profiled(p: dict) -> int:
 
 def annotate(points: Sequence[dict], beats: Mapping[int, list[RankBeats]], *, now: float,
              measured: Optional[Mapping[str, Any]] = None) -> tuple[dict[int, PointETA], Overheads]:
-    """Per point id its ``PointETA`` (pure: ``points`` as campaign.state derives them,
-    ``beats`` by attempt id, ``measured``: campaign.estimate.measured_rates)."""
+    """Per point id its ``PointETA`` (pure: ``points`` as campaign.observe.state derives them,
+    ``beats`` by attempt id, ``measured``: campaign.observe.estimate.measured_rates)."""
     loops = {p["id"]: loop for p in points if (loop := loop_of(beats.get(p.get("attempt_id"), [])))}
     over = overheads(points, loops)
     tail = over.tail_s or 0.0

@@ -28,7 +28,7 @@ import stat
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 
 CONFIG_DIR_ENV = "CAMPAIGN_CONFIG_DIR"
 KEY_FILE = "signing.key"

@@ -34,7 +34,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
 
 def launch_words() -> list[str]:
     """``group=option`` for every installed config group option, then ``LAUNCH_WORDS``."""
-    from campaign.config import GROUPS
+    from campaign.catalogue.config import GROUPS
 
     words = []
     conf = resources.files("campaign_conf")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 from campaign_datasets import DatasetError, resolve_root
 from campaign_datasets import check_dataset as _check_dataset
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Optional, Pattern
 
-from campaign.errors import StoreError
+from campaign.common.errors import StoreError
 
 # campaign.launch.submit.new_campaign_id: launch time and 4 random hex digits
 CAMPAIGN_ID = re.compile(r"\d{8}-\d{6}-[0-9a-f]{4}")

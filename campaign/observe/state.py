@@ -23,10 +23,10 @@ from typing import Optional, Sequence
 
 from campaign.backends import EXECUTORS, get_backend
 from campaign.backends.base import Observed
-from campaign.bounded import is_unreadable
-from campaign.errors import SchedulerError
-from campaign.ids import shown
-from campaign.jobfolder import SPOOL_GLOB, spool_dir, spool_key
+from campaign.common.bounded import is_unreadable
+from campaign.common.errors import SchedulerError
+from campaign.common.ids import shown
+from campaign.common.jobfolder import SPOOL_GLOB, spool_dir, spool_key
 from campaign_sql.schema import ACTIVE_STATES
 
 SPOOLED = "spooled"  # finished, its results in spool files: campaign ingest folds them in
@@ -150,7 +150,7 @@ STORED_JSON = ("config", "overrides")  # a point's JSON that says what the point
 
 
 def unreadable_warnings(campaign: dict, points: Sequence[dict]) -> list[str]:
-    """One line per campaign or point whose stored JSON is beyond campaign.bounded's
+    """One line per campaign or point whose stored JSON is beyond campaign.common.bounded's
     bounds (the store's engine hands it over as ``Unreadable``: empty). Status shows
     such a point without that value (exit 0); harvest leaves the point out
     (``completed_ids``): its figures belong to no configuration it can name."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from campaign.errors import ConfigError
+from campaign.common.errors import ConfigError
 
 TAIL_BYTES = 64 * 1024  # what a command reads of a file at most: its last 64 KiB
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -1,14 +1,14 @@
 """``campaign status``: what ran, what runs (how far, how fast, until when), what pends,
 what failed and why.
 
-Each point's state is its effective state (campaign.state: the store, the executors'
+Each point's state is its effective state (campaign.observe.state: the store, the executors'
 view of the points the store has unfinished, the spool folder), the same one
 ``campaign harvest`` counts. Progress, rate and ETA come from the running ranks'
-heartbeats (campaign.progress). Status reads the store through a read-only connection
+heartbeats (campaign.observe.progress). Status reads the store through a read-only connection
 and writes nothing: what it observes is derived again at every refresh.
 
 The table has a column per value that differs between the campaign's points (by its
-override name, campaign.varying); what every point shares is said once, above it.
+override name, campaign.common.varying); what every point shares is said once, above it.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from typing import Any, Callable, Optional
 
 from tabulate import tabulate
 
-from campaign.errors import EXIT_TIMEOUT
-from campaign.estimate import fmt_duration
-from campaign.jobfolder import sibling_task_log
-from campaign.progress import NOT_STARTED, CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
-from campaign.state import FAILED_STATES, SPOOLED, effective_points, is_final
+from campaign.common.errors import EXIT_TIMEOUT
+from campaign.observe.estimate import fmt_duration
+from campaign.common.jobfolder import sibling_task_log
+from campaign.observe.progress import NOT_STARTED, CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
+from campaign.observe.state import FAILED_STATES, SPOOLED, effective_points, is_final
 from campaign.store import find_campaign_noted, open_store
-from campaign.text import printable
-from campaign.varying import varying
+from campaign.common.text import printable
+from campaign.common.varying import varying
 
 __all__ = ["FAILED_STATES", "EXIT_TIMEOUT", "show_status", "watch_status", "point_view", "render", "snapshot"]
 
@@ -167,7 +167,7 @@ class Follower:
 
     def _measured_rates(self, points: list[dict]) -> dict:
         if self._measured is None:
-            from campaign.estimate import measured_rates
+            from campaign.observe.estimate import measured_rates
 
             waiting = [p for p in points if p["state"] in NOT_STARTED]
             self._measured = measured_rates(self.store, {p["platform"] for p in waiting},

@@ -94,7 +94,7 @@ class Unreadable(dict):
     """A stored JSON value beyond the bounds, as every engine campaign makes hands it over
     (``stored``): empty and false, so a reader that takes a missing value for ``{}`` or
     ``[]`` goes on; ``reason`` says why, in one line. Read commands name the point and
-    go on without the value (campaign.state.unreadable_warnings); harvest leaves such a
+    go on without the value (campaign.observe.state.unreadable_warnings); harvest leaves such a
     point out; resume refuses it (its stored config no longer matches its signature)."""
 
     __slots__ = ("reason",)

@@ -136,7 +136,7 @@ def installed_spec(trainer: Any) -> Any:
     """The declaration of a stored config's ``trainer`` section from the installed package's
     registry (``trainers.specs.<name>``), by a name among its built-ins; a stored
     ``trainer.module`` other than that one is never imported (``UnknownTrainer``)."""
-    from campaign.ids import shown
+    from campaign.common.ids import shown
     from trainers import registry
 
     section = trainer if isinstance(trainer, Mapping) else {}
@@ -194,10 +194,10 @@ class Measured:
 def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]) -> dict[str, Measured]:
     """work_key -> the latest campaign's measured seconds per iteration, from the store's
     completed attempts of these platforms and trainers (one read-only query); a row whose
-    config is past campaign.bounded's limits, or whose values are not numbers, is left out."""
+    config is past campaign.common.bounded's limits, or whose values are not numbers, is left out."""
     from sqlalchemy import Text, and_, cast, func, select
 
-    from campaign.bounded import BoundError, loads
+    from campaign.common.bounded import BoundError, loads
     from campaign_sql.schema import attempt, campaign, point, rank_timing
 
     per_rank = rank_timing.c.wall_s / func.nullif(rank_timing.c.iterations, 0)
@@ -277,7 +277,7 @@ def fmt_gpu_hours(hours: Optional[float]) -> str:
 def check_budget(cost: CampaignCost, max_gpu_hours: Optional[float]) -> None:
     """Refuse (``ConfigError``, exit 2, before anything is stored) a campaign whose estimate
     is over ``max_gpu_hours``, or that cannot be estimated while a budget is set."""
-    from campaign.errors import ConfigError
+    from campaign.common.errors import ConfigError
 
     if max_gpu_hours is None:
         return
@@ -298,7 +298,7 @@ def check_budget(cost: CampaignCost, max_gpu_hours: Optional[float]) -> None:
 def launch_measured(points: Sequence[Any]) -> dict[str, Measured]:
     """The measured rates a launch's store holds for its points' platforms and trainers
     (read-only; {} when there is no store yet or it cannot be read)."""
-    from campaign.errors import CampaignError
+    from campaign.common.errors import CampaignError
     from campaign.store import open_store
     from campaign_sql.engine import sqlite_path
 

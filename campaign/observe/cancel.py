@@ -7,10 +7,10 @@ import time
 from typing import Optional, Sequence
 
 from campaign.backends import get_backend
-from campaign.errors import NotFoundError
-from campaign.state import effective_points, is_final
+from campaign.common.errors import NotFoundError
+from campaign.observe.state import effective_points, is_final
 from campaign.store import find_campaign_noted, open_store
-from campaign.text import printable
+from campaign.common.text import printable
 from campaign_sql.schema import ACTIVE_STATES
 
 
@@ -18,7 +18,7 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
     """Cancel the unfinished points of a campaign (``points``: only these numbers).
 
     Every process of a point the store has unfinished is stopped; the points whose
-    effective state is unfinished (campaign.state) are recorded ``cancelled``. A point
+    effective state is unfinished (campaign.observe.state) are recorded ``cancelled``. A point
     that already ended (its job died, a time limit) keeps that state: it is the truth.
     """
     # Read-only until there is something to record: a cancel with nothing to do (or a
@@ -42,10 +42,10 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
             asked = [p for p in pts if p.get("job_id")]
             try:
                 backend = get_backend(executor)
-            except ValueError:  # a stored executor no backend has: its points are lost (campaign.state)
+            except ValueError:  # a stored executor no backend has: its points are lost (campaign.observe.state)
                 backend = None
             done = set(backend.cancel(asked)) if backend is not None else set()
-            for p in asked:  # a stored job id the backend would not take (campaign.ids): said, not sent
+            for p in asked:  # a stored job id the backend would not take (campaign.common.ids): said, not sent
                 if p["id"] not in done:
                     print(printable(f"warning: point {p['idx']} not cancelled: {p.get('reason') or 'its job id'}"),
                           file=sys.stderr)

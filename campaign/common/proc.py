@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
-from campaign.errors import CampaignError, one_line
+from campaign.common.errors import CampaignError, one_line
 
 
 class CommandError(CampaignError):

@@ -2,7 +2,7 @@
 Apptainer/Singularity image, the folders it binds, launch-time checks and the
 image's provenance.
 
-Pure functions over ``ContainerSpec`` (campaign/config.py); stdlib only, no torch.
+Pure functions over ``ContainerSpec`` (campaign/catalogue/config.py); stdlib only, no torch.
 The image itself is built by ``singularity/build.sh`` (see singularity/README.md).
 
 Environment: the command never passes ``--cleanenv``. Apptainer (>= 1.0) and
@@ -39,11 +39,11 @@ import shlex
 import shutil
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence
 
-from campaign.errors import ConfigError, one_line
-from campaign.proc import CommandError, run
+from campaign.common.errors import ConfigError, one_line
+from campaign.common.proc import CommandError, run
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps this module's import light
-    from campaign.config import ContainerSpec
+    from campaign.catalogue.config import ContainerSpec
 
 RUNTIMES = ("apptainer", "none", "singularity")
 BIND_OPTIONS = ("ro", "rw")
@@ -155,7 +155,7 @@ def container_env(spec: "ContainerSpec") -> Dict[str, str]:
     name order; empty for ``runtime: none``. Raises ``ConfigError`` for a name that is not
     a variable name or a value with a control character. The values are the real ones:
     set them in the submitting process's environment, never on a command line, and show
-    them through ``campaign.redact`` (a name like ``*_TOKEN`` is masked)."""
+    them through ``campaign.common.redact`` (a name like ``*_TOKEN`` is masked)."""
     _check_runtime(spec.runtime)
     env = dict(spec.env or {})
     out: Dict[str, str] = {}
@@ -174,8 +174,8 @@ def container_env(spec: "ContainerSpec") -> Dict[str, str]:
 
 def shown_env(variables: Dict[str, str]) -> str:
     """``K=V ...`` for a person to read (a dry run): values shell-quoted, one whose name
-    is named like a secret's as ``***`` (campaign.redact), URL passwords hidden."""
-    from campaign.redact import SECRET, is_secret_key, redact
+    is named like a secret's as ``***`` (campaign.common.redact), URL passwords hidden."""
+    from campaign.common.redact import SECRET, is_secret_key, redact
 
     return " ".join(f"{k}={SECRET if is_secret_key(k) else shlex.quote(redact(v))}" for k, v in variables.items())
 

@@ -3,7 +3,7 @@
 ::
 
     <results_dir>/jobs/                               jobs_root
-      <campaign id>/                                  job_folder (a checked id: campaign.ids)
+      <campaign id>/                                  job_folder (a checked id: campaign.common.ids)
         controllers.log                               CONTROLLERS_LOG: local controllers' own output
         spool/p<point>-a<attempt>-r<rank>.jsonl       spool_folder, spool_key: trainers.writer's
                                                       operations the store did not take
@@ -13,9 +13,9 @@
         <job>_<task>_result.pkl, <job>_submitted.pkl  submitit's pickles: never unpickled on the host
                                                       (campaign.backends.joblogs reads the logs instead)
 
-A leaf: it imports the standard library and campaign.ids only. Launch (which makes
-the folder), the backends (which read its logs), campaign.state (which counts the
-spool files) and campaign.ingest (which replays them) all name these paths here, so a
+A leaf: it imports the standard library and campaign.common.ids only. Launch (which makes
+the folder), the backends (which read its logs), campaign.observe.state (which counts the
+spool files) and campaign.observe.ingest (which replays them) all name these paths here, so a
 read path never imports a write path to learn where a file lies.
 """
 
@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Optional, Pattern
 
-from campaign.ids import SPOOL_NAME, check_campaign_id
+from campaign.common.ids import SPOOL_NAME, check_campaign_id
 
 JOBS = "jobs"  # <results_dir>/jobs: one job folder per campaign
 SPOOL = "spool"

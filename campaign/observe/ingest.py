@@ -17,7 +17,7 @@ attempt, rank or campaign is quarantined whole, nothing of it applied.
 
 Ingest also records the final states the executors observe for points the store
 still has unfinished (a job killed from outside never reports itself): read commands
-derive them every time (campaign.state) and never write; this keeps them once the
+derive them every time (campaign.observe.state) and never write; this keeps them once the
 scheduler has forgotten the job.
 """
 
@@ -29,13 +29,13 @@ from typing import Iterable, Optional
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError, StatementError
 
-from campaign.bounded import BoundError, check, loads
-from campaign.errors import StoreError, one_line
-from campaign.ids import shown
-from campaign.jobfolder import SPOOL_FOLDER_FORM, SPOOL_FORM, spool_campaign, spool_dir, spool_key
+from campaign.common.bounded import BoundError, check, loads
+from campaign.common.errors import StoreError, one_line
+from campaign.common.ids import shown
+from campaign.common.jobfolder import SPOOL_FOLDER_FORM, SPOOL_FORM, spool_campaign, spool_dir, spool_key
 from campaign.store import Store, open_store
-from campaign.text import printable
-from campaign.untrusted import read_bytes
+from campaign.common.text import printable
+from campaign.common.untrusted import read_bytes
 from campaign_sql.ops import ROW_TABLES, AttemptKey, apply_op
 from campaign_sql.schema import point
 
@@ -85,14 +85,14 @@ def _check_record(r: object, where: str, key: Optional[tuple[int, int, int]] = N
 
 
 def _spool_bytes(path: Path) -> bytes:
-    """A spool file's bytes through campaign.untrusted.read_bytes (a regular file, no link
+    """A spool file's bytes through campaign.common.untrusted.read_bytes (a regular file, no link
     followed, no FIFO blocked on, at most ``MAX_SPOOL_BYTES``). What it refuses is the
     file's fault (``MalformedSpool``, quarantined); a file that cannot be read at all
     (gone, no permission) is ``OSError``, the reader's trouble."""
     data, reason = read_bytes(path, MAX_SPOOL_BYTES)
     if data is not None:
         return data
-    # read_bytes' reasons (campaign.untrusted) in this module's own words
+    # read_bytes' reasons (campaign.common.untrusted) in this module's own words
     if reason == "is not a regular file (a symbolic link)":
         raise MalformedSpool("a symbolic link, not a file the job wrote")
     if reason.startswith("is not a regular file"):
@@ -106,7 +106,7 @@ def read_spool(path: Path, key: Optional[tuple[int, int, int]] = None) -> list[d
     """The operations of one spool file (``key``: those of that point, attempt and rank
     only, ``_check_record``). Its last line may be cut short (a job killed while writing
     it: what follows never happened); any other bad line makes the whole file
-    ``MalformedSpool``, as does a line too large or nested too deep (campaign.bounded)."""
+    ``MalformedSpool``, as does a line too large or nested too deep (campaign.common.bounded)."""
     try:
         lines = _spool_bytes(path).decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
@@ -209,8 +209,8 @@ def ingest_campaigns(store: Store, campaigns: Iterable[dict]) -> tuple[int, int]
 
 
 def observed_finals(store: Store, campaigns: Iterable[dict]) -> list[dict]:
-    """The points the store has unfinished whose executor says they ended (campaign.state)."""
-    from campaign.state import SPOOLED, effective_points, is_final
+    """The points the store has unfinished whose executor says they ended (campaign.observe.state)."""
+    from campaign.observe.state import SPOOLED, effective_points, is_final
     from campaign_sql.schema import ACTIVE_STATES
 
     out = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional, Sequence
 
-from campaign.bounded import BoundError, loads
+from campaign.common.bounded import BoundError, loads
 
 AXES = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")  # columns of their own
 # one per campaign, or what says how to run it rather than what a point is
@@ -21,8 +21,8 @@ NOT_A_VALUE = ("dry_run", "name", "store.url", "results_dir", "max_gpu_hours", "
 def parse(overrides: Any) -> dict[str, str]:
     """key -> value of one point's overrides (a list of ``key=value``, or its JSON),
     without Hydra's own keys and the campaign-wide settings (``NOT_A_VALUE``). JSON
-    beyond campaign.bounded's bounds, or not a list, reads as no overrides (the store's
-    reader warns about such a point: campaign.state.unreadable_warnings)."""
+    beyond campaign.common.bounded's bounds, or not a list, reads as no overrides (the store's
+    reader warns about such a point: campaign.observe.state.unreadable_warnings)."""
     if isinstance(overrides, str):
         try:
             overrides = loads(overrides, "stored overrides")
