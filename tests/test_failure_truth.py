@@ -15,7 +15,7 @@ import pytest
 from conftest import campaign_id_from, until
 from test_slurm import ONE_CPU, cluster  # noqa: F401  (fixture: skips without the local cluster)
 
-LONG_SLEEP = ["trainer=sleep", "experiment.base_iterations=100000000", "experiment.warmup_iterations=1",
+LONG_SLEEP = ["trainer=sleep", "experiment.base_iterations=100000000", "experiment.until_time_limit=true", "experiment.warmup_iterations=1",
               "trainer.params.a_s=0.001", "trainer.params.c_s=0"]
 
 

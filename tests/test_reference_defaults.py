@@ -160,7 +160,8 @@ def test_a_1_gpu_reference_point_over_its_time_limit_is_refused_without_checkpoi
         f"{fmt_duration(wall)} "
         "is over platform v100's time limit 10:00:00 and nothing resumes it; use experiment.checkpoint=true "
         f"(each attempt resumes where the last one stopped), or platform.time_limit_min={minutes} where the "
-        "partition allows it, or the projection pilot first (experiment=projection)\n")
+        "partition allows it, or the projection pilot first (experiment=projection), or "
+        "experiment.until_time_limit=true to run into the limit on purpose\n")
     assert not ws.db.exists()
     # checkpointed, the same point is accepted (planned, estimated, nothing refused)
     ok = _plan(*REF, "platform=v100", "gpus=1", "platform.time_limit_min=600", "experiment.checkpoint=true")
@@ -172,6 +173,9 @@ def test_a_1_gpu_reference_point_over_its_time_limit_is_refused_without_checkpoi
     # and so is one whose limit holds it
     assert _refusals(*REF, "platform=v100", "gpus=1", f"platform.time_limit_min={minutes}") == []
     assert len(_refusals(*REF, "platform=v100", "gpus=1", f"platform.time_limit_min={minutes - 1}")) == 1
+    # and one meant to run into its limit (a slice of a longer run, a timeout test)
+    assert _refusals(*REF, "platform=v100", "gpus=1", "platform.time_limit_min=600",
+                     "experiment.until_time_limit=true") == []
 
 
 def _refusals(*overrides: str) -> list[str]:

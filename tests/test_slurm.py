@@ -323,7 +323,7 @@ class Site:
 def site(cluster, tmp_path_factory):
     """Every campaign launched at once, the longest first; the tests then wait on theirs."""
     s = Site(tmp_path_factory.mktemp("slurm site"))
-    s.timeout = s.launch("platform=v100", "experiment=smoke", "experiment.base_iterations=100000000",
+    s.timeout = s.launch("platform=v100", "experiment=smoke", "experiment.base_iterations=100000000", "experiment.until_time_limit=true",
                          "platform.time_limit_min=1", *ONE_CPU, *TINY_TRAINER)
     # Inherited SBATCH_*/SLURM_* must not reach sbatch: they would override the script's options.
     s.sweep = s.launch("platform=v100,a100", "gpus=1,2", "experiment=smoke", *ONE_CPU, *TINY_TRAINER,
@@ -336,7 +336,7 @@ def site(cluster, tmp_path_factory):
     # the time limit (the sleep trainer's ranks never communicate).
     s.failing = s.launch("platform=v100", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
                          "+trainer.params.fail_at_iteration=2", "trainer.params.a_s=0.001", "trainer.params.c_s=0",
-                         "experiment=smoke", "experiment.base_iterations=100000000", "platform.time_limit_min=2",
+                         "experiment=smoke", "experiment.base_iterations=100000000", "experiment.until_time_limit=true", "platform.time_limit_min=2",
                          *ONE_CPU)
     yield s
     s.cancel_all()
@@ -351,7 +351,7 @@ def sweep(site):
 @pytest.mark.slurm
 def test_cancelled_jobs_show_as_cancelled(site):
     # first in the module, so that its long jobs burn CPU only for a moment
-    cid, _ = site.launch("platform=v100", "repeats=2", "experiment=smoke", "experiment.base_iterations=100000000",
+    cid, _ = site.launch("platform=v100", "repeats=2", "experiment=smoke", "experiment.base_iterations=100000000", "experiment.until_time_limit=true",
                          *ONE_CPU, *TINY_TRAINER)
     points = until(lambda: (ps := site.points(cid)) and all(p["job_id"] for p in ps) and ps, 30, "job ids", every=1)
     res = site.campaign("cancel", cid, "--point", str(points[0]["idx"]))

@@ -140,7 +140,7 @@ def test_dry_run_submits_nothing(ws):
 
 @pytest.mark.parametrize("when", ["queued", "running"])
 def test_cancel_stops_a_point(ws, when):
-    res = ws.launch("-m", "gpus=1", "experiment.base_iterations=100000000", "trainer.params.width=4", "dataset.image_size=8")
+    res = ws.launch("-m", "gpus=1", "experiment.base_iterations=100000000", "experiment.until_time_limit=true", "trainer.params.width=4", "dataset.image_size=8")
     assert res.returncode == 0, res.stderr
     if when == "running":
         import time
@@ -204,7 +204,7 @@ def test_a_failing_rank_is_named_and_ends_its_peers(ws):
     trainer's ranks never communicate), is ended with it, as srun --kill-on-bad-exit does on
     SLURM; the point's reason is rank 1's error, with rank 1's log."""
     res = ws.launch("-m", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
-                    "+trainer.params.fail_at_iteration=2", "experiment.base_iterations=100000000",
+                    "+trainer.params.fail_at_iteration=2", "experiment.base_iterations=100000000", "experiment.until_time_limit=true",
                     "experiment.warmup_iterations=1", "trainer.params.a_s=0.001", "trainer.params.c_s=0")
     assert res.returncode == 0, res.stderr
     import time

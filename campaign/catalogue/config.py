@@ -92,6 +92,7 @@ class ExperimentSpec:
     validation: bool = False  # run validation (off for timing runs)
     checkpoint: bool = False  # checkpoint on SLURM's signal (preemption, time limit) and requeue; resume from it (off for timing runs)
     checkpoint_every: int = 0  # with checkpoint: also every this many iterations (0: only on the signal)
+    until_time_limit: bool = False  # true: a point may run into its time limit on purpose (it ends timeout); the launch does not refuse it
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 A job that cannot finish within its limit ends ``timeout`` with its work lost, unless it
 checkpoints (``experiment.checkpoint=true``: the scheduler requeues it and the next attempt
-resumes). The launch refuses such a point, naming the fixes; a dry run shows the same
+resumes). The launch refuses such a point, naming the fixes, unless it is meant to run into
+its limit (``experiment.until_time_limit=true``: a slice of a longer run, a timeout test); a dry run shows the same
 refusal as a note beside its estimate. Only a known estimate is compared (the store's
 measured rate, a trainer's time law or its declared FLOPs, ``campaign/observe/estimate.py``): an
 unknown one never refuses.
@@ -28,11 +29,13 @@ def over_limit(point: Any, cost: PointCost) -> str | None:
 
     config = point.config
     wall, minutes = cost.wall_s, int(point.resources.timeout_min)
-    if wall is None or wall <= minutes * 60 or config["experiment"].get("checkpoint"):
+    exp = config["experiment"]
+    if wall is None or wall <= minutes * 60 or exp.get("checkpoint") or exp.get("until_time_limit"):
         return None
     needed = -(-int(wall) // 60)  # whole minutes, rounded up
     fixes = [f"platform.time_limit_min={needed} where the partition allows it",
-             "the projection pilot first (experiment=projection)"]
+             "the projection pilot first (experiment=projection)",
+             "experiment.until_time_limit=true to run into the limit on purpose"]
     if declaration_of(config).checkpoint:
         fixes.insert(0, "experiment.checkpoint=true (each attempt resumes where the last one stopped)")
     return (f"point {point.label()}: estimated wall time {fmt_duration(wall)} is over platform "
