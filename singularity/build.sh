@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build campaign's training image: the Docker image of singularity/Dockerfile, then a
 # SIF from it with apptainer or singularity (whichever is on PATH), then
-# <image>.sha256 beside the SIF. See singularity/README.md.
+# <image>.sha256 beside the SIF (its digest, then the image's torch version, CUDA
+# version and arch list). See singularity/README.md.
 #
 # usage: singularity/build.sh [options]
 #   -o, --output PATH     the SIF to write (default: build/campaign-<version>.sif)
@@ -90,6 +91,8 @@ def_from=$(sed -n 's/^From:[[:space:]]*//p' "$here/campaign.def" | head -n 1)
 [[ $def_from == "$tag" ]] \
     || die "singularity/campaign.def builds From: $def_from but pyproject.toml is at $version; set its From: line and labels to $version"
 
+# Prints the lines build.sh appends to <image>.sha256 (campaign/launch/arch.py reads them).
+torch_probe='import torch; print("# torch_version", torch.__version__); print("# cuda_version", torch.version.cuda or "none"); print("# cuda_arch_list", " ".join(torch.cuda.get_arch_list()) if torch.version.cuda else "")'
 output=${output:-$repo/build/campaign-$version.sif}
 [[ $output == *.sif ]] || die "the output '$output' must end in .sif"
 archive=${output%.sif}.tar
@@ -171,5 +174,11 @@ else
 fi
 (cd "$(dirname "$output")" && "${sum[@]}" "$(basename "$output")") >"$output.sha256"
 read -r digest _ <"$output.sha256"
+# The image's torch build, after its digest: campaign's launch reads it from here (no
+# runtime needed) to refuse GPUs that build has no kernels for (campaign/launch/arch.py).
+# No GPU is needed to ask torch its arch list.
+record=$("$runtime" exec "$output" python -c "$torch_probe") \
+    || die "cannot ask $output for its torch build ($runtime exec ... python failed); check the image with: $runtime test $output"
+printf '%s\n' "$record" >>"$output.sha256"
 printf 'sha256 %s  %s\n' "$digest" "$output"
 printf 'use it with: python -m campaign.launch container=%s container.image=%s\n' "$runtime" "$output"

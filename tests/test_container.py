@@ -485,6 +485,10 @@ with open(os.path.join(log, "apptainer.jsonl"), "a") as f:
 if argv[0] == "build":
     shutil.copy(argv[-1], os.path.join(log, "built.def"))
     open(argv[-2], "wb").write(b"SIF image built from " + argv[-1].encode())
+if argv[0] == "exec":  # build.sh asks the image's torch for its build
+    print("# torch_version 2.14.1")
+    print("# cuda_version 13.0")
+    print("# cuda_arch_list sm_75 sm_80 sm_86 sm_90 sm_100 sm_120")
 """
 
 
@@ -547,13 +551,39 @@ def test_build_from_daemon(toolchain, tmp_path):
         ["build", "--build-arg", f"CAMPAIGN_VERSION={version}", "-f", str(SING / "Dockerfile"),
          "-t", f"campaign:{version}", str(REPO)],
     ]
-    assert calls["apptainer"] == [["build", *sif_flags(), str(out), str(SING / "campaign.def")]]
+    assert calls["apptainer"][0] == ["build", *sif_flags(), str(out), str(SING / "campaign.def")]
+    # then the image's torch is asked its build (no GPU needed), recorded after the digest
+    assert len(calls["apptainer"]) == 2 and calls["apptainer"][1][:4] == ["exec", str(out), "python", "-c"]
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
-    assert Path(f"{out}.sha256").read_text() == f"{digest}  campaign.sif\n"
+    assert Path(f"{out}.sha256").read_text() == (
+        f"{digest}  campaign.sif\n# torch_version 2.14.1\n# cuda_version 13.0\n"
+        "# cuda_arch_list sm_75 sm_80 sm_86 sm_90 sm_100 sm_120\n")
     assert f"sha256 {digest}  {out}\n" in done.stdout
     # the sidecar is what provenance reads
     prov = image_provenance(spec(image=str(out)))
     assert (prov["image_sha256"], prov["image_sha256_source"]) == (digest, "sidecar")
+
+
+def test_build_record_read_by_the_launch(toolchain, tmp_path):
+    """What build.sh writes beside the image is what the launch's arch check reads."""
+    from campaign.catalogue.container import image_provenance
+    from campaign.launch.arch import TorchBuild, read_record
+
+    out = tmp_path / "campaign.sif"
+    done, _ = toolchain("-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert read_record(str(out)) == TorchBuild("2.14.1", "13.0", ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"),
+                                               f"image {out}")
+    prov = image_provenance(spec(image=str(out)))  # the digest is still the file's first word
+    assert prov["image_sha256"] == hashlib.sha256(out.read_bytes()).hexdigest() and prov["image_sha256_source"] == "sidecar"
+
+
+def test_def_labels_the_torch_build():
+    text = (SING / "campaign.def").read_text()
+    post = text.split("%post", 1)[1].split("%environment", 1)[0]
+    for label in ("campaign.torch.build", "campaign.torch.cuda", "campaign.torch.arch_list"):
+        assert label in post
+    assert '>>"${APPTAINER_LABELS:-$SINGULARITY_LABELS}"' in post
 
 
 def test_build_via_archive(toolchain, tmp_path):

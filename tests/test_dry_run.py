@@ -18,7 +18,7 @@ from campaign.backends.resources import Resources
 from campaign.observe.estimate import STARTUP_S, CampaignCost, PointCost, check_budget
 from campaign.common.errors import ConfigError
 from campaign.launch.dryrun import PLACEHOLDER_ID, dry_run_mode
-from conftest import campaign_id_from
+from conftest import EMULATED_GPUS, campaign_id_from
 
 LAW = {1: 8 * (0.012 + 0.002), 2: 2 * 8 * (0.012 / 2 + 0.001 + 0.002), 4: 4 * 8 * (0.012 / 4 + 0.002 + 0.002)}
 
@@ -37,7 +37,7 @@ def _table(stdout: str) -> list[list[str]]:
 
 def test_the_dry_run_table(ws):
     res = ws.launch("-m", "platform=v100,a100", "gpus=1,4", "trainer=sleep", "trainer.optimizer=sgd,adamw",
-                    "experiment.base_iterations=100", "--dry-run")
+                    "experiment.base_iterations=100", EMULATED_GPUS, "--dry-run")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0] == "dry run: 8 point(s) in 4 sbatch job array(s); nothing is submitted or stored"

@@ -27,6 +27,7 @@ import pytest
 from campaign.harvest.placement import placement_table
 from campaign.harvest.views import scaling_table, throughput_table
 from trainers import rendezvous as rdv
+from conftest import EMULATED_GPUS
 from trainers.rendezvous import Master, RendezvousError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -232,7 +233,7 @@ def test_placement_figure_draws_one_bar_per_placement():
 
 # ---------------------------------------------------------------- nodes=2 on the two-node cluster
 
-ONE_CPU = ["platform.cpus_per_task=1", "experiment=smoke"]
+ONE_CPU = ["platform.cpus_per_task=1", "experiment=smoke", EMULATED_GPUS]
 
 
 def _two_nodes() -> str | None:

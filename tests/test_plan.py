@@ -6,7 +6,7 @@ import pytest
 
 from campaign.common.errors import ConfigError
 from campaign.launch.plan import check_resources, plan_point, schedule
-from conftest import hydra_version_base_kept
+from conftest import EMULATED_GPUS, hydra_version_base_kept
 
 V100 = {"name": "v100", "executor": "slurm", "gpus_per_node": 4, "max_nodes": 4}
 
@@ -57,7 +57,7 @@ def test_multi_node_point_fits():
 def test_fast_composer_gives_the_config_hydra_composes(ws):
     """A point of a sweep (composer: group choices composed once, value overrides applied
     to the resolved copy) has exactly the config Hydra composes for that point alone."""
-    overrides = ["platform=v100", "trainer.params.width=8", "seed=3", "experiment.images_per_gpu=4",
+    overrides = ["platform=v100", EMULATED_GPUS, "trainer.params.width=8", "seed=3", "experiment.images_per_gpu=4",
                  "platform.cpus_per_task=2", "dry_run=json"]
     sweep = ws.launch("-m", "gpus=1,2", *overrides)
     single = ws.launch("gpus=2", *overrides)
@@ -98,7 +98,7 @@ def test_each_point_looks_its_trainer_declaration_up_once(monkeypatch):
     checkpoint) and its resources read ONE lookup of the trainer's declaration."""
     from trainers import registry
 
-    sweep = [_composed("platform=v100", f"gpus={gpus}", *trainer) for gpus in (1, 2, 4)
+    sweep = [_composed("platform=v100", EMULATED_GPUS, f"gpus={gpus}", *trainer) for gpus in (1, 2, 4)
              for trainer in (["trainer=synthetic"], ["trainer=frozen_backbone", "trainer.params.engine=dataparallel"],
                              ["trainer=vit"])]
     looked_up: list[str] = []

@@ -17,6 +17,8 @@ from campaign.launch.validate import names_dataset, reference_dataset
 from trainers.registry import spec_of
 from trainers.specs.swinv2_upernet import FLOPS_PER_ITERATION
 
+from conftest import EMULATED_GPUS  # this machine's torch has no Volta kernels: V100 points not checked
+
 REF = ("trainer=swinv2_upernet",)
 
 
@@ -112,7 +114,7 @@ def _header_and_rows(stdout: str) -> tuple[list[str], list[list[str]]]:
 
 
 def test_the_dry_run_shows_the_schedule_where_it_differs(ws):
-    weak = ws.launch("-m", "platform=v100", "gpus=1,2,4", "trainer=sleep", "--dry-run")
+    weak = ws.launch("-m", "platform=v100", EMULATED_GPUS, "gpus=1,2,4", "trainer=sleep", "--dry-run")
     header, rows = _header_and_rows(weak.stdout)
     # weak scaling: the same 8 images per GPU (not shown), a global batch and iterations per point
     assert "img/GPU" not in header
@@ -133,8 +135,8 @@ def test_the_dry_run_shows_the_schedule_where_it_differs(ws):
 
 
 def test_the_reference_study_dry_run_has_an_estimate_for_every_point(ws):
-    points = _json(ws.launch("-m", *REF, "platform=v100,a100,a100_nvlink_40,a100_nvlink_80", "gpus=1,2,4",
-                             "--json"))
+    points = _json(ws.launch("-m", *REF, "platform=v100,a100,a100_nvlink_40,a100_nvlink_80", EMULATED_GPUS,
+                             "gpus=1,2,4", "--json"))
     assert len(points) == 12
     for p in points:
         est, plat = p["estimate"], p["config"]["platform"]
@@ -151,7 +153,7 @@ def _gpus(p: dict) -> int:
 
 
 def test_a_1_gpu_reference_point_over_its_time_limit_is_refused_without_checkpointing(ws):
-    over = ws.launch(*REF, "platform=v100", "gpus=1", "platform.time_limit_min=600")
+    over = ws.launch(*REF, "platform=v100", EMULATED_GPUS, "gpus=1", "platform.time_limit_min=600")
     assert over.returncode == 2
     wall = STARTUP_S + 160_005 * FLOPS_PER_ITERATION[("base", 512)] / (14.0e12 * ASSUMED_MFU)
     minutes = -(-int(wall) // 60)
@@ -164,17 +166,19 @@ def test_a_1_gpu_reference_point_over_its_time_limit_is_refused_without_checkpoi
         "experiment.until_time_limit=true to run into the limit on purpose\n")
     assert not ws.db.exists()
     # checkpointed, the same point is accepted (planned, estimated, nothing refused)
-    ok = _plan(*REF, "platform=v100", "gpus=1", "platform.time_limit_min=600", "experiment.checkpoint=true")
+    ok = _plan(*REF, "platform=v100", EMULATED_GPUS, "gpus=1", "platform.time_limit_min=600",
+               "experiment.checkpoint=true")
     assert time_limit_refusals([ok], campaign_cost([ok])) == []
     check_time_limits([ok], campaign_cost([ok]))
-    dry = ws.launch("-m", *REF, "platform=v100", "gpus=1", "platform.time_limit_min=600",
+    dry = ws.launch("-m", *REF, "platform=v100", EMULATED_GPUS, "gpus=1", "platform.time_limit_min=600",
                     "experiment.checkpoint=true", "--dry-run")
     assert dry.returncode == 0 and "would be refused: point" not in dry.stdout
     # and so is one whose limit holds it
-    assert _refusals(*REF, "platform=v100", "gpus=1", f"platform.time_limit_min={minutes}") == []
-    assert len(_refusals(*REF, "platform=v100", "gpus=1", f"platform.time_limit_min={minutes - 1}")) == 1
+    assert _refusals(*REF, "platform=v100", EMULATED_GPUS, "gpus=1", f"platform.time_limit_min={minutes}") == []
+    assert len(_refusals(*REF, "platform=v100", EMULATED_GPUS, "gpus=1",
+                         f"platform.time_limit_min={minutes - 1}")) == 1
     # and one meant to run into its limit (a slice of a longer run, a timeout test)
-    assert _refusals(*REF, "platform=v100", "gpus=1", "platform.time_limit_min=600",
+    assert _refusals(*REF, "platform=v100", EMULATED_GPUS, "gpus=1", "platform.time_limit_min=600",
                      "experiment.until_time_limit=true") == []
 
 
@@ -196,13 +200,13 @@ def test_a_dry_run_notes_each_point_over_its_limit_and_a_launch_names_how_many(w
 
 
 def test_an_unknown_estimate_never_refuses():
-    p = _plan(*REF, "platform=v100", "gpus=1", "dataset=synthetic", "platform.time_limit_min=1")
+    p = _plan(*REF, "platform=v100", EMULATED_GPUS, "gpus=1", "dataset=synthetic", "platform.time_limit_min=1")
     cost = campaign_cost([p])
     assert not cost.points[0].known and time_limit_refusals([p], cost) == []
 
 
 def test_a_time_law_estimate_is_compared_too():
-    p = _plan("trainer=sleep", "platform=v100", "gpus=1", "experiment.base_iterations=100000",
+    p = _plan("trainer=sleep", "platform=v100", EMULATED_GPUS, "gpus=1", "experiment.base_iterations=100000",
               "platform.time_limit_min=1")
     (line,) = time_limit_refusals([p], campaign_cost([p]))
     assert "use experiment.checkpoint=true" in line and "platform.time_limit_min=" in line

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from conftest import TINY, Workspace, campaign_id_from
+from conftest import EMULATED_GPUS, TINY, Workspace, campaign_id_from
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-ONE_CPU = ["platform.cpus_per_task=1"]
+ONE_CPU = ["platform.cpus_per_task=1", EMULATED_GPUS]
 SLEEPY = ["trainer=sleep", "experiment=smoke", "experiment.base_iterations=4", "trainer.params.a_s=0.002",
           "trainer.params.c_s=0.0"]
 

@@ -22,13 +22,13 @@ from campaign.backends.base import Observed
 from campaign.backends.resources import Resources
 from campaign.common.errors import SubmitError
 from campaign.common.proc import Completed
-from conftest import until
+from conftest import EMULATED_GPUS, until
 from job_specs import a_spec
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_TRAINER = ["trainer.params.width=4", "trainer.params.depth=2", "dataset.image_size=8"]
 # The platforms ask for their real nodes' cores per GPU (10-16); the test node has 16 in all.
-ONE_CPU = ["platform.cpus_per_task=1"]
+ONE_CPU = ["platform.cpus_per_task=1", EMULATED_GPUS]
 
 # ---------------------------------------------------------------- sacct / squeue / states (pure)
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY, campaign_id_from
+from conftest import EMULATED_GPUS, TINY, campaign_id_from
 
 pytestmark = pytest.mark.slurm
-ONE_CPU = ["platform.cpus_per_task=1", "experiment=smoke"]
+ONE_CPU = ["platform.cpus_per_task=1", "experiment=smoke", EMULATED_GPUS]
 SMALL = ["trainer.params.width=4", "trainer.params.depth=2", "dataset.image_size=8"]
 
 
@@ -72,7 +72,7 @@ def test_a_waiting_launch_returns_the_slurm_jobs_outcome(slurm_ws):
         [("completed",), ("completed",)]
     bad = slurm_ws.launch("-m", "platform=v100", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
                           "experiment.base_iterations=4", "platform.cpus_per_task=1", "hydra.launcher.wait=true",
-                          timeout=600)
+                          EMULATED_GPUS, timeout=600)
     assert bad.returncode == 3, bad.stdout + bad.stderr
     assert "1 of 1 point(s) failed (#0 platform=v100 gpus=2 trainer=sleep" in bad.stderr
     assert "rank 1: RuntimeError: injected failure" in bad.stderr and bad.stderr.count("\n") == 1

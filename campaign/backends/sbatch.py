@@ -80,11 +80,18 @@ def group_key(resources: Resources) -> tuple:
     return tuple((k, getattr(resources, k)) for k in RESOURCE_KEYS)
 
 
+def _image(plan: Any) -> Optional[str]:
+    """The container image a plan's job runs in (None: none): one array runs one command."""
+    container = (getattr(plan, "config", None) or {}).get("container") or {}
+    return None if container.get("runtime", "none") == "none" else container.get("image")
+
+
 def group_items(items: Sequence[tuple[Any, dict]]) -> list[list[tuple[Any, dict]]]:
-    """(plan, spec) pairs grouped by ``plan.resources``, in order of first appearance."""
+    """(plan, spec) pairs grouped by ``plan.resources`` and container image, in order of
+    first appearance."""
     groups: dict[tuple, list[tuple[Any, dict]]] = {}
     for plan, spec in items:
-        groups.setdefault(group_key(plan.resources), []).append((plan, spec))
+        groups.setdefault(group_key(plan.resources) + (("image", _image(plan)),), []).append((plan, spec))
     return list(groups.values())
 
 

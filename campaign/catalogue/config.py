@@ -54,6 +54,7 @@ class PlatformSpec:
     dist_backend: DistBackend = DistBackend.nccl  # torch.distributed backend: nccl on GPUs, gloo on CPUs
     gpu_model: str = ""  # vendor model name, e.g. "NVIDIA A100-SXM4-80GB"
     gpu_memory_gb: float = 0.0  # memory per GPU
+    compute_capability: Optional[float] = None  # the GPUs' CUDA compute capability (V100 7.0, A100 8.0, H100 9.0); None (null: a partition whose GPUs are emulated): not checked against the torch build (campaign/launch/arch.py)
     memory_bandwidth_gbs: float = 0.0  # GPU memory bandwidth (datasheet)
     interconnect: str = ""  # GPU-GPU link within a node, e.g. "NVLINK 3.0"
     interconnect_bandwidth_gbs: float = 0.0  # GPU-GPU bandwidth within a node (datasheet)
@@ -129,7 +130,8 @@ class StoreSpec:
 @dataclass
 class ContainerSpec:
     runtime: str = "none"  # "none", "singularity" or "apptainer"
-    image: Optional[str] = None  # path of the .sif image
+    image: Optional[str] = None  # path of the .sif image (the default for every platform)
+    images: Dict[str, str] = field(default_factory=dict)  # platform name, or compute capability ("7.0"), -> the .sif its points run in instead of image
     binds: List[str] = field(default_factory=list)  # extra bind mounts, "src[:dst[:opts]]"
     env: Dict[str, str] = field(default_factory=dict)  # extra environment variables set inside
 

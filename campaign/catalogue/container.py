@@ -149,6 +149,43 @@ def job_binds(
     return kept + [s for s in dict.fromkeys(specs) if s not in kept]
 
 
+def capability_key(value: object) -> Optional[str]:
+    """A compute capability as ``container.images`` keys it: 7 / 7.0 / "7.0" / "sm_70" -> "7.0"."""
+    if value is None or value == "":
+        return None
+    text = str(value).strip().lower()
+    m = re.fullmatch(r"sm_(\d*)(\d)", text)
+    if m:
+        return f"{int(m.group(1) or 0)}.{m.group(2)}"
+    try:
+        return f"{float(text):.1f}"
+    except ValueError:
+        return None
+
+
+def point_image(container: dict, platform: dict) -> Optional[str]:
+    """The image a point of ``platform`` runs in: ``container.images[<platform name>]``,
+    else the entry for its compute capability (``"7.0"``, ``sm_70``), else
+    ``container.image``. Raises ``ConfigError`` for an ``images`` entry that names
+    neither a platform-like name nor a capability, or has an empty path."""
+    images = dict(container.get("images") or {})
+    by_cc: Dict[str, str] = {}
+    for key, path in images.items():
+        if not path:
+            raise ConfigError(f"container.images.{key} is empty; give the .sif its points run in")
+        _refuse_control(f"container.images.{key}", str(path))
+        cc = capability_key(key) if re.fullmatch(r"(sm_)?\d+(\.\d)?", str(key).strip().lower()) else None
+        if cc is not None:
+            by_cc[cc] = str(path)
+    name = platform.get("name")
+    if name in images:
+        return str(images[name])
+    cc = capability_key(platform.get("compute_capability"))
+    if cc is not None and cc in by_cc:
+        return by_cc[cc]
+    return container.get("image")
+
+
 def container_env(spec: "ContainerSpec") -> Dict[str, str]:
     """``spec.env`` as the host variables the runtime turns into them inside:
     ``{"APPTAINERENV_HF_TOKEN": "hf_..."}`` (``SINGULARITYENV_`` for singularity), in

@@ -46,6 +46,7 @@ DATASHEETS: list[tuple[str, float, str, float, dict[str, float]]] = [
     (r"V100", 900, "PCIe 3.0 x16", 32, {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0}),
 ]
 NONE_VISIBLE = "none visible"
+_QUERY = "index,uuid,name,memory.total"  # then compute_cap, where the driver knows it
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class LocalGPUs:
     name: str  # the first visible GPU's (a machine of mixed models is timed as the first)
     memory_gb: float
     why_none: Optional[str] = None  # count == 0: what nvidia-smi said, or that it is missing
+    compute_capability: Optional[float] = None  # the first visible GPU's (nvidia-smi's compute_cap); None: unknown
 
     def datasheet(self) -> Optional[tuple[str, float, str, float, dict[str, float]]]:
         return next((row for row in DATASHEETS if re.search(row[0], self.name, re.I)), None)
@@ -67,6 +69,8 @@ class LocalGPUs:
             return self.name
         if key == "memory_gb":
             return self.memory_gb
+        if key == "compute_capability":
+            return self.compute_capability
         if key == "memory_bandwidth_gbs":
             return float(sheet[1]) if sheet else 0.0
         if key == "interconnect":
@@ -78,10 +82,10 @@ class LocalGPUs:
         if key == "cpus_per_gpu":
             return max(1, cpu_count() // max(1, self.count))
         raise KeyError(f"${{local_gpu:{key}}}: unknown key; known: count, name, memory_gb, memory_bandwidth_gbs, "
-                       f"interconnect, interconnect_bandwidth_gbs, peak_tflops, cpus_per_gpu")
+                       f"interconnect, interconnect_bandwidth_gbs, peak_tflops, cpus_per_gpu, compute_capability")
 
 
-def _visible(rows: list[tuple[str, str, str, str]], env: Optional[str]) -> list[tuple[str, str, str, str]]:
+def _visible(rows: list[tuple[str, ...]], env: Optional[str]) -> list[tuple[str, ...]]:
     """The rows CUDA_VISIBLE_DEVICES leaves visible (indices or UUID prefixes, as CUDA reads it:
     up to the first entry it cannot match)."""
     if env is None:
@@ -102,15 +106,19 @@ def local_gpus() -> LocalGPUs:
     if smi is None:
         return LocalGPUs(0, NONE_VISIBLE, 0.0, "nvidia-smi is not installed")
     try:
-        done = subprocess.run([smi, "--query-gpu=index,uuid,name,memory.total", "--format=csv,noheader,nounits"],
+        done = subprocess.run([smi, f"--query-gpu={_QUERY},compute_cap", "--format=csv,noheader,nounits"],
                               capture_output=True, text=True, timeout=30)
+        if done.returncode != 0 and "compute_cap" in (done.stderr + done.stdout):
+            # a driver older than R510 has no compute_cap field: ask without it
+            done = subprocess.run([smi, f"--query-gpu={_QUERY}", "--format=csv,noheader,nounits"],
+                                  capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return LocalGPUs(0, NONE_VISIBLE, 0.0, f"nvidia-smi failed: {exc}")
     if done.returncode != 0:
         msg = (done.stderr or done.stdout).strip().splitlines()
         return LocalGPUs(0, NONE_VISIBLE, 0.0, f"nvidia-smi: {msg[0] if msg else f'exit {done.returncode}'}")
     rows = [tuple(c.strip() for c in line.split(",")) for line in done.stdout.splitlines() if line.strip()]
-    rows = [r for r in rows if len(r) == 4]
+    rows = [r for r in rows if len(r) in (4, 5)]
     rows = _visible(rows, os.environ.get("CUDA_VISIBLE_DEVICES"))
     if not rows:
         return LocalGPUs(0, NONE_VISIBLE, 0.0, "nvidia-smi lists no GPU" + (
@@ -119,7 +127,15 @@ def local_gpus() -> LocalGPUs:
         memory_gb = round(float(rows[0][3]) / 1024, 1)
     except ValueError:
         memory_gb = 0.0
-    return LocalGPUs(len(rows), rows[0][2], memory_gb)
+    return LocalGPUs(len(rows), rows[0][2], memory_gb, compute_capability=_capability(rows[0]))
+
+
+def _capability(row: tuple[str, ...]) -> Optional[float]:
+    """nvidia-smi's ``compute_cap`` (``8.0``) of a row; None when absent or ``[N/A]``."""
+    try:
+        return float(row[4]) if len(row) > 4 else None
+    except ValueError:
+        return None
 
 
 def local_gpu_fact(key: str) -> Any:

@@ -157,7 +157,7 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[JobGroup], python: 
     container's variables (``container.env``) as the environment the command gets
     (``APPTAINERENV_HF_TOKEN=***``: names like a secret's masked)."""
     from campaign.catalogue.container import shown_env
-    from campaign.launch.submit import container_environment
+    from campaign.launch.submit import container_environment, python_for
 
     folder = _folder(points)
     variables = container_environment(points)
@@ -166,7 +166,7 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[JobGroup], python: 
         said = f"# in its environment (inherited from the launch, not on its command line): {shown_env(variables)}\n"
     out: list[str] = []
     for a in arrs:
-        out += get_backend(a.executor).dry_run_script(a, folder, python, said)
+        out += get_backend(a.executor).dry_run_script(a, folder, python_for(python, a.points[0]), said)
     return out
 
 
@@ -210,6 +210,10 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     head, table = points_table(points, cost, arrs)
     print(printable(redact(head)) if head else "", table, sep="\n" if head else "")
     for line in estimate_lines(cost):
+        print(printable(line))
+    from campaign.launch.submit import image_lines
+
+    for line in image_lines(points):  # container.images: which image each platform's points run in
         print(printable(line))
     for n in refusals:
         print(f"note: would be refused: {printable(redact(n))}")

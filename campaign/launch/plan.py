@@ -15,7 +15,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from campaign.backends import EXECUTORS
 from campaign.backends.resources import Resources
+from campaign.catalogue.container import point_image
 from campaign.common.errors import ConfigError, InfeasiblePoint
+from campaign.launch.arch import check_point_arch
 from campaign.launch.validate import CheckedTrainer, check_known_keys, check_trainer, reference_dataset
 from campaign.common.redact import redact_obj
 
@@ -263,6 +265,9 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"])
     check_recovery(c)
+    if c["container"].get("runtime", "none") != "none":  # this platform's image (container.images), else the default
+        c["container"]["image"] = point_image(c["container"], plat)
+    check_point_arch(c)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
                      batch_per_gpu=batch, iterations=iters, resources=plan_resources(c, trainer))
 

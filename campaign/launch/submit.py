@@ -10,7 +10,7 @@ import socket
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Dict, Iterator, Optional, Sequence, Union
 
 from campaign.backends import Submitted, get_backend
 from campaign.backends.job_spec import JobSpec
@@ -20,6 +20,8 @@ from campaign.launch.plan import PointPlan, job_plan
 from campaign.common.redact import STORE_URL_ENV, redact, redact_obj
 from campaign.store import open_store
 from campaign.common.untrusted import make_job_folder
+
+JobPython = Union[None, str, Dict[Optional[str], Optional[str]]]  # one interpreter string, or one per image
 
 
 def new_campaign_id() -> str:
@@ -103,16 +105,18 @@ def private_files() -> Iterator[None]:
         os.umask(old)
 
 
-def _image_provenance(points: Sequence[PointPlan]) -> Optional[dict[str, Any]]:
-    """Image path, sha256, runtime and its version: measured once per campaign."""
+def _image_provenance(points: Sequence[PointPlan]) -> dict[Optional[str], Optional[dict[str, Any]]]:
+    """Each image's path, sha256, runtime and its version (None without a container):
+    measured once per image of the campaign."""
     runtimes = {p.config["container"]["runtime"] for p in points}
     if runtimes <= {"none"}:
-        return None
+        return {}
     from omegaconf import OmegaConf
 
     from campaign.catalogue.container import image_provenance
 
-    return image_provenance(OmegaConf.create(points[0].config["container"]))
+    return {image: image_provenance(OmegaConf.create({**points[0].config["container"], "image": image}))
+            for image in dict.fromkeys(image_of(p) for p in points)}
 
 
 def absolute_store_url(url: str) -> str:
@@ -131,7 +135,7 @@ def register_and_submit(
     name: Optional[str],
     overrides: Sequence[str],
     command: str,
-    python: Optional[str] = None,
+    python: JobPython = None,
 ) -> tuple[str, list[Submitted]]:
     """Register the campaign and its points, then submit every point.
 
@@ -178,7 +182,7 @@ def register_and_submit(
 
 
 def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str,
-                      folder: Path, python: Optional[str], *, origin: str = "launch",
+                      folder: Path, python: JobPython, *, origin: str = "launch",
                       overrides: Optional[Sequence[str]] = None, fresh: bool = False) -> list[Submitted]:
     """Submit registered points as one submission each (an attempt opened per point,
     ``origin`` and the ``overrides`` applied to it recorded on it) and record the outcome:
@@ -218,24 +222,25 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
 
 
 def _submit(points: Sequence[PointPlan], ids: Sequence[int], campaign_id: str, store_url: str, folder: Path,
-            python: Optional[str], done: dict[int, Submitted], numbers: Optional[dict[int, int]] = None,
+            python: JobPython, done: dict[int, Submitted], numbers: Optional[dict[int, int]] = None,
             fresh: bool = False) -> None:
     """Hand every point to its backend, filling ``done`` (point id -> Submitted) as it goes;
     whatever a backend raises refuses its points (each gets the reason), so no point stays
     ``registered`` with no job."""
-    image = _image_provenance(points)
-    by_executor: dict[str, list[tuple[PointPlan, JobSpec]]] = {}
+    images = _image_provenance(points)
+    # one submission per executor and job interpreter: points of different images never share an array
+    by_executor: dict[tuple[str, Optional[str]], list[tuple[PointPlan, JobSpec]]] = {}
     for p, pid in zip(points, ids):
-        spec = job_spec(p, pid, campaign_id, store_url, folder, (numbers or {}).get(pid), image)
-        by_executor.setdefault(p.executor, []).append((p, spec))
+        spec = job_spec(p, pid, campaign_id, store_url, folder, (numbers or {}).get(pid), images.get(image_of(p)))
+        by_executor.setdefault((p.executor, python_for(python, p)), []).append((p, spec))
     made = False
     with store_url_in_environment(store_url), variables_in_environment(container_environment(points)):
-        for executor, items in by_executor.items():
+        for (executor, interpreter), items in by_executor.items():
             try:
                 if not made:  # <results_dir>/jobs/<campaign id>: results_dir is checked too
                     make_job_folder(folder, fresh=fresh, shared=(folder.parent.parent,))
                     made = True
-                got = get_backend(executor).submit(items, folder, python)
+                got = get_backend(executor).submit(items, folder, interpreter)
             except Exception as exc:  # the backend itself failed: every one of its points is refused
                 reason = str(exc) if isinstance(exc, CampaignError) else one_line(f"{type(exc).__name__}: {exc}")
                 got = [Submitted(spec.point_id, None, error=reason) for _, spec in items]
@@ -249,8 +254,32 @@ def command_line(overrides: Sequence[str], *, multirun: bool) -> str:
     return redact(shlex.join(["campaign", "launch", *(["-m"] if multirun else []), *overrides]))
 
 
-def job_python(points: Sequence[PointPlan]) -> Optional[str]:
-    """The job interpreter for a containerised campaign (None: the host's Python)."""
+def image_of(p: PointPlan) -> Optional[str]:
+    """The container image point ``p``'s job runs in (None without a container); each
+    point's own (``container.images`` picked at planning: campaign.catalogue.container.point_image)."""
+    container = p.config["container"]
+    return None if container["runtime"] == "none" else container.get("image")
+
+
+def image_lines(points: Sequence[PointPlan]) -> list[str]:
+    """``image of platform v100: PATH`` per platform, for a dry run whose points run in more
+    than one image (``container.images``); none otherwise (its scripts show the one)."""
+    images = {p.platform: image_of(p) for p in points}
+    if len(set(images.values())) < 2:
+        return []
+    return [f"image of platform {name}: {image}" for name, image in images.items()]
+
+
+def python_for(python: JobPython, p: PointPlan) -> Optional[str]:
+    """The interpreter string of ``p``'s job: ``python`` is ``job_python``'s map (image ->
+    string) or one string for every point (None: the host's Python)."""
+    return python.get(image_of(p)) if isinstance(python, dict) else python
+
+
+def job_python(points: Sequence[PointPlan]) -> Dict[Optional[str], Optional[str]]:
+    """The job interpreter of each image a containerised campaign's points run in
+    (``{None: None}``: the host's Python). The container settings other than the image
+    are the campaign's: sweeping them is refused."""
     from omegaconf import OmegaConf
 
     from campaign.catalogue.container import container_python, job_binds
@@ -258,8 +287,8 @@ def job_python(points: Sequence[PointPlan]) -> Optional[str]:
 
     runtimes = {p.config["container"]["runtime"] for p in points}
     if runtimes == {"none"}:
-        return None
-    if len({repr(p.config["container"]) for p in points}) > 1:
+        return {None: None}
+    if len({repr({k: v for k, v in p.config["container"].items() if k != "image"}) for p in points}) > 1:
         raise ConfigError("one campaign runs in one container; do not sweep container settings")
     p = points[0]
     binds = job_binds(
@@ -268,5 +297,10 @@ def job_python(points: Sequence[PointPlan]) -> Optional[str]:
         code_dir=None,
         extra=list(p.config["container"].get("binds") or []),
     )
-    gpu = any(q.config["platform"]["device"] == "cuda" for q in points)
-    return container_python(OmegaConf.create(p.config["container"]), binds=binds, gpu=gpu)
+    out: Dict[Optional[str], Optional[str]] = {}
+    for image in dict.fromkeys(image_of(q) for q in points):
+        mine = [q for q in points if image_of(q) == image]
+        gpu = any(q.config["platform"]["device"] == "cuda" for q in mine)
+        out[image] = container_python(OmegaConf.create({**mine[0].config["container"], "image": image}), binds=binds,
+                                      gpu=gpu)
+    return out
