@@ -117,3 +117,15 @@ def test_an_app_that_picks_the_campaign_launcher_runs_from_the_wheel(wheel_env, 
     assert sorted(p.read_text() for p in out.iterdir()) == ["ran 1", "ran 2"]
     # the jobs ran campaign from the wheel too: their job folder is the sweep's .campaign/
     assert list((tmp_path / "sweep" / ".campaign").glob("*_0_log.out"))
+
+
+def test_the_wheel_lists_every_package_folder():
+    """pyproject's explicit package list holds every folder with an __init__.py: a package
+    left out is missing from the wheel and the image (campaign.catalogue was, once)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    roots = ("campaign", "trainers", "hydra_plugins", "campaign_trace", "campaign_datasets", "campaign_window")
+    found = {".".join(p.parent.relative_to(ROOT).parts) for root in roots for p in (ROOT / root).rglob("__init__.py")
+             if "egg-info" not in str(p)}
+    assert found - listed == set()
