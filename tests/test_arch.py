@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from campaign.backends.sbatch import group_items
 from campaign.catalogue.container import capability_key, point_image
 from campaign.common.errors import ConfigError
 from campaign.launch import arch
+from test_local_gpu import fake_smi
 from campaign.launch.arch import (WHEEL_ARCHS, TorchBuild, capability, covers, environment_build, parse_capability,
                                   read_record, refusal, version_file_build)
 
@@ -237,16 +237,10 @@ def test_v100_refused_with_this_environments_cuda13_torch(ws):
 # ---------------------------------------------------------------- local_gpu
 @pytest.fixture
 def smi(tmp_path, monkeypatch):
+    """test_local_gpu's fake nvidia-smi, answering only a query that asks for compute_cap."""
     def use(lines):
-        folder = tmp_path / "bin"
-        folder.mkdir(exist_ok=True)
-        script = folder / "nvidia-smi"
-        # prints what the real one does for the query it is given (compute_cap last when asked)
-        body = "".join(f"echo {shlex.quote(line)}\n" for line in lines)
-        script.write_text("#!/bin/sh\ncase \"$1\" in *compute_cap*) ;; *) echo 'wrong query' >&2; exit 9;; esac\n"
-                          + body)
-        script.chmod(0o755)
-        monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setenv("PATH", f"{fake_smi(tmp_path / 'bin', lines, query_has='compute_cap')}{os.pathsep}"
+                                   f"{os.environ['PATH']}")
         gpus.local_gpus.cache_clear()
         return gpus.local_gpus()
 

@@ -19,10 +19,13 @@ from conftest import Workspace
 H100 = ["0, GPU-aaaa1111-0000, NVIDIA H100 80GB HBM3, 81559", "1, GPU-bbbb2222-0000, NVIDIA H100 80GB HBM3, 81559"]
 
 
-def fake_smi(folder: Path, lines: list[str], *, rc: int = 0, stderr: str = "") -> Path:
+def fake_smi(folder: Path, lines: list[str], *, rc: int = 0, stderr: str = "", query_has: str = "") -> Path:
+    """An nvidia-smi printing ``lines``; with ``query_has``, only for a query naming it (else exit 9)."""
     folder.mkdir(parents=True, exist_ok=True)
     script = folder / "nvidia-smi"
     body = "".join(f"echo {shlex.quote(line)}\n" for line in lines)
+    if query_has:
+        body = f"case \"$1\" in *{query_has}*) ;; *) echo 'wrong query' >&2; exit 9;; esac\n" + body
     if stderr:
         body += f"echo {shlex.quote(stderr)} >&2\n"
     script.write_text(f"#!/bin/sh\n{body}exit {rc}\n")

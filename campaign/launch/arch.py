@@ -29,9 +29,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from campaign.catalogue.container import SHA256_SUFFIX  # the build's record shares the digest's file
 from campaign.common.errors import ConfigError, InfeasiblePoint
 
-RECORD_SUFFIX = ".sha256"  # build.sh writes the build's record into the digest file beside the image
 V100_FIX = "build the CUDA 12.6 image (singularity/build.sh --v100) and map this platform to it " \
            "(+container.images.{platform}=PATH.sif)"
 # torch.cuda.get_arch_list() of the download.pytorch.org wheels per CUDA label (torch 2.4-2.9;
@@ -108,7 +108,7 @@ def read_record(image: str) -> Optional[TorchBuild]:
     """The build recorded beside ``image`` (``# torch_version``, ``# cuda_version``,
     ``# cuda_arch_list`` lines of ``<image>.sha256``); None without a record."""
     try:
-        with open(image + RECORD_SUFFIX, encoding="utf-8") as f:
+        with open(image + SHA256_SUFFIX, encoding="utf-8") as f:
             lines = f.read(65536).splitlines()
     except (OSError, UnicodeDecodeError):
         return None
