@@ -58,6 +58,7 @@ class PlatformSpec:
     memory_bandwidth_gbs: float = 0.0  # GPU memory bandwidth (datasheet)
     interconnect: str = ""  # GPU-GPU link within a node, e.g. "NVLINK 3.0"
     interconnect_bandwidth_gbs: float = 0.0  # GPU-GPU bandwidth within a node (datasheet)
+    fabric_bandwidth_gbs: float = 0.0  # inter-node bandwidth per GPU (the fabric's, GB/s); harvest's model bounds inter-node communication with it (0: unknown)
     cpu: str = ""  # host CPU model
     cpus_per_node: int = 0  # CPU cores per node
     node_memory_gb: float = 0.0  # host RAM per node
@@ -90,7 +91,8 @@ class ExperimentSpec:
     sample_iterations: Optional[int] = None  # a sampled run: at most this many timed iterations; harvest projects the full run from them
     sample_halfwidth: float = 0.01  # a sampled run stops once its rate's 95 % interval is this narrow (relative); 0: a fixed window of sample_iterations
     sample_max_warmup: int = 200  # a sampled run's warm-up ends when its iteration times settle, at the latest after this many
-    validation: bool = False  # run validation (off for timing runs)
+    epochs: Optional[int] = None  # train this many epochs of the point's training share: warm-up + timed iterations = epochs x the loader's iterations per epoch (not with iterations)
+    validation: bool = False  # evaluate the test split after every epoch, outside the timed window (vit, frozen_backbone; off for timing runs)
     checkpoint: bool = False  # checkpoint on SLURM's signal (preemption, time limit) and requeue; resume from it (off for timing runs)
     checkpoint_every: int = 0  # with checkpoint: also every this many iterations (0: only on the signal)
     until_time_limit: bool = False  # true: a point may run into its time limit on purpose (it ends timeout); the launch does not refuse it
@@ -154,6 +156,9 @@ class CampaignConfig:
     max_retries: int = 0  # resubmit a point that ends in a retry_on state up to this many times (campaign launch --max-retries K)
     retry_on: List[str] = field(default_factory=lambda: ["node_fail", "preempted", "boot_fail"])  # states max_retries resubmits
     results_dir: str = "results"  # folder of the default store, job folders and logs
+    max_points: int = 10000  # refuse a campaign of more points (sweep points x repeats) than this, before building them
+    max_repeats: int = 100  # refuse repeats above this
+    max_iterations: int = 10**9  # refuse an experiment.*iterations value above this
 
 
 def cpu_peak_tflops() -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from campaign.cli.parser import CAMPAIGN_HELP, command, store_arg
+from campaign.cli.parser import CAMPAIGN_HELP, INT64, command, store_arg
 
 EPILOG = """examples:
   campaign harvest
@@ -39,7 +39,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     hv.add_argument("--out", default=None, help="write to this file instead of standard output")
     for key in ("platform", "trainer", "experiment"):
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
-    hv.add_argument("--gpus", action="append", type=int, help="only these GPU counts (repeatable)")
+    hv.add_argument("--gpus", action="append", type=INT64, help="only these GPU counts (repeatable)")
     hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
                     help="only points with these values (platform, trainer, experiment, gpus, nodes, dataset; image: a "
                          "sha256 prefix, an image path or none; repeatable)")
@@ -47,6 +47,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     hv.add_argument("--compare", metavar="reference|ideal|CAMPAIGN", default=None,
                     help="put the reference study's figures, the ideal line or another campaign beside the measured values")
     hv.add_argument("--plots", metavar="DIR", default=None, help="also write the figures (PNG and SVG) to DIR")
+    hv.add_argument("--loss-threshold", type=float, default=None, metavar="X",
+                    help="--table convergence: iterations, epochs and seconds to the first window whose mean loss is "
+                         "below X (default: the point's trainer.params.loss_threshold)")
 
 
 def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -55,4 +58,5 @@ def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     where = {k: v for k in FILTERS if (v := getattr(args, k))}
     return harvest_campaign(args.campaign, store_url=args.store, fmt=args.fmt, out=args.out, where=where,
-                            where_items=args.where, table=args.table, compare=args.compare, plots=args.plots)
+                            where_items=args.where, table=args.table, compare=args.compare, plots=args.plots,
+                            loss_threshold=args.loss_threshold)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from campaign.cli.parser import CAMPAIGN_HELP, command, store_arg
+from campaign.cli.parser import CAMPAIGN_HELP, INT64, SECONDS, command, store_arg
 from campaign.common.errors import CampaignError
 
 
@@ -30,8 +30,8 @@ def add_status(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--wait", action="store_true", help="block until every point is final, then one summary line; "
                                                         "exit 1 if any did not complete")
     st.add_argument("--watch", action="store_true", help="redraw the table live until every point is final (Ctrl-C stops)")
-    st.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes with --wait/--watch (default 2)")
-    st.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+    st.add_argument("--interval", type=SECONDS, default=2.0, help="seconds between refreshes with --wait/--watch (default 2)")
+    st.add_argument("--timeout", type=SECONDS, default=None, metavar="SECONDS",
                     help="with --wait: give up after this many seconds (exit 124, with a summary and the ETA)")
     st.add_argument("--submit", action="store_true",
                     help="with --wait: also submit what the campaign has due (writes the store): the next wave of "
@@ -47,7 +47,7 @@ def add_cancel_and_ingest(sub: argparse._SubParsersAction) -> None:
                  handler=cancel)
     cc.add_argument("campaign", nargs="?", help="campaign id, unique id prefix or name (default: the latest)")
     store_arg(cc)
-    cc.add_argument("--point", action="append", type=int, help="only these point numbers (#, repeatable)")
+    cc.add_argument("--point", action="append", type=INT64, help="only these point numbers (#, repeatable)")
     ig = command(sub, "ingest", help="fold results that jobs spooled to files into the store",
                  description="Replay the spool files of jobs that could not reach the store (exactly once).",
                  epilog="examples:\n  campaign ingest\n  campaign ingest --all --store sqlite:///results/campaign.db",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
-from campaign.common.errors import EXIT_USAGE
+from campaign.common.errors import EXIT_USAGE, ConfigError
 
 # what `campaign status|harvest|...` take as their first argument
 CAMPAIGN_HELP = ("campaign id, unique id prefix or name (a name several campaigns share: the latest of them; "
@@ -20,6 +20,47 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # argparse's exit prints to stderr and ends the process (campaign calls no sys.exit here)
         self.exit(EXIT_USAGE, f"error: {message}; see {self.prog} --help\n")
+
+
+def _argparse_type(check, name: str):
+    """An argparse ``type=`` from a campaign.common.numbers check: its one-line refusal
+    becomes argparse's (``error: argument --interval: ...``, exit 2)."""
+
+    def convert(text: str):
+        try:
+            return check(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name  # argparse names the type in its own messages
+    return convert
+
+
+def _int64(text: str) -> int:
+    from campaign.common.numbers import parse_int64
+
+    return parse_int64(text, "value")
+
+
+def _positive_int64(text: str) -> int:
+    from campaign.common.numbers import parse_int64
+
+    value = parse_int64(text, "value")
+    if value < 1:
+        raise ConfigError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    from campaign.common.numbers import positive_seconds
+
+    return positive_seconds(text, "value")
+
+
+# shared ``type=`` of every numeric option: integers within 64 bits, positive seconds
+INT64 = _argparse_type(_int64, "integer")
+POSITIVE_INT64 = _argparse_type(_positive_int64, "positive integer")
+SECONDS = _argparse_type(_seconds, "seconds")
 
 
 def store_arg(p: argparse.ArgumentParser) -> None:

@@ -4,10 +4,12 @@ captured output, and a typed error that carries the command's own message."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from campaign.common.errors import CampaignError, one_line
+from campaign.common.text import printable
 
 
 class CommandError(CampaignError):
@@ -18,6 +20,19 @@ class CommandError(CampaignError):
         self.returncode = returncode
         self.detail = message
         super().__init__(f"{argv[0]}: {message}")
+
+
+def decoded(raw: bytes, argv: Sequence[str]) -> str:
+    """A program's output as text: UTF-8, where it is not (a job name, a node's message in
+    another encoding) the bad bytes as U+FFFD and one warning on stderr, never a
+    ``UnicodeDecodeError`` that ends the command. Newlines as text mode gives them."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", "replace")
+        print(f"warning: {printable(argv[0])} wrote bytes that are not UTF-8 (the first at byte {exc.start}); "
+              "read with each such byte as U+FFFD", file=sys.stderr)
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 @dataclass(frozen=True)
@@ -47,17 +62,16 @@ def run(
         proc = subprocess.run(
             argv,
             capture_output=True,
-            text=True,
             timeout=timeout,
             env=None if env is None else dict(env),
-            input=input,
+            input=None if input is None else input.encode("utf-8"),
             stdin=None if input is not None else subprocess.DEVNULL,
         )
     except FileNotFoundError as exc:
         raise CommandError(argv, "command not found on PATH") from exc
     except subprocess.TimeoutExpired as exc:
         raise CommandError(argv, f"no answer within {timeout:g} s") from exc
-    done = Completed(argv, proc.returncode, proc.stdout, proc.stderr)
+    done = Completed(argv, proc.returncode, decoded(proc.stdout, argv), decoded(proc.stderr, argv))
     if check and proc.returncode != 0:
         msg = one_line(proc.stderr) or one_line(proc.stdout) or f"exit status {proc.returncode}"
         raise CommandError(argv, msg, proc.returncode)

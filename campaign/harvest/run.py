@@ -41,10 +41,12 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
             raise ConfigError(f"--where {item!r}: expected KEY=VALUE[,VALUE...] with KEY one of {', '.join(FILTERS)}")
         vals = [v.strip() for v in values.split(",") if v.strip()]
         if key in ("gpus", "nodes"):
-            try:
-                vals = [int(v) for v in vals]
-            except ValueError:
-                raise ConfigError(f"--where {item!r}: {key} takes integers") from None
+            from campaign.common.numbers import parse_int64
+
+            try:  # the store holds 64 bits: a longer integer is refused, never converted
+                vals = [parse_int64(v, key) for v in vals]
+            except ConfigError as exc:
+                raise ConfigError(f"--where {item!r}: {key} takes integers ({exc})") from None
         out.setdefault(key, []).extend(vals)
     return out
 
@@ -148,7 +150,8 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
 
 def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Optional[str] = None,
             where: Optional[dict] = None, table: str = "scaling", compare: Optional[str] = None,
-            plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None) -> int:
+            plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None,
+            loss_threshold: Optional[float] = None) -> int:
     """Harvest one campaign: print or write its tables (or a comparison), draw its figures."""
     from campaign.store import find_campaign_noted, open_store
 
@@ -157,8 +160,11 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     if table not in TABLE_CHOICES:
         raise ConfigError(f"unknown table '{table}'; available: {', '.join(TABLE_CHOICES)}")
     where = parse_where(where_items, where)
+    if loss_threshold is not None and table != "convergence":
+        raise ConfigError(f"--loss-threshold goes with --table convergence, not --table {table}")
     if table in TABLES and not TABLES[table].of_points:
-        return _campaign_table(table, ref, store_url, fmt, out)
+        options = {"loss_threshold": loss_threshold} if loss_threshold is not None else {}
+        return _campaign_table(table, ref, store_url, fmt, out, options, plots)
     wanted = POINT_TABLES if table == "all" else (table,)
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
@@ -231,7 +237,8 @@ def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict
     return "campaign", TITLES["campaign"].format(other=other_id), df
 
 
-def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out: Optional[str]) -> int:
+def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out: Optional[str],
+                    options: Optional[dict] = None, plots: Optional[str] = None) -> int:
     """A table built from the store and the campaign, not its completed points (``attempts``:
     every attempt, whatever its state; campaign/harvest/attempts.py)."""
     from campaign.store import open_store
@@ -239,11 +246,16 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
     title = TABLES[name].title
     with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
-        df, warnings = table_function(name)(store, campaign)
+        df, warnings = table_function(name)(store, campaign, **(options or {}))
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if fmt == "table" and out is None:
         print(printable(f"campaign {campaign['id']}"), title, "", sep="\n")
     for path in write_tables([(name, title, df)], fmt, out):
         print(printable(f"wrote {path}"), file=sys.stderr)
+    if plots is not None:
+        from campaign.harvest.figures import write_table_figures
+
+        paths = write_table_figures(plots, name, df, campaign=campaign)
+        print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0

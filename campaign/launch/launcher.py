@@ -28,6 +28,7 @@ from omegaconf import OmegaConf
 from campaign.catalogue.config import is_campaign_config
 from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.plan import PointPlan, plan_point
+from campaign.launch.validate import check_point_count
 
 
 def uses_campaign_sweeper(config: Any) -> bool:
@@ -86,6 +87,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
     errors: list[str] = []
     refused: list[str] = []
     idx = 0
+    check_point_count(len(job_overrides), launcher.config)  # before composing any (max_points)
     for overrides in job_overrides:
         overrides = list(overrides)
         where = " ".join(o for o in overrides if not o.startswith("dry_run=")) or "(defaults)"
@@ -107,6 +109,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
                 errors.append(f"point {where}: {exc}")
                 break
             idx += 1
+        check_point_count(idx, cfg)  # repeats included (each within max_repeats: plan_point)
     if errors:
         more = f" (and {len(errors) - 1} more invalid point(s); nothing was submitted)" if len(errors) > 1 else ""
         raise ConfigError(errors[0] + more)

@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Sequence
 
-from campaign.common.errors import CampaignError
+from campaign.common.errors import CampaignError, ConfigError
 
 # campaign's own flags, given as the overrides they stand for (a dry run: campaign/launch/dryrun.py)
 FLAGS = {"--dry-run": "dry_run=true", "--show-scripts": "dry_run=scripts", "--json": "dry_run=json"}
@@ -51,7 +51,24 @@ def check_plugin_visible() -> None:
 def launch(argv: Sequence[str], prog: str) -> None:
     """Run the launch that ``argv`` (campaign's flags and Hydra's arguments) asks for, as
     ``prog``; raises ``CampaignError`` (its exit code says what was stored)."""
-    _hydra_app(expand_flags(max_retries_override(list(argv))), prog)
+    argv = expand_flags(max_retries_override(list(argv)))
+    check_digit_runs(argv)
+    _hydra_app(argv, prog)
+
+
+def check_digit_runs(argv: Sequence[str]) -> None:
+    """Refuse an override holding a number longer than Python converts (Hydra's parser
+    would raise ValueError from deep inside; anything past 19 digits is beyond 64 bits
+    anyway, and the launch's own check names such a value: campaign/common/numbers.py)."""
+    import re
+
+    limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+    for arg in argv:
+        m = re.search(r"\d{%d,}" % (limit + 1), arg)
+        if m:
+            key = arg.partition("=")[0]
+            raise ConfigError(f"{key}: a number of {len(m.group()):,} digits is beyond a 64-bit integer "
+                              f"(-9223372036854775808 to 9223372036854775807)")
 
 
 def max_retries_override(argv: list[str]) -> list[str]:

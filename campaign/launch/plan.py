@@ -18,7 +18,7 @@ from campaign.backends.resources import Resources
 from campaign.catalogue.container import point_image
 from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.arch import check_point_arch
-from campaign.launch.validate import CheckedTrainer, check_known_keys, check_trainer, reference_dataset
+from campaign.launch.validate import CheckedTrainer, check_known_keys, check_sizes, check_trainer, reference_dataset
 from campaign.common.redact import redact_obj
 
 SCALINGS = ("fixed", "strong", "weak")
@@ -124,6 +124,57 @@ def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
     if exp.get("warmup_iterations", 0) < 0 or exp.get("profile_iterations", 0) < 0:
         raise ConfigError("experiment.warmup_iterations and experiment.profile_iterations must be >= 0")
     return int(batch), iters
+
+
+def training_images(c: dict[str, Any]) -> int | None:
+    """Images of the point's training share: the dataset's training split (its declaration)
+    times ``experiment.dataset_fraction_per_gpu`` x gpus (capped at 1) when set, else
+    ``dataset.fraction``, rounded as the job's share is (at least one); None when the
+    declaration does not know its size."""
+    from campaign_datasets import split_images
+
+    whole = split_images(c["dataset"], train=True)
+    if whole is None:
+        return None
+    per_gpu = c["experiment"].get("dataset_fraction_per_gpu")
+    share = min(1.0, float(per_gpu) * int(c["gpus"])) if per_gpu is not None else float(c["dataset"].get("fraction") or 1.0)
+    return whole if share >= 1.0 else max(1, int(round(whole * share)))
+
+
+def iterations_per_epoch(images: int, batch_per_gpu: int, gpus: int, grad_accum: int = 1) -> int:
+    """Iterations of one epoch as the job's loader makes it: every GPU takes whole batches of
+    its equal part of ``images`` (the partial last batch is dropped), ``grad_accum`` of
+    them per iteration (the last iteration of an epoch may take fewer)."""
+    batches = images // (batch_per_gpu * gpus)
+    return -(-batches // max(1, grad_accum))
+
+
+def epoch_schedule(c: dict[str, Any], batch: int) -> int:
+    """Timed iterations of ``experiment.epochs=E``: warm-up + timed = E x iterations per
+    epoch of the point's training share, so the run trains exactly E epochs."""
+    exp = c["experiment"]
+    epochs = exp["epochs"]
+    if exp.get("iterations") is not None:
+        raise ConfigError(f"experiment.epochs={epochs} and experiment.iterations={exp['iterations']} both set "
+                          f"the run's length; drop one of them")
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs <= 0:
+        raise ConfigError(f"experiment.epochs must be a positive integer, got {epochs!r}")
+    images = training_images(c)
+    name = c["dataset"].get("name")
+    if images is None:
+        raise ConfigError(f"dataset={name} declares no training-set size, so experiment.epochs cannot be "
+                          f"counted; set experiment.iterations instead")
+    gpus, accum = int(c["gpus"]), int(exp.get("grad_accum") or 1)
+    per_epoch = iterations_per_epoch(images, batch, gpus, accum)
+    if per_epoch <= 0:
+        raise ConfigError(f"dataset={name}'s training share of {images} images gives no full batch of "
+                          f"{batch} on each of {gpus} GPUs; lower the batch or raise the share")
+    warmup = int(exp.get("warmup_iterations") or 0)
+    timed = epochs * per_epoch - warmup
+    if timed <= 0:
+        raise ConfigError(f"experiment.epochs={epochs} is {epochs * per_epoch} iterations ({per_epoch} per epoch), "
+                          f"no more than experiment.warmup_iterations={warmup}; raise epochs or lower the warm-up")
+    return timed
 
 
 def cpu_ranks(platform: dict[str, Any]) -> bool:
@@ -255,6 +306,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     """Resolve, validate and schedule one sweep point."""
     c = plain_config(cfg)
     check_known_keys(c)
+    check_sizes(c)  # 64-bit integers, repeats and iterations within their caps: before anything is built
     plat = c["platform"]
     check_resources(plat, c["gpus"], c["nodes"])
     check_platform(plat)
@@ -264,6 +316,8 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"])
+    if c["experiment"].get("epochs") is not None:
+        iters = epoch_schedule(c, batch)
     check_recovery(c)
     if c["container"].get("runtime", "none") != "none":  # this platform's image (container.images), else the default
         c["container"]["image"] = point_image(c["container"], plat)

@@ -16,7 +16,10 @@ from campaign.common.redact import redact_obj
 def save_multirun_yaml(config: Any, path: Path) -> None:
     """Hydra's ``multirun.yaml`` (the sweep's config, as its basic sweeper saves it) with
     every password replaced by ``***``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from campaign.launch.preflight import check_writable_folder
+
+    # one line (exit 2) before anything is stored, not Hydra's OSError traceback
+    check_writable_folder(path.parent, "results_dir's Hydra record folder")
     plain = OmegaConf.to_container(config, resolve=False, enum_to_str=True)
     OmegaConf.save(OmegaConf.create(redact_obj(plain)), path)
 

@@ -62,6 +62,65 @@ def check_known_keys(config: Mapping[str, Any], schema: type = CampaignConfig, w
             check_known_keys(value, sub, f"{path}.")
 
 
+# ------------------------------------------------------------------ numbers and sizes
+# Python holds any integer; the store (BIGINT), torch's seed and SLURM hold 64 bits. A
+# size builds that many things: refused against its cap (a config key) before any is built.
+ITERATION_KEYS = ("base_iterations", "iterations", "warmup_iterations", "profile_iterations", "sample_iterations",
+                  "checkpoint_every")
+CAPS = {"max_points": 10000, "max_repeats": 100, "max_iterations": 10**9}  # CampaignConfig's defaults
+
+
+def caps_of(config: Mapping[str, Any]) -> dict[str, int]:
+    """The size caps a config sets (its defaults where an older stored config has none)."""
+    from campaign.common.numbers import within_cap
+
+    return {key: within_cap(config.get(key, default), key, 2**63 - 1, key) for key, default in CAPS.items()}
+
+
+def check_numbers(config: Mapping[str, Any], where: str = "") -> None:
+    """Refuse an integer anywhere in ``config`` beyond 64 bits, naming its key."""
+    from campaign.common.numbers import int64
+
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            check_numbers(value, f"{where}{key}.")
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    check_numbers(item, f"{where}{key}[{i}].")
+                elif isinstance(item, int) and not isinstance(item, bool):
+                    int64(item, f"{where}{key}[{i}]")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            int64(value, f"{where}{key}")
+
+
+def check_sizes(config: Mapping[str, Any]) -> None:
+    """Every integer within 64 bits; ``repeats`` and the experiment's iteration counts
+    within their caps (``max_repeats``, ``max_iterations``): checked before a point or
+    its repeats are built, so ``repeats=10**12`` is refused at once."""
+    from campaign.common.numbers import within_cap
+
+    check_numbers(config)
+    caps = caps_of(config)
+    repeats = config.get("repeats", 1)
+    if isinstance(repeats, int) and repeats > 0:  # below 1: plan_point's own message
+        within_cap(repeats, "repeats", min(caps["max_repeats"], caps["max_points"]),
+                   "max_repeats" if caps["max_repeats"] <= caps["max_points"] else "max_points")
+    for key in ITERATION_KEYS:
+        value = (config.get("experiment") or {}).get(key)
+        if isinstance(value, int) and value > caps["max_iterations"]:
+            within_cap(value, f"experiment.{key}", caps["max_iterations"], "max_iterations")
+
+
+def check_point_count(count: int, config: Mapping[str, Any]) -> None:
+    """Refuse a campaign of more than ``max_points`` points (sweep points x repeats),
+    before they are composed."""
+    cap = caps_of(config)["max_points"]
+    if count > cap:
+        raise ConfigError(f"this campaign has more than {cap:,} points (sweep points x repeats), over the cap "
+                          f"max_points={cap:,}; sweep fewer values, or raise max_points if you mean it")
+
+
 # ------------------------------------------------------------------ the trainer's declaration
 
 
@@ -122,6 +181,10 @@ def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
         able = ", ".join(n for n in registry.builtin_names() if registry.spec_of(n).checkpoint)
         raise ConfigError(f"trainer={spec.name} cannot resume from a checkpoint (experiment.checkpoint=true); "
                           f"trainers that can: {able}")
+    if config.get("experiment", {}).get("validation") and not spec.evaluates:
+        able = ", ".join(n for n in registry.builtin_names() if registry.spec_of(n).evaluates)
+        raise ConfigError(f"trainer={spec.name} has no evaluation pass (experiment.validation=true); "
+                          f"trainers that have one: {able}, or set experiment.validation=false")
     trainer["params"] = params
     trainer["module"] = registry.module_of(trainer)
     return CheckedTrainer(spec=spec, section=trainer)

@@ -4,16 +4,20 @@ A job that cannot reach the store within its busy timeout appends its operations
 to ``<results>/jobs/<campaign>/spool/*.jsonl`` (trainers.writer). Ingest replays each
 file in one transaction and then renames it ``*.jsonl.ingested``; the operations are
 idempotent, so a file replayed twice (a crash between commit and rename) changes
-nothing. A file that is not a well-formed spool (a line that is not an operation, an
-operation the store refuses) is renamed ``*.jsonl.bad`` with a warning, and the
-other files are still ingested.
+nothing. A line that is not an operation (not JSON, not UTF-8, too large or too deep)
+is quarantined alone: kept with its line number in ``*.jsonl.bad`` beside the file,
+one warning each, and the file's other operations are applied. A file none of whose
+lines is an operation, one with a well-formed operation of another point, attempt or
+rank (forged or confused: nothing of it is trusted), or whose operations the store
+refuses, is renamed ``*.jsonl.bad`` whole with a warning, and the other files are
+still ingested.
 
 A results folder is writable by others than the campaign's owner, so a spool file is
 data from anyone: it changes only the campaign, point, attempt and rank its folder and
 name stand for (``<results>/jobs/<campaign>/spool/p<point>-a<attempt>-r<rank>.jsonl``).
 A file named otherwise, one that is not a regular file (a link, a FIFO), one past
-``MAX_SPOOL_BYTES``, a line nested too deep, or an operation for another point,
-attempt, rank or campaign is quarantined whole, nothing of it applied.
+``MAX_SPOOL_BYTES``, one whose point is of another campaign, or one holding an
+operation for another point, attempt or rank is quarantined whole, nothing of it applied.
 
 Ingest also records the final states the executors observe for points the store
 still has unfinished (a job killed from outside never reports itself): read commands
@@ -103,26 +107,61 @@ def _spool_bytes(path: Path) -> bytes:
 
 
 def read_spool(path: Path, key: Optional[tuple[int, int, int]] = None) -> list[dict]:
-    """The operations of one spool file (``key``: those of that point, attempt and rank
-    only, ``_check_record``). Its last line may be cut short (a job killed while writing
-    it: what follows never happened); any other bad line makes the whole file
-    ``MalformedSpool``, as does a line too large or nested too deep (campaign.common.bounded)."""
-    try:
-        lines = _spool_bytes(path).decode("utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise MalformedSpool(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    out = []
-    numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
-    for n, (i, line) in enumerate(numbered):
+    """The operations of one spool file, every line well-formed (``read_spool_lines``);
+    ``MalformedSpool`` naming the first bad line otherwise."""
+    records, bad = read_spool_lines(path, key)
+    if bad:
+        raise MalformedSpool(bad[0][2])
+    return records
+
+
+def read_spool_lines(path: Path, key: Optional[tuple[int, int, int]] = None
+                     ) -> tuple[list[dict], list[tuple[int, bytes, str]]]:
+    """The well-formed operations of one spool file (``key``: of that point, attempt and
+    rank only, ``_check_record``) and its bad lines as (line number, bytes, why). A line
+    that is not UTF-8, not JSON, too large or too deep (campaign.common.bounded) is bad
+    alone: the lines around it are still read; an operation of another point, attempt or
+    rank makes the whole file ``MalformedSpool``. The
+    last line may be cut short (a job killed while writing it: what follows never
+    happened, not a bad line). A file that cannot be read as a whole (a link, a FIFO,
+    too large) is ``MalformedSpool``."""
+    lines = _spool_bytes(path).splitlines()
+    numbered = [(i, raw) for i, raw in enumerate(lines, 1) if raw.strip()]
+    out: list[dict] = []
+    bad: list[tuple[int, bytes, str]] = []
+    for n, (i, raw) in enumerate(numbered):
         try:
-            check(line, f"line {i}", max_bytes=MAX_LINE_BYTES)  # too large or too deep: never parsed, whatever line
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad.append((i, raw, f"line {i} is not UTF-8 text ({exc.reason} at byte {exc.start})"))
+            continue
+        try:
+            check(line, f"line {i}", max_bytes=MAX_LINE_BYTES)  # too large or too deep: never parsed
             record = loads(line, f"line {i}", max_bytes=MAX_LINE_BYTES)
         except BoundError as exc:
             if n == len(numbered) - 1 and str(exc).startswith(f"line {i}: not JSON"):
                 break
-            raise MalformedSpool(f"line {i} is not JSON" if ": not JSON" in str(exc) else str(exc)) from None
+            bad.append((i, raw, f"line {i} is not JSON" if ": not JSON" in str(exc) else str(exc)))
+            continue
+        # A well-formed line for another point, attempt or rank, or with a field the job
+        # never writes, is no accident of a killed writer: the file is forged or confused,
+        # and nothing of it is applied (MalformedSpool, the whole file quarantined).
         out.append(_check_record(record, f"line {i}", key))
-    return out
+    return out, bad
+
+
+def _quarantine_lines(path: Path, bad: list[tuple[int, bytes, str]]) -> None:
+    """Keep a spool file's bad lines beside it (``*.jsonl.bad``: ``<line number><TAB><the
+    line as it was>``), one warning each; its other lines are applied."""
+    kept = path.with_name(path.name + ".bad")
+    try:
+        with open(kept, "ab") as f:
+            f.writelines(b"%d\t%s\n" % (i, raw) for i, raw, _ in bad)
+    except OSError as exc:
+        raise StoreError(f"cannot keep the malformed lines of spool file {path}: {exc.strerror}") from exc
+    for _, _, why in bad:
+        print(printable(f"warning: {path}: {why}; kept in {kept.name}, not applied (the file's other lines were)"),
+              file=sys.stderr)
 
 
 def _quarantine(path: Path, why: str) -> None:
@@ -161,7 +200,9 @@ def ingest_files(store: Store, files: Iterable[Path], campaign_id: Optional[str]
                 raise MalformedSpool(f"not a spool file's name ({SPOOL_FORM})")
             if owner is None:
                 raise MalformedSpool(f"not in a campaign's spool folder ({SPOOL_FOLDER_FORM})")
-            records = read_spool(path, key)
+            records, bad = read_spool_lines(path, key)
+            if bad and not records:  # nothing of it is an operation of this file: the whole file, one warning
+                raise MalformedSpool(bad[0][2])
         except MalformedSpool as exc:
             _quarantine(path, str(exc))
             continue
@@ -186,6 +227,8 @@ def ingest_files(store: Store, files: Iterable[Path], campaign_id: Optional[str]
             continue
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot ingest {path}: {one_line(exc)}") from exc
+        if bad:
+            _quarantine_lines(path, bad)
         try:
             path.rename(path.with_name(path.name + ".ingested"))
         except OSError as exc:  # ingested (idempotent), but the next ingest will replay it
