@@ -22,7 +22,7 @@ from campaign_datasets.cifar import CIFAR10_TRAIN
 from campaign_datasets.imagefolder import IMAGE_EXTENSIONS, imagefolder_split_dir
 from campaign_datasets.mnist import MNIST_IMAGES_MAGIC, MNIST_LABELS_MAGIC, mnist_files
 from campaign_datasets.registry import (DEFAULT, DatasetDef, DatasetError, check_dataset, dataset_of, find, names,
-                                        register, resolve_root, unregister)
+                                        register, resolve_root, split_images, unregister)
 
 # The built-ins: a new one is a module of this package and its entry here.
 for _module in (ade20k, cifar, imagefolder, mnist, synthetic):
@@ -31,4 +31,4 @@ del _module
 
 __all__ = ["CIFAR10_TRAIN", "DEFAULT", "DatasetDef", "DatasetError", "IMAGE_EXTENSIONS", "MNIST_IMAGES_MAGIC",
            "MNIST_LABELS_MAGIC", "check_dataset", "dataset_of", "find", "imagefolder_split_dir", "mnist_files",
-           "names", "register", "resolve_root", "unregister"]
+           "names", "register", "resolve_root", "split_images", "unregister"]

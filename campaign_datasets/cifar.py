@@ -60,7 +60,8 @@ def check(folder: str, where: str, spec: Any, name: str) -> None:
 
 def _declare(name: str, num_classes: int) -> DatasetDef:
     return DatasetDef(name, locate=functools.partial(locate, name=name), check=functools.partial(check, name=name),
-                      channels=(3,), num_classes=num_classes, loader="trainers.data.cifar:load")
+                      channels=(3,), num_classes=num_classes, loader="trainers.data.cifar:load",
+                      train_images=50_000, test_images=10_000)
 
 
 # Two variants of one format: one module, one declaration (and one conf file) each.

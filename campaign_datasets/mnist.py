@@ -85,5 +85,5 @@ def check(folder: str, where: str, spec: object = None) -> None:
 
 
 # Grey digits, repeated to 3 channels for RGB backbones.
-DATASETS = (DatasetDef("mnist", locate=locate, check=check, channels=(1, 3), num_classes=10,
+DATASETS = (DatasetDef("mnist", locate=locate, check=check, channels=(1, 3), num_classes=10, train_images=60_000, test_images=10_000,
                        loader="trainers.data.mnist:load"),)

@@ -40,6 +40,12 @@ class DatasetDef:
     # not read it (read_by does).
     loader: Union[str, Callable[..., Any], None] = None
     read_by: str = "trainers.data"  # who reads it when loader is None (the job's refusal names it)
+    # Images of its whole training and test splits (experiment.epochs sizes an epoch from the
+    # first; an evaluation row's images is the second); None: unknown before the files are read.
+    train_images: Optional[int] = None
+    test_images: Optional[int] = None
+    # A generated dataset's split sizes from its section instead: fn(section, train) -> images.
+    sizes: Optional[Callable[[Any, bool], int]] = None
 
 
 _REGISTRY: Dict[str, DatasetDef] = {}
@@ -84,6 +90,15 @@ def dataset_of(spec: Any) -> DatasetDef:
     if found is None:
         raise DatasetError(f"unknown dataset {name!r}; available: {', '.join(names())}")
     return found
+
+
+def split_images(spec: Any, train: bool) -> Optional[int]:
+    """Images of the whole training (``train``) or test split of ``spec``'s dataset, before
+    any ``dataset.fraction``; None when its declaration does not know (an imagefolder)."""
+    dataset = dataset_of(spec)
+    if dataset.sizes is not None:
+        return int(dataset.sizes(spec, train))
+    return dataset.train_images if train else dataset.test_images
 
 
 def _root(spec: Any, name: str) -> str:

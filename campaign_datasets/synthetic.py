@@ -1,7 +1,21 @@
-"""dataset=synthetic: random images and labels generated on each rank (seeded), no folder."""
+"""dataset=synthetic: random images and labels generated on each rank (seeded), no folder.
+
+Its training split is ``dataset.length`` images (DEFAULT_LENGTH when unset); its test split,
+drawn from other seeds, a fifth of that (CIFAR's 10,000 to 50,000), at least one image."""
 
 from __future__ import annotations
 
-from campaign_datasets.registry import DatasetDef
+from typing import Any
 
-DATASETS = (DatasetDef("synthetic", needs_root=False, loader="trainers.data.synthetic:load"),)
+from campaign_datasets.registry import DatasetDef, value
+
+DEFAULT_LENGTH = 10_000  # samples of dataset=synthetic when dataset.length is unset
+
+
+def sizes(spec: Any, train: bool) -> int:
+    """Images of the synthetic training (``train``) or test split of ``spec``."""
+    length = int(value(spec, "length") or DEFAULT_LENGTH)
+    return length if train else max(1, -(-length // 5))
+
+
+DATASETS = (DatasetDef("synthetic", needs_root=False, loader="trainers.data.synthetic:load", sizes=sizes),)

@@ -4,8 +4,9 @@ A store written by an older campaign is upgraded in place by the first command t
 writes to it (``campaign launch``, ``resume``, ``cancel``, ``ingest``: ``open_store``
 without ``readonly``); the read commands (``status``, ``harvest``) never migrate and
 read every version in ``READABLE`` (what a version lacks reads as absent: a column of
-version 2, version 3's heartbeats, so status shows no progress for its points, or version
-4's point signatures, so a resume refuses its points as unsigned).
+version 2, version 3's heartbeats, so status shows no progress for its points, version
+4's point signatures, so a resume refuses its points as unsigned, or version 5's evaluation
+rows, so harvest shows no test figures).
 
 Steps only add (tables, columns, indexes), so that a job of the previous version still
 writes to an upgraded store, and each runs in its own transaction that also records
@@ -23,9 +24,9 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.schema import CreateColumn
 
-from campaign_sql.schema import SCHEMA_VERSION, attempt, meta, point, progress
+from campaign_sql.schema import SCHEMA_VERSION, attempt, evaluation, meta, point, progress
 
-READABLE = (1, 2, 3, 4)  # versions the read commands read as they are
+READABLE = (1, 2, 3, 4, 5)  # versions the read commands read as they are
 
 
 def _add_columns(conn: Connection, table: Table, columns: list[Column]) -> None:
@@ -62,8 +63,14 @@ def _v3_to_v4(conn: Connection) -> None:
     _add_columns(conn, point, [point.c.signature])
 
 
+def _v4_to_v5(conn: Connection) -> None:
+    """Evaluation passes (experiment.validation=true): the ``evaluation`` table. A job of
+    version 4 writes none; harvest's convergence table shows no test figures for it."""
+    evaluation.create(conn, checkfirst=True)
+
+
 # from version -> the step to the next
-STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4}
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
 
 
 def _version(conn: Connection) -> int:

@@ -13,11 +13,12 @@ from typing import Any
 from sqlalchemy import and_, exists, or_, select, update
 
 from campaign_sql.engine import insert_ignore
-from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
+from campaign_sql.schema import attempt, breakdown, evaluation, iteration, point, profile, rank_timing
 
 RUNNING_FROM = ("registered", "pending", "requeued", "running")
 _STARTED = ("job_id", "world_size", "started_at", "provenance")  # what a job's start records on its attempt
-ROW_TABLES = {"iteration": iteration, "rank_timing": rank_timing, "profile": profile, "breakdown": breakdown}
+ROW_TABLES = {"iteration": iteration, "rank_timing": rank_timing, "profile": profile, "breakdown": breakdown,
+              "evaluation": evaluation}
 
 
 class AttemptKey(tuple):
@@ -87,7 +88,10 @@ def apply_op(conn, op: str, key: AttemptKey, payload: dict, cache: dict) -> Any:
         insert_ignore(conn, ROW_TABLES[payload["table"]], [dict(r, attempt_id=aid, rank=payload["rank"]) for r in payload["rows"]])
     elif op == "rank":
         for name, rows in payload["tables"].items():
-            insert_ignore(conn, ROW_TABLES[name], [dict(r, attempt_id=aid, rank=payload["rank"]) for r in rows])
+            table = ROW_TABLES[name]
+            ranked = "rank" in table.c  # evaluation rows are the whole job's, not a rank's
+            insert_ignore(conn, table, [dict(r, attempt_id=aid, **({"rank": payload["rank"]} if ranked else {}))
+                                        for r in rows])
     elif op == "finish":
         # Any rank of a job may report its failure: the earliest is the cause, whatever
         # order the reports arrive in (spool files are ingested by name); a later one (a

@@ -23,10 +23,11 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 4  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress
-# (heartbeats); 4: point.signature (campaign/common/signing.py)
+SCHEMA_VERSION = 5  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress
+# (heartbeats); 4: point.signature (campaign/common/signing.py); 5: evaluation (experiment.validation)
 PROGRESS_SINCE = 3  # the version that added the progress table (status reads heartbeats from there on)
 SIGNED_SINCE = 4  # the version that added point.signature (a resubmission refuses a point without one)
+EVALUATION_SINCE = 5  # the version that added the evaluation table (harvest reads none before it)
 
 metadata = MetaData()
 
@@ -203,6 +204,21 @@ progress = Table(
     Column("iteration", Integer, nullable=False),  # iterations the rank had finished then (warm-up included)
     Column("total", Integer, nullable=False),  # iterations the rank runs (warm-up included)
     Column("warmup", Integer, nullable=False),  # of which warm-up
+)
+
+# Evaluation passes (experiment.validation=true, trainers/evaluate.py): one row per epoch
+# and split, the whole split's figures (every rank's shard reduced, count-weighted) written
+# by rank 0, run between iterations outside the timed window. Schema version 5.
+evaluation = Table(
+    "evaluation",
+    metadata,
+    Column("attempt_id", Integer, ForeignKey("attempt.id", ondelete="CASCADE"), primary_key=True),
+    Column("epoch", Integer, primary_key=True),  # the training epoch just ended (0-based)
+    Column("split", String(16), primary_key=True),  # "test"
+    Column("loss", Float),  # mean loss per image over the split (the trainer's loss function)
+    Column("accuracy", Float),  # share of the split's images classified right, in [0, 1]
+    Column("images", Integer),  # images evaluated: the whole split
+    Column("seconds", Float),  # wall time of the pass (slowest rank), not in the training time
 )
 
 FINAL_STATES = ("completed", "failed", "cancelled", "timeout", "out_of_memory", "node_fail", "preempted", "boot_fail", "deadline", "rejected", "lost")

@@ -1,4 +1,4 @@
--- campaign results store, schema version 4 (SQLite rendering of sql/schema.py)
+-- campaign results store, schema version 5 (SQLite rendering of sql/schema.py)
 
 CREATE TABLE campaign (
 	id VARCHAR(64) NOT NULL, 
@@ -81,6 +81,18 @@ CREATE TABLE breakdown (
 	p95_s FLOAT, 
 	count INTEGER, 
 	PRIMARY KEY (attempt_id, rank, phase), 
+	FOREIGN KEY(attempt_id) REFERENCES attempt (id) ON DELETE CASCADE
+);
+
+CREATE TABLE evaluation (
+	attempt_id INTEGER NOT NULL, 
+	epoch INTEGER NOT NULL, 
+	split VARCHAR(16) NOT NULL, 
+	loss FLOAT, 
+	accuracy FLOAT, 
+	images INTEGER, 
+	seconds FLOAT, 
+	PRIMARY KEY (attempt_id, epoch, split), 
 	FOREIGN KEY(attempt_id) REFERENCES attempt (id) ON DELETE CASCADE
 );
 

@@ -212,6 +212,6 @@ def test_a_v3_store_is_read_without_signatures_then_upgraded_to_v4(tmp_path):
         assert reader.version == 3
         assert [("signature" in p, p["state"]) for p in reader.points(CID)] == [(False, "completed"), (False, "failed")]
     with open_store(f"sqlite:///{db}") as store:
-        assert store.version == SCHEMA_VERSION == 4
+        assert store.version == SCHEMA_VERSION >= 4
         assert [p["signature"] for p in store.points(CID)] == [None, None]
-    assert _version(db) == "4"
+    assert _version(db) == str(SCHEMA_VERSION)

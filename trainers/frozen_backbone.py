@@ -13,7 +13,10 @@ Computation is zero_grad + forward + loss (phase ``forward``), backward, step. T
 params (``trainer.params``): backbone, hidden, classifier, dropout, weights, image_size,
 engine, mode (train | inference), loss_threshold. ``summary_extra()`` adds to the rank's
 summary the synchronisation volume per epoch (N / (B k) x trainable parameters) and the
-first iteration (``iter``, warm-up counted) whose loss fell below ``loss_threshold``.
+first iteration (``iter``, warm-up counted) whose loss fell below ``loss_threshold``;
+``epoch_<i>`` breakdown rows time each epoch (warm-up in epoch 0), and with
+``experiment.validation=true`` the test split is evaluated after every epoch
+(trainers/evaluate.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from torch import nn
 
 from trainers.data import EpochBatches, build_dataset, build_loader
 from trainers.dist import DistContext
+from trainers.evaluate import build_evaluator, epoch_rows
 from trainers.instrument import Recorder
 from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_params
 from trainers.optim import build_optimizer
@@ -96,6 +100,13 @@ class FrozenBackboneTrainer:
                                    world_size=ranks, seed=plan["seed"], num_workers=int(data.get("num_workers") or 0))
         self.images_per_step = self.batch
         self.batches = EpochBatches(self.loader)
+        # experiment.validation: the test split after every epoch, outside the timed window
+        self.evaluator = build_evaluator(
+            ctx, cfg, module=getattr(model, "module", model), batches=self.batches, image_size=image_size,
+            batch_size=self.batch, ranks=ranks, rank=ctx.rank if ranks > 1 else 0,
+            device=self.devices[0] if self.devices else ctx.device, seed=plan["seed"])
+        self._rec: Optional[Recorder] = None  # the timed window's (the profiler window brings another)
+        self._epoch_of: list[int] = []  # epoch of each iteration: the epoch_<i> rows
         self.clock = StageClock(ctx.device)
         self.window = (plan["warmup"], plan["warmup"] + plan["iterations"])
         self.loss_threshold = p.get("loss_threshold")
@@ -116,6 +127,8 @@ class FrozenBackboneTrainer:
 
     # ---------------------------------------------------------------- one iteration
     def step(self, rec: Recorder) -> Optional[torch.Tensor]:
+        if self._rec is None:
+            self._rec = rec
         self.clock.start()
 
         def lap(phase: str, stage: str) -> None:
@@ -123,6 +136,7 @@ class FrozenBackboneTrainer:
             self.clock.lap(stage)
 
         x, y = self._next()
+        self._epoch_of.append(self.epoch)
         lap("data", "data")
         if self.mode == "inference":
             with torch.no_grad():
@@ -159,7 +173,8 @@ class FrozenBackboneTrainer:
         data, scatter, replicate, parallel_apply, gather, loss, backward, reduce_gradients,
         step; ``ddp.forward`` for DDP, whose all-reduce the Recorder's rows report)."""
         stages = self.clock.seconds(*self.window)
-        return [breakdown_row(f"{self.engine}.{stage}", vals) for stage, vals in stages.items() if stage != "_"]
+        rows = [breakdown_row(f"{self.engine}.{stage}", vals) for stage, vals in stages.items() if stage != "_"]
+        return rows + epoch_rows(self._rec.rows() if self._rec is not None else [], self._epoch_of)
 
     def summary_extra(self) -> dict[str, Any]:
         """Keys for rank_timing.extra: synchronisation volume per epoch and time to the loss threshold."""

@@ -214,7 +214,8 @@ def run_point(spec: Any) -> dict:
             summary["extra"].update(sampler.extra(rows))
         # The timing rows are stored before the profiler window starts: nothing the
         # profiler does can lose them.
-        writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer))
+        writer.write_rank(attempt_id, ctx.rank, summary, rows, breakdown_rows=_breakdown(rec, rows, trainer),
+                          evaluation_rows=getattr(getattr(trainer, "evaluator", None), "rows", ()))
         warning = None
         if plan.get("profile_iterations"):
             profile_row, mine = loop.profile_window(trainer, ctx.device, plan["profile_iterations"],

@@ -1,5 +1,9 @@
 """The generic iteration loop and the profiled window that follows it.
 
+With ``experiment.validation=true`` the trainer's evaluation pass (trainers/evaluate.py)
+runs between iterations when an epoch ends, and once more at the end for the epoch in
+progress; its time is taken off the timed window (``Recorder.exclude``).
+
 The profiler window runs *after* the timed window and its rows are written: a
 profiler that fails (it has: torch's private objects move between versions) costs
 the run its profile figures, never its timing rows. Its figures come from the trace
@@ -17,6 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from campaign_trace import WINDOW_MARK, profile_row, read_trace
+from trainers.evaluate import evaluator_of
 from trainers.instrument import Recorder
 
 # Test knob: make the profiler fail at one of its stages (start, stop, export, read).
@@ -31,7 +36,9 @@ class InjectedProfilerError(RuntimeError):
 def train(trainer, rec: Recorder, total_iterations: int, between: Optional[Callable[[int], None]] = None) -> None:
     """Run ``total_iterations`` (warm-up included) from where ``rec`` stands (0, or the
     iteration a resumed run's checkpoint holds) and close the timed window;
-    ``between(done)`` runs after each iteration, outside it (trainers/checkpoint.py)."""
+    ``between(done)`` runs after each iteration, outside it (trainers/checkpoint.py); so
+    does the trainer's evaluation pass when an epoch has just ended (not training time)."""
+    evaluator = evaluator_of(trainer)
     if hasattr(trainer, "run"):
         trainer.run(rec, total_iterations)
     else:
@@ -41,7 +48,11 @@ def train(trainer, rec: Recorder, total_iterations: int, between: Optional[Calla
             rec.end(loss, trainer.images_per_step)
             if between is not None:
                 between(done)
+            if evaluator is not None:
+                rec.exclude(evaluator.after_iteration())
     rec.finish()
+    if evaluator is not None:
+        evaluator.at_end()  # after the window has closed: nothing to take off
 
 
 def _stage(name: str) -> None:

@@ -2,16 +2,22 @@
 
 The law is the *job's* time per image of the training set on N ranks:
 
-    t(N) = a/N + b*log2(N) + c        (seconds per image; params a_s, b_s, c_s)
+    t(N) = a/N + b*log2(N) + c + d*(N-1)/N^2    (seconds per image; params a_s, b_s, c_s, d_s)
 
 a is the parallel part (divided over the ranks), b the communication cost per
-doubling of N, c the serial part no rank count shortens. An iteration processes
+doubling of N, c the serial part no rank count shortens, d a ring all-reduce: per
+iteration it costs B*d*(N-1)/N, the ring's 2(N-1)/N x bytes / bandwidth shape (default
+0). harvest's model (campaign/harvest/model.py, docs/model.md) names the same law
+t(N) = a' + b'/N + c'*log2(N) + d'*r(N) with a' = c_s, b' = a_s, c' = b_s, d' = d_s.
+``noise`` (relative, default 0) scales one run's whole law by 1 + e, e ~ Normal(0,
+noise), drawn once per job from ``noise_seed`` and the point's seed (the repeat's), so
+every rank sleeps the same law and each repeat draws its own. An iteration processes
 N*B images (B = images per GPU), so each rank's iteration lasts N*B*t(N), made of
 three phases the Recorder sees as real ones:
 
     data     N*B*c               (the serial part: a wait every rank sits through)
     forward  B*a                 (this rank's share of the parallel part)
-    comm     N*B*b*log2(N)       (absent with one rank: nothing to communicate)
+    comm     N*B*b*log2(N) + B*d*(N-1)/N   (absent with one rank: nothing to communicate)
 
 What follows for a harvest (stated again in tests/test_harvest_sleep.py): with the
 same images for every N (weak scaling 160K/N, or strong scaling), time to solution
@@ -46,30 +52,44 @@ from trainers.specs.sleep import TRAINER
 DEFAULTS = TRAINER.defaults()  # declared once, in trainers/specs/sleep.py
 
 
-def law(n: int, a_s: float, b_s: float, c_s: float) -> float:
+def law(n: int, a_s: float, b_s: float, c_s: float, d_s: float = 0.0) -> float:
     """t(N): the job's seconds per image on ``n`` ranks."""
-    return a_s / n + b_s * math.log2(n) + c_s
+    return a_s / n + b_s * math.log2(n) + c_s + d_s * (n - 1) / n ** 2
 
 
-def phases(n: int, batch: int, a_s: float, b_s: float, c_s: float) -> list[tuple[str, float]]:
-    """One rank's iteration as (phase, seconds); they add up to n*batch*law(n)."""
-    out = [("data", n * batch * c_s), ("forward", batch * a_s), ("comm", n * batch * b_s * math.log2(n))]
+def phases(n: int, batch: int, a_s: float, b_s: float, c_s: float, d_s: float = 0.0,
+           scale: float = 1.0) -> list[tuple[str, float]]:
+    """One rank's iteration as (phase, seconds); they add up to scale*n*batch*law(n)."""
+    comm = n * batch * b_s * math.log2(n) + batch * d_s * (n - 1) / n
+    out = [("data", n * batch * c_s * scale), ("forward", batch * a_s * scale), ("comm", comm * scale)]
     return [(p, s) for p, s in out if s > 0]
+
+
+def noise_scale(noise: float, noise_seed: int, point_seed: int) -> float:
+    """One run's factor 1 + e on its law, e ~ Normal(0, noise), the same on every rank
+    (seeded by ``noise_seed`` and the point's own seed); never below 0.05."""
+    import random
+
+    if noise <= 0:
+        return 1.0
+    return max(1.0 + random.Random(f"{noise_seed}:{point_seed}").gauss(0.0, noise), 0.05)
 
 
 class SleepTrainer:
     def __init__(self, ctx: DistContext, cfg: dict, plan: dict):
         params = {**DEFAULTS, **(cfg["trainer"].get("params") or {})}
         try:
-            a, b, c = (float(params[k]) for k in ("a_s", "b_s", "c_s"))
+            a, b, c, d, noise = (float(params.get(k) or 0.0) for k in ("a_s", "b_s", "c_s", "d_s", "noise"))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"trainer.params a_s, b_s, c_s must be numbers, got {params}") from exc
-        if min(a, b, c) < 0:
-            raise ValueError(f"trainer.params a_s, b_s, c_s must be >= 0, got a_s={a} b_s={b} c_s={c}")
+            raise ValueError(f"trainer.params a_s, b_s, c_s, d_s, noise must be numbers, got {params}") from exc
+        if min(a, b, c, d, noise) < 0:
+            raise ValueError(f"trainer.params a_s, b_s, c_s, d_s, noise must be >= 0, got a_s={a} b_s={b} c_s={c} "
+                             f"d_s={d} noise={noise}")
         self.model = torch.nn.Identity()  # the contract's model: nothing to train
         self.trainable_params = 0
         self.images_per_step = int(plan["batch_per_gpu"])
-        self.phases = phases(ctx.world_size, self.images_per_step, a, b, c)
+        scale = noise_scale(noise, int(params.get("noise_seed") or 0), int(plan.get("seed") or 0))
+        self.phases = phases(ctx.world_size, self.images_per_step, a, b, c, d, scale)
         self._deadline: Optional[float] = None
         self.rank = ctx.rank
         fail = params.get("fail_rank")

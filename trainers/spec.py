@@ -65,6 +65,9 @@ class TrainerDef:
     # experiment.checkpoint=true: it resumes at an iteration (model, optimizer and its data
     # position: the built trainer has resume_at(iteration)); trainers/checkpoint.py
     checkpoint: bool = False
+    # experiment.validation=true: it evaluates the test split after every epoch, outside the
+    # timed window (trainers/evaluate.py); refused at launch for a trainer without it
+    evaluates: bool = False
     # What a run will cost, before it runs (campaign/observe/estimate.py); torch-free, from the
     # point's resolved config. Training FLOPs (forward + backward) of one image; None
     # (or a function returning None): unknown.

@@ -6,7 +6,9 @@ One iteration is one optimizer step of ``plan["grad_accum"]`` micro-batches of
 ``batch_per_gpu`` images each (DDP: ``no_sync()`` on all but the last; DeepSpeed: its
 own accumulation). The loader runs epoch after epoch over this rank's shard; each
 epoch's time (the first one, warm-up included, apart) and training accuracy are
-reported as ``epoch_<i>`` breakdown rows and in ``summary_extra()``.
+reported as ``epoch_<i>`` breakdown rows and in ``summary_extra()``. With
+``experiment.validation=true`` the test split is evaluated after every epoch, outside the
+timed window (trainers/evaluate.py: the ``evaluation`` table).
 
 Trainer params: model (``vit_base_patch16_224`` | ``vit_tiny``), image_size (default:
 the model's), weights (a local state-dict file), engine (ddp | deepspeed), zero_stage
@@ -29,6 +31,7 @@ from torch import nn
 
 from trainers.data import EpochBatches, build_dataset, build_loader
 from trainers.dist import DistContext
+from trainers.evaluate import build_evaluator
 from trainers.instrument import Recorder
 from trainers.optim import build_optimizer
 from trainers.parallel import breakdown_row
@@ -156,6 +159,11 @@ class ViTTrainer:
                                    seed=plan["seed"], num_workers=int(data.get("num_workers") or 0))
         self.images_per_step = b * self.accum
         self.batches = EpochBatches(self.loader)
+        # experiment.validation: the test split after every epoch, outside the timed window
+        self.evaluator = build_evaluator(
+            ctx, cfg, module=self.ds.module if self.ds is not None else getattr(model, "module", model),
+            batches=self.batches, image_size=size, batch_size=b, ranks=ctx.world_size, rank=ctx.rank,
+            device=ctx.device, seed=plan["seed"], dtype=self.autocast_dtype if self.ds is not None else None)
         self.window = (plan["warmup"], plan["warmup"] + plan["iterations"])
         self._rec: Optional[Recorder] = None
         self._epoch_of: list[int] = []  # epoch of each iteration (its last micro-batch)

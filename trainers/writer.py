@@ -128,13 +128,18 @@ class JobWriter:
             return 0
 
     def write_rank(self, key: AttemptKey, rank: int, summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *,
-                   profile_row: Optional[Mapping[str, Any]] = None, breakdown_rows: Iterable[Mapping[str, Any]] = ()) -> None:
-        """Write one rank's iteration rows (in batches), summary and optional profile/breakdown rows."""
+                   profile_row: Optional[Mapping[str, Any]] = None, breakdown_rows: Iterable[Mapping[str, Any]] = (),
+                   evaluation_rows: Iterable[Mapping[str, Any]] = ()) -> None:
+        """Write one rank's iteration rows (in batches), summary and optional profile/breakdown
+        rows, and the job's evaluation rows (rank 0's, trainers/evaluate.py: the whole split's)."""
         key = AttemptKey(*key)
         for start in range(0, len(rows), BATCH_ROWS):
             self._do(key, rank, "rows", {"table": "iteration", "rank": rank, "rows": [dict(r) for r in rows[start:start + BATCH_ROWS]]})
         tail = {"rank_timing": [dict(summary)], "profile": [dict(profile_row)] if profile_row else [],
                 "breakdown": [dict(b) for b in breakdown_rows]}
+        evaluations = [dict(e) for e in evaluation_rows]
+        if evaluations:  # only then: a run without validation writes what it always wrote
+            tail["evaluation"] = evaluations
         self._do(key, rank, "rank", {"rank": rank, "tables": tail})
 
     def write_profile(self, key: AttemptKey, rank: int, profile_row: Mapping[str, Any]) -> None:

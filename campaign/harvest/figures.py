@@ -16,6 +16,39 @@ from campaign.harvest.plots import (efficiency_figure, platform_comparison_figur
 from campaign.harvest.plots_bars import breakdown_figure, hardware_figure, placement_figure
 
 
+# Figures of a table built from the store (``--table NAME --plots DIR``): name -> (file stem,
+# "module:function" drawing it from the table, None when it has nothing to draw).
+TABLE_FIGURES = {
+    "convergence": (("loss_iterations", "campaign.harvest.plots_convergence:loss_iterations_figure"),
+                    ("loss_epochs", "campaign.harvest.plots_convergence:loss_epochs_figure"),
+                    ("loss_wall_time", "campaign.harvest.plots_convergence:loss_time_figure")),
+}
+
+
+def write_table_figures(out_dir: str | Path, table: str, df: pl.DataFrame, campaign: Optional[dict] = None) -> list[Path]:
+    """Draw the figures ``TABLE_FIGURES`` registers for ``table`` (none: no file) as PNG and SVG."""
+    import importlib
+
+    out = Path(out_dir)
+    paths: list[Path] = []
+    for stem, where in TABLE_FIGURES.get(table, ()):
+        module, func = where.split(":")
+        fig = getattr(importlib.import_module(module), func)(df)
+        if fig is None:
+            continue
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"cannot write figures to {out}: {exc.strerror}") from exc
+        stamp(fig, campaign_label(campaign))
+        for ext in ("png", "svg"):
+            path = out / f"{stem}.{ext}"
+            fig.savefig(path, dpi=120 if ext == "png" else None)
+            paths.append(path)
+        pyplot().close(fig)
+    return paths
+
+
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
                   other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
                   stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None,

@@ -80,10 +80,26 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
                   "time_s", "iter_s", "images_per_s_per_gpu", "speedup", "throughput_vs_one_node",
                   "time_vs_one_node", "note")),
     TableSpec(
+        "model", "fitted t(N) = a + b/N + c log2 N + d ring, knee, predictions, communication bound",
+        "model: time per image t(N) fitted per series with t(N) = a + b/N + c*log2(N) + d*r(N) (serial, divides, "
+        "tree, ring; >= 0, terms chosen by the data; docs/model.md); error at each measured N, predictions at 2x "
+        "and 4x the largest N (kind predicted), 95 % intervals; knee: largest N with efficiency >= 0.8; comm vs "
+        "its ring all-reduce bound 2(N-1)/N x bytes / bandwidth",
+        "campaign.harvest.model:model_table",
+        terminal=("platform", "trainer", "experiment", "variant", "image", "span", "gpus", "kind", "repeats",
+                  "t_image_s", "fit_t_image_s", "fit_lo_s", "fit_hi_s", "error", "speedup", "efficiency", "time_s",
+                  "gpu_hours", "terms", "knee_gpus", "fastest_gpus", "cheapest_gpus", "comm_over_bound", "note")),
+    TableSpec(
         "attempts", "every run of every point: state, reason, elapsed, node",
         "attempts: every run of every point (a submission, or a requeue of its job); harvest's figures come from "
         "each point's latest completed attempt",
         "campaign.harvest.attempts:harvest_attempts", inputs=("store", "campaign"), of_points=False),
+    TableSpec(
+        "convergence", "loss (and accuracy) per epoch and iteration window, to a loss threshold",
+        "convergence: mean loss over all ranks per epoch and per iteration window, train and test accuracy and "
+        "test loss where stored; wall_s and to_threshold_* count the warm-up (first window whose mean loss is "
+        "below the threshold: --loss-threshold, else trainer.params.loss_threshold)",
+        "campaign.harvest.convergence:convergence_table", inputs=("store", "campaign"), of_points=False),
 )}
 POINT_TABLES = tuple(name for name, spec in TABLES.items() if spec.of_points)  # what --table all shows
 TABLE_CHOICES = POINT_TABLES + ("all",) + tuple(name for name in TABLES if name not in POINT_TABLES)

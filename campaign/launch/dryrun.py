@@ -88,7 +88,7 @@ def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence
 
 # A schedule knob a sweep may set: a point that overrides one differs from its experiment's default.
 _SCHEDULE_KEYS = ("experiment.images_per_gpu", "experiment.global_batch", "experiment.iterations",
-                  "experiment.base_iterations", "experiment.grad_accum", "experiment.scaling")
+                  "experiment.base_iterations", "experiment.grad_accum", "experiment.scaling", "experiment.epochs")
 
 
 def _schedule(p: PointPlan) -> dict[str, int]:

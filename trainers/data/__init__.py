@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler
 import campaign_datasets
 from campaign_datasets.registry import value as _section_value
 
-DEFAULT_SYNTHETIC_LENGTH = 10_000  # samples of dataset=synthetic when dataset.length is unset
+from campaign_datasets.synthetic import DEFAULT_LENGTH as DEFAULT_SYNTHETIC_LENGTH  # noqa: F401  (re-exported)
 
 
 def share_indices(n: int, fraction: float, seed: int) -> List[int]:
@@ -139,18 +139,29 @@ def build_loader(dataset: Dataset, *, batch_size: int, rank: int, world_size: in
 
 class EpochBatches:
     """Endless batches of a loader built by ``build_loader``: when an epoch ends the
-    next one starts, with ``sampler.set_epoch`` so each epoch is shuffled anew."""
+    next one starts, with ``sampler.set_epoch`` so each epoch is shuffled anew.
+
+    ``epoch`` is the epoch the last batch came from; ``ended`` the last epoch whose final
+    batch has been handed out (-1 before), known as soon as it is, not one fetch later:
+    an evaluation pass (trainers/evaluate.py) runs right after the epoch's last iteration."""
 
     def __init__(self, loader: DataLoader):
         self.loader = loader
         self.epoch = 0
+        self.ended = -1
+        self._taken = 0  # batches of this epoch handed out
         self._it = iter(loader)
 
     def next(self):
         try:
-            return next(self._it)
+            batch = next(self._it)
         except StopIteration:
             self.epoch += 1
+            self._taken = 0
             self.loader.sampler.set_epoch(self.epoch)
             self._it = iter(self.loader)
-            return next(self._it)
+            batch = next(self._it)
+        self._taken += 1
+        if self._taken == len(self.loader):
+            self.ended = self.epoch
+        return batch

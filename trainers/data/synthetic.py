@@ -7,7 +7,8 @@ from typing import Any, Tuple
 import torch
 from torch.utils.data import Dataset
 
-from trainers.data import DEFAULT_SYNTHETIC_LENGTH, spec_value
+from campaign_datasets.synthetic import sizes as synthetic_sizes
+from trainers.data import spec_value
 
 
 class SyntheticImages(Dataset):
@@ -39,8 +40,9 @@ class SyntheticImages(Dataset):
 
 def load(spec: Any, *, train: bool, image_size: int, channels: int, fraction: float, seed: int) -> SyntheticImages:
     """dataset=synthetic's loader (campaign_datasets/synthetic.py names it): ``dataset.length``
-    samples (DEFAULT_SYNTHETIC_LENGTH when unset), of which ``fraction`` are kept."""
-    length = int(spec_value(spec, "length", DEFAULT_SYNTHETIC_LENGTH))
+    samples (DEFAULT_SYNTHETIC_LENGTH when unset), of which ``fraction`` are kept; the test
+    split (``train=False``) is the declaration's size of it (a fifth), from other seeds."""
+    length = synthetic_sizes(spec, train)
     return SyntheticImages(channels=channels, image_size=image_size,
                            num_classes=int(spec_value(spec, "num_classes", 10)),
                            length=max(1, int(round(length * fraction))), seed=seed, train=train)

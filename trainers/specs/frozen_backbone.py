@@ -62,4 +62,5 @@ TRAINER = TrainerDef(
     build="trainers.frozen_backbone:build",
     single_process_engines=SINGLE_PROCESS,
     check=_check,
+    evaluates=True,
 )

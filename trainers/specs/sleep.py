@@ -1,4 +1,4 @@
-"""trainer=sleep: the known-answer trainer (t(N) = a/N + b log2 N + c seconds per image)."""
+"""trainer=sleep: the known-answer trainer (t(N) = a/N + b log2 N + c + d (N-1)/N^2 seconds per image)."""
 
 import math
 from dataclasses import dataclass
@@ -9,16 +9,18 @@ from trainers.spec import TrainerDef
 
 def _check(config) -> None:
     params = config["trainer"]["params"]
-    for key in ("a_s", "b_s", "c_s"):
+    for key in ("a_s", "b_s", "c_s", "d_s", "noise"):
         if params[key] < 0:
             raise ValueError(f"trainer.params.{key} must be >= 0, got {params[key]}")
 
 
 def seconds_per_iteration(config, gpus: int, batch: int) -> float:
-    """The law's iteration: N*B*t(N) seconds, t(N) = a/N + b*log2(N) + c (trainers/sleep.py)."""
+    """The law's iteration: N*B*t(N) seconds, t(N) = a/N + b*log2(N) + c + d*(N-1)/N^2
+    (trainers/sleep.py; without its noise)."""
     p = config["trainer"]["params"]
     n = max(int(gpus), 1)
-    return n * int(batch) * (float(p["a_s"]) / n + float(p["b_s"]) * math.log2(n) + float(p["c_s"]))
+    ring = float(p.get("d_s") or 0.0) * (n - 1) / n ** 2
+    return n * int(batch) * (float(p["a_s"]) / n + float(p["b_s"]) * math.log2(n) + float(p["c_s"]) + ring)
 
 
 @dataclass
@@ -26,6 +28,9 @@ class SleepParams:
     a_s: float = 0.012  # parallel part: seconds per image on one rank, divided over the N ranks
     b_s: float = 0.001  # communication: seconds per image per doubling of N (log2 N)
     c_s: float = 0.002  # serial part: seconds per image whatever N (spent as data wait)
+    d_s: float = 0.0  # ring all-reduce: seconds per image x (N-1)/N^2 (an iteration's B*d*(N-1)/N, spent as comm)
+    noise: float = 0.0  # relative noise: one run's law scaled by 1 + Normal(0, noise), seeded (0: exact)
+    noise_seed: int = 0  # seeds the noise with the point's seed (its repeat), so repeats differ, reruns do not
     fail_rank: Optional[int] = None  # test knob: this rank raises ...
     fail_at_iteration: int = 0  # ... at the start of this iteration
     stall_rank: Optional[int] = None  # test knob: this rank stalls in its first iteration ...

@@ -57,4 +57,5 @@ TRAINER = TrainerDef(
     engine_requires={Engine.deepspeed.value: ("deepspeed", DEEPSPEED_INSTALL)},
     optimizers=(Optimizer.adamw, Optimizer.sgd),
     flops_per_image=flops_per_image,
+    evaluates=True,
 )

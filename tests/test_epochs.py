@@ -1,0 +1,63 @@
+"""experiment.epochs=E: warm-up + timed iterations = E x the loader's iterations per epoch
+of the point's training share (strong: the whole set; weak: a share per GPU)."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaign.common.errors import ConfigError
+from campaign.launch.plan import epoch_schedule, iterations_per_epoch, training_images
+from campaign_datasets import split_images
+
+
+def _c(gpus: int, dataset: dict, **exp) -> dict:
+    return {"gpus": gpus, "dataset": dataset, "experiment": dict({"warmup_iterations": 5, "grad_accum": 1}, **exp)}
+
+
+CIFAR = {"name": "cifar10"}
+
+
+def test_declared_split_sizes():
+    assert split_images(CIFAR, True) == 50_000 and split_images(CIFAR, False) == 10_000
+    assert split_images({"name": "mnist"}, True) == 60_000 and split_images({"name": "mnist"}, False) == 10_000
+    assert split_images({"name": "synthetic", "length": 16}, False) == 4
+    assert split_images({"name": "synthetic"}, True) == 10_000
+    assert split_images({"name": "imagefolder"}, True) is None
+
+
+def test_strong_scaling_whole_set():
+    # 50,000 images, global batch 1,024 = 4 x 256: 48 full batches per GPU (the last partial one dropped)
+    c = _c(4, CIFAR, epochs=5)
+    assert training_images(c) == 50_000
+    assert iterations_per_epoch(50_000, 256, 4) == 48
+    assert epoch_schedule(c, 256) == 5 * 48 - 5  # warm-up counted in the 5 epochs
+
+
+def test_weak_scaling_share_per_gpu():
+    # 10 % per GPU at 64 images per GPU: 2 GPUs train on 10,000 images, 78 iterations per epoch
+    c = _c(2, CIFAR, epochs=5, dataset_fraction_per_gpu=0.1)
+    assert training_images(c) == 10_000
+    assert epoch_schedule(c, 64) == 5 * (10_000 // 128) - 5
+    assert training_images(_c(16, CIFAR, epochs=1, dataset_fraction_per_gpu=0.1)) == 50_000  # capped at 1
+
+
+def test_grad_accum_takes_several_batches_per_iteration():
+    assert iterations_per_epoch(1_000, 10, 2, grad_accum=4) == 13  # 50 batches per GPU, 4 per step: ceil(50/4)
+
+
+@pytest.mark.parametrize("exp,message", [
+    ({"epochs": 2, "iterations": 10}, "experiment.epochs=2 and experiment.iterations=10 both set the run's length; "
+                                      "drop one of them"),
+    ({"epochs": 0}, "experiment.epochs must be a positive integer, got 0"),
+    ({"epochs": 1, "warmup_iterations": 400}, "experiment.epochs=1 is 48 iterations (48 per epoch), no more than "
+                                              "experiment.warmup_iterations=400; raise epochs or lower the warm-up"),
+])
+def test_refusals(exp, message):
+    with pytest.raises(ConfigError) as err:
+        epoch_schedule(_c(4, CIFAR, **exp), 256)
+    assert str(err.value) == message
+
+
+def test_refused_where_the_size_is_unknown():
+    with pytest.raises(ConfigError, match="dataset=imagefolder declares no training-set size"):
+        epoch_schedule(_c(1, {"name": "imagefolder"}, epochs=1), 8)
