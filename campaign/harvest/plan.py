@@ -1,0 +1,129 @@
+"""``campaign plan``: from a harvested (pilot) campaign to the full runs worth their GPU-hours.
+
+For each series and GPU count, measured or predicted by the fitted model (model.py; a
+series with too few GPU counts to fit contributes its measured points only), the full
+schedule's time to solution and GPU-hours (time x GPUs). Then the fastest choice within
+a GPU-hour budget and the cheapest within a deadline, and with ``--launch`` the
+``campaign launch`` line of each choice, printed, never run. Reads the store only.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from typing import Optional
+
+import polars as pl
+
+from campaign.common.errors import ConfigError
+from campaign.common.text import printable
+
+KEYS = ["platform", "trainer", "experiment", "variant", "image", "span"]
+SHOWN = KEYS + ["gpus", "kind", "time_h", "gpu_hours"]
+
+
+def candidates(model: pl.DataFrame, scaling: Optional[pl.DataFrame] = None) -> pl.DataFrame:
+    """Per series and GPU count: the full schedule's ``time_h`` and ``gpu_hours``, with
+    ``kind`` measured (a fitted series at a measured N, or a measured point of a series
+    without a fit) or predicted. Rows: model's table; unfitted series from ``scaling``."""
+    fitted = model.filter(pl.col("kind") != "no fit") if model.height else model
+    parts = []
+    if fitted.height:
+        parts.append(fitted.select(KEYS + ["gpus", "kind", (pl.col("time_s") / 3600.0).alias("time_h"),
+                                           "gpu_hours"]))
+    if scaling is not None and scaling.height and model.height:
+        unfit = model.filter(pl.col("kind") == "no fit").select("platform", "trainer", "experiment", "variant",
+                                                                 "image", "span")
+        s = scaling.with_columns(pl.when(pl.col("nodes") > 1).then(pl.lit("inter-node"))
+                                 .otherwise(pl.lit("intra-node")).alias("span"))
+        s = s.join(unfit, on=KEYS, how="semi", nulls_equal=True)
+        if s.height:
+            parts.append(s.select(KEYS + [pl.col("gpus").cast(pl.Int64), pl.lit("measured").alias("kind"),
+                                          (pl.col("time_s") / 3600.0).alias("time_h"),
+                                          (pl.col("time_s") * pl.col("gpus") / 3600.0).alias("gpu_hours")]))
+    if not parts:
+        return pl.DataFrame(schema={c: pl.Utf8 for c in SHOWN})
+    return pl.concat(parts, how="vertical_relaxed").sort(KEYS + ["gpus"], nulls_last=True)
+
+
+def choose(rows: pl.DataFrame, hours: Optional[float], budget: Optional[float]) -> dict:
+    """The fastest row within ``budget`` GPU-hours and the cheapest within ``hours``
+    (each None where not asked for or where no row fits)."""
+    out = {}
+    if budget is not None:
+        fit = rows.filter(pl.col("gpu_hours") <= budget)
+        out["fastest"] = fit.sort(["time_h", "gpu_hours"]).row(0, named=True) if fit.height else None
+    if hours is not None:
+        fit = rows.filter(pl.col("time_h") <= hours)
+        out["cheapest"] = fit.sort(["gpu_hours", "time_h"]).row(0, named=True) if fit.height else None
+    return out
+
+
+def launch_line(row: dict) -> str:
+    """The ``campaign launch`` line that runs the chosen point's full schedule (sampling off)."""
+    args = [f"platform={row['platform']}", f"trainer={row['trainer']}", f"experiment={row['experiment']}",
+            f"gpus={row['gpus']}", "experiment.sample_iterations=null"]
+    if row.get("variant"):
+        args += str(row["variant"]).split()  # the varying overrides, as derive's label joins them
+    return "campaign launch " + " ".join(shlex.quote(a) for a in args)
+
+
+def _describe(row: dict) -> str:
+    where = " ".join(f"{k}={row[k]}" for k in ("platform", "trainer", "experiment", "variant") if row.get(k))
+    return (f"{where} gpus={row['gpus']} ({row['kind']}): {row['time_h']:.3g} h, "
+            f"{row['gpu_hours']:.3g} GPU-hours")
+
+
+def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, budget: Optional[float] = None,
+         launch: bool = False, efficiency_floor: float = 0.8) -> int:
+    """Print the campaign's plan: every candidate, then the choices asked for; 0, or 1
+    when nothing completed or no candidate fits the deadline or budget."""
+    from campaign.harvest.derive import point_frame
+    from campaign.harvest.export import write_tables
+    from campaign.harvest.model import fit_model
+    from campaign.harvest.query import POINT_IDS
+    from campaign.harvest.run import completed_where
+    from campaign.harvest.views import scaling_table
+    from campaign.store import find_campaign_noted, open_store
+
+    for name, value in (("--hours", hours), ("--budget", budget)):
+        if value is not None and not value > 0:
+            raise ConfigError(f"{name} {value}: give a positive number")
+    if not 0 < efficiency_floor <= 1:
+        raise ConfigError(f"--efficiency-floor {efficiency_floor}: give a number in (0, 1], e.g. 0.8")
+    with open_store(store_url, readonly=True) as store:
+        campaign = find_campaign_noted(store, ref)
+        cid = campaign["id"]
+        mine, _, warnings = completed_where(store, campaign, None)
+        points = point_frame(store, [cid], mine) if mine.get(POINT_IDS) != [] else pl.DataFrame()
+    for w in warnings:
+        print(f"warning: {printable(w)}", file=sys.stderr)
+    if points.height == 0:
+        print(printable(f"campaign {cid}: no completed point to plan from yet (see campaign status {cid})"),
+              file=sys.stderr)
+        return 1
+    model = fit_model(points, efficiency_floor)
+    rows = candidates(model, scaling_table(points))
+    for note in model.filter(pl.col("kind") == "no fit")["note"].unique(maintain_order=True).to_list():
+        print(printable(f"note: {note}; its measured points only"), file=sys.stderr)
+    print(printable(f"campaign {cid}"))
+    print("plan: the full schedule's time to solution (hours) and GPU-hours per platform and GPU count; "
+          "kind predicted: from the fitted model (campaign harvest --table model)\n")
+    shown = rows.select([c for c in SHOWN if c in rows.columns and not (
+        c in ("variant", "image") and rows[c].fill_null("").eq("").all())])
+    write_tables([("plan", "plan", shown)], "table", None)
+    chosen = choose(rows, hours, budget)
+    status = 0
+    for what, label in (("fastest", f"fastest within {budget} GPU-hours"),
+                        ("cheapest", f"cheapest within {hours} hours")):
+        if what not in chosen:
+            continue
+        row = chosen[what]
+        if row is None:
+            print(printable(f"{label}: none (loosen the {'budget' if what == 'fastest' else 'deadline'})"))
+            status = 1
+            continue
+        print(printable(f"{label}: {_describe(row)}"))
+        if launch:
+            print(printable(launch_line(row)))
+    return status

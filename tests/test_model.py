@@ -1,0 +1,110 @@
+"""The fitted scaling model (campaign/harvest/model.py) on hand-built point frames with a
+known law: t(N) = a + b/N + c*log2(N) + d*(N-1)/N^2 seconds per image (a fixed batch per
+GPU, so the ring term's per-image shape is (N-1)/N^2; docs/model.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from campaign.harvest.model import model_table
+
+LAW = (0.002, 0.012, 0.001, 0.004)  # a, b, c, d
+BATCH = 8
+
+
+def law(n, a, b, c, d):
+    return a + b / n + c * np.log2(n) + d * (n - 1) / n ** 2
+
+
+def frame(ns, coef, reps=1, noise=0.0, seed=0, nodes=1):
+    """Weak scaling (1000/N iterations of 8 images per GPU): every N trains 8000 images."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for n in ns:
+        it = 1000 // n
+        for _ in range(reps):
+            t = law(n, *coef) * (1 + noise * rng.standard_normal())
+            rows.append(dict(platform="local", trainer="sleep", experiment="weak", variant="", image=None,
+                             nodes=nodes, gpus=n, batch_per_gpu=BATCH, iterations=it, timed_iterations=it,
+                             time_s=t * BATCH * n * it))
+    return pl.DataFrame(rows)
+
+
+def test_a_noise_free_law_is_recovered_within_one_percent_per_coefficient():
+    m = model_table(frame([1, 2, 4, 8], LAW))
+    row = m.row(0, named=True)
+    assert row["terms"] == "a+b+c+d"
+    for name, truth in zip("abcd", LAW):
+        assert row[name] == pytest.approx(truth, rel=0.01), name
+    measured = m.filter(pl.col("kind") == "measured")
+    assert measured["gpus"].to_list() == [1, 2, 4, 8]
+    assert measured["error"].abs().max() < 1e-9
+    assert m.filter(pl.col("kind") == "predicted")["gpus"].to_list() == [16, 32]  # 2x and 4x the largest N
+    # hand count at N=2: t(1) = 0.014, t(2) = 0.002 + 0.006 + 0.001 + 0.001 = 0.010
+    two = m.filter(pl.col("gpus") == 2).row(0, named=True)
+    assert two["speedup"] == pytest.approx(1.4) and two["efficiency"] == pytest.approx(0.7)
+    assert two["time_s"] == pytest.approx(0.010 * 8000)
+    assert two["gpu_hours"] == pytest.approx(0.010 * 8000 * 2 / 3600)
+
+
+def test_a_law_without_d_picks_no_d_and_predicts_n8_within_two_percent():
+    coef = (0.002, 0.012, 0.001, 0.0)
+    m = model_table(frame([1, 2, 4], coef))
+    assert set(m["terms"]) == {"a+b+c"} and (m["d"] == 0).all()
+    eight = m.filter(pl.col("gpus") == 8).row(0, named=True)
+    assert eight["kind"] == "predicted"
+    assert eight["fit_t_image_s"] == pytest.approx(law(8, *coef), rel=0.02)
+
+
+def test_the_interval_at_n8_covers_the_truth_with_five_percent_noise():
+    truth = law(8, *LAW)
+    covered = 0
+    for seed in range(10):
+        row = model_table(frame([1, 2, 4, 8], LAW, reps=3, noise=0.05, seed=seed)) \
+            .filter(pl.col("gpus") == 8).row(0, named=True)
+        assert row["repeats"] == 3 and row["fit_lo_s"] < row["fit_t_image_s"] < row["fit_hi_s"]
+        covered += row["fit_lo_s"] <= truth <= row["fit_hi_s"]
+    assert covered >= 9
+
+
+def test_fewer_than_three_gpu_counts_is_one_line_and_no_fit():
+    m = model_table(frame([1, 2], LAW))
+    assert m.height == 1
+    row = m.row(0, named=True)
+    assert row["kind"] == "no fit" and row["a"] is None
+    assert "fewer than 3, no fit" in row["note"] and "gpus=1,2,4" in row["note"]
+
+
+def test_the_knee_and_the_optimum_follow_the_law():
+    # a = 0, c = 0, d = 0: t = b/N, perfect scaling: every N is on the knee, the fastest is the largest
+    perfect = model_table(frame([1, 2, 4], (0.0, 0.012, 0.0, 0.0)))
+    assert perfect["knee_gpus"][0] == 16 and perfect["fastest_gpus"][0] == 16
+    assert perfect.filter(pl.col("gpus") == 16)["efficiency"][0] == pytest.approx(1.0)
+    # t = 0.012/N + 0.001 log2 N: minimum of b/N + c log2 N at N = b ln2 / c ~ 8.3: fastest of 1..32 is 8
+    m = model_table(frame([1, 2, 4, 8], (0.0, 0.012, 0.001, 0.0)))
+    assert m["fastest_gpus"][0] == 8
+    eff = dict(zip(m["gpus"], m["efficiency"]))
+    assert m["knee_gpus"][0] == max(n for n, e in eff.items() if e >= 0.8)
+    assert m["cheapest_gpus"][0] == 1  # GPU-hours grow with N whenever efficiency < 1
+
+
+def test_inter_node_points_are_a_series_of_their_own():
+    both = pl.concat([frame([1, 2, 4], LAW), frame([2, 4, 8], LAW, nodes=2)])
+    m = model_table(both)
+    assert set(m["span"]) == {"intra-node", "inter-node"}
+    inter = m.filter(pl.col("span") == "inter-node")
+    assert "node boundary" in inter["note"][0]
+
+
+def test_the_communication_bound_is_the_ring_all_reduce():
+    f = frame([1, 2, 4], LAW).with_columns(
+        pl.lit(100e6).alias("allreduce_bytes_per_iter"), pl.lit(50.0).alias("interconnect_bandwidth_gbs"),
+        (pl.col("timed_iterations") * 0.006).alias("comm_s"))
+    m = model_table(f).filter(pl.col("kind") == "measured")
+    four = m.filter(pl.col("gpus") == 4).row(0, named=True)
+    bound_ms = 2 * 3 / 4 * 100e6 / 50e9 * 1e3  # 3 ms
+    assert four["comm_bound_ms"] == pytest.approx(bound_ms)
+    assert four["comm_ms"] == pytest.approx(6.0) and four["comm_over_bound"] == pytest.approx(2.0)
+    assert m.filter(pl.col("gpus") == 1)["comm_bound_ms"][0] is None  # one GPU moves nothing

@@ -1,0 +1,61 @@
+"""``campaign plan`` (campaign/harvest/plan.py): the choices on a law whose optimum is known,
+the launch line, and the command on a store (read only, exit codes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from campaign.harvest.model import model_table
+from campaign.harvest.plan import candidates, choose, launch_line
+from test_model import frame, law
+from test_states import CID, build
+
+
+def _rows(coef):
+    return candidates(model_table(frame([1, 2, 4, 8], coef)))
+
+
+def test_plan_picks_the_known_optimum():
+    # t(N) = 0.012/N + 0.001 log2 N seconds per image, 8000 images: the fastest N of 1..32 is 8
+    rows = _rows((0.0, 0.012, 0.001, 0.0))
+    t8 = law(8, 0.0, 0.012, 0.001, 0.0) * 8000 / 3600
+    fastest = choose(rows, None, budget=1e9)["fastest"]
+    assert (fastest["gpus"], fastest["kind"]) == (8, "measured") and fastest["time_h"] == pytest.approx(t8)
+    # a budget below N=8's GPU-hours: the fastest that fits is N=4 (a hand count: 4 x T(4) < 8 x T(8))
+    gh4 = law(4, 0.0, 0.012, 0.001, 0.0) * 8000 * 4 / 3600
+    assert choose(rows, None, budget=gh4)["fastest"]["gpus"] == 4
+    # the cheapest within a deadline: GPU-hours grow with N, so the smallest N that meets it
+    t2 = law(2, 0.0, 0.012, 0.001, 0.0) * 8000 / 3600
+    assert choose(rows, hours=t2, budget=None)["cheapest"]["gpus"] == 2
+    assert choose(rows, hours=t8 / 2, budget=None)["cheapest"] is None
+
+
+def test_predicted_points_are_marked_and_can_be_chosen():
+    rows = _rows((0.0, 0.012, 0.0, 0.0))  # perfect scaling: the predicted 32 GPUs are fastest
+    assert set(rows.filter(rows["gpus"] > 8)["kind"]) == {"predicted"}
+    assert choose(rows, None, budget=1e9)["fastest"]["gpus"] == 32
+
+
+def test_the_launch_line_runs_the_full_schedule():
+    row = dict(platform="h100", trainer="vit", experiment="projection", variant="trainer.lr=0.1", gpus=8)
+    assert launch_line(row) == ("campaign launch platform=h100 trainer=vit experiment=projection gpus=8 "
+                                "experiment.sample_iterations=null trainer.lr=0.1")
+    assert "'platform=a; b'" in launch_line(dict(row, platform="a; b", variant=""))
+
+
+def test_plan_on_a_store_reads_and_says_why_two_points_are_not_enough(ws):
+    build(ws.store_url, ws.results)
+    before = ws.db.read_bytes()
+    res = ws.campaign("plan", CID, "--budget", "1")
+    assert res.returncode == 0, res.stderr
+    assert "fewer than 3, no fit" in res.stderr and "Traceback" not in res.stderr
+    assert res.stdout.startswith(f"campaign {CID}\nplan: ") and "fastest within 1.0 GPU-hours:" in res.stdout
+    assert ws.db.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv,message", [(["--hours", "0"], "--hours 0.0: give a positive number"),
+                                          (["--efficiency-floor", "2"], "--efficiency-floor 2.0")])
+def test_bad_input_is_one_line(ws, argv, message):
+    build(ws.store_url, ws.results)
+    res = ws.campaign("plan", *argv)
+    assert res.returncode == 2 and res.stderr.startswith(f"error: {message}") and res.stderr.count("\n") == 1
