@@ -23,9 +23,12 @@ included in both, as a person running them pays them):
 - pandas:   ``pandas.read_sql`` of the campaign's point/attempt/rank_timing/profile rows
             and of the sampled attempts' timed iteration rows, ``groupby`` to the same
             per-point aggregates (latest completed attempt; slowest rank; projection with
-            the same interval; median over repeats; speedup T1/TN), written to CSV.
+            the same interval; median over repeats; speedup T1/TN), written to CSV;
+- report:   ``python -m campaign report CID --store URL --out FILE`` (issue 28: the page in
+            at most 2x harvest's time, at most 5 MB);
 
-and prints the ratio pandas/harvest of wall times, whether harvest met the 2 s target,
+and prints the ratio pandas/harvest of wall times, report/harvest and the page's size,
+whether harvest met the 2 s target,
 the two CSVs' agreement (time and speedup per row), the query plans of the harvest
 queries (``--explain``), and a profile of one in-process harvest: where its time goes.
 
@@ -69,6 +72,8 @@ WARMUP = 5
 PROJECTION_FACTOR = 40  # a sampled run plans this many times the iterations it timed
 CAMPAIGN_ID = "20261121-000000-bench"
 TARGET_S = 1.0  # issue 19: 1M iteration rows / 1,000 jobs to CSV in <= 1 s here
+REPORT_RATIO = 2.0  # issue 28: the report page in at most 2x harvest's time for the same store
+REPORT_MB = 5.0  # ... and at most 5 MB
 BASELINES = {"--pandas-baseline": "pandas_baseline", "--pandas-same-sql": "pandas_same_sql"}
 
 
@@ -376,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         py = sys.executable
         h_csv, p_csv = folder / "harvest.csv", folder / "pandas.csv"
         me = str(Path(__file__).resolve())
+        page = folder / "report.html"  # campaign report of the same store (issue 28)
         csvs = {"harvest": h_csv, "pandas_sql": p_csv, "pandas_naive": folder / "pandas_naive.csv"}
         t = interleaved({
             "harvest": lambda r: timed_run([py, "-m", "campaign", "harvest", CAMPAIGN_ID, "--store", url, "--to", "csv",
@@ -383,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             "pandas_sql": lambda r: timed_run([py, me, "--pandas-same-sql", url, CAMPAIGN_ID, str(p_csv)], env),
             "pandas_naive": lambda r: timed_run([py, me, "--pandas-baseline", url, CAMPAIGN_ID,
                                                  str(csvs["pandas_naive"])], env),
+            "report": lambda r: timed_run([py, "-m", "campaign", "report", CAMPAIGN_ID, "--store", url,
+                                           "--out", str(page)], env),
         }, args.rounds)
         print("pandas baseline with harvest's own SQL and interval (only the data-frame library differs):")
         print("  " + ratio_line("pandas/harvest wall time (fresh process each)", t["pandas_sql"], t["harvest"]))
@@ -394,6 +402,13 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "meets" if median <= TARGET_S else "MISSES"
         print(f"harvest {verdict} the {TARGET_S:g} s target here: median {fmt(median)} of {len(t['harvest'])}, "
               f"best {fmt(best)}")
+        report_ratio = statistics.median(t["report"]) / statistics.median(t["harvest"])
+        page_mb = page.stat().st_size / 1e6
+        print("  " + ratio_line("report/harvest wall time (the page vs the CSV, fresh process each)", t["report"],
+                                t["harvest"]))
+        print(f"report {'meets' if report_ratio <= REPORT_RATIO else 'MISSES'} the {REPORT_RATIO:g}x goal here; "
+              f"its page is {page_mb:.2f} MB ({'meets' if page_mb <= REPORT_MB else 'MISSES'} the "
+              f"{REPORT_MB:g} MB goal)")
         agree_sql, agree_naive = compare_csv(h_csv, p_csv), compare_csv(h_csv, csvs["pandas_naive"])
         print(f"CSVs (same SQL) {agree_sql}")
         print(f"CSVs (naive)    {agree_naive}")
@@ -407,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
                              t["harvest"], note=f"CSVs {agree_sql.split(':')[0]}"),
                 ratio_figure("naive", "naive pandas read / pandas with the same SQL (what the SQL design saves)",
                              t["pandas_naive"], t["pandas_sql"], note=f"CSVs {agree_naive.split(':')[0]}"),
+                ratio_figure("report", f"campaign report / harvest to CSV, {size} (page {page_mb:.2f} MB)",
+                             t["report"], t["harvest"], goal=f"<= {REPORT_RATIO:g}x, <= {REPORT_MB:g} MB",
+                             met=report_ratio <= REPORT_RATIO and page_mb <= REPORT_MB),
             ]))
         if args.explain:
             print("query plans (SQLite EXPLAIN QUERY PLAN):")

@@ -5,7 +5,8 @@
 # speedup and parallel efficiency, draw the figures. A couple of minutes on 2 cores.
 #
 # --readme: also write what it printed into README.md's main-job blocks and its
-# speedup figure into docs/main-job-speedup.png (scripts/readme_blocks.py; the campaign
+# speedup figure into docs/main-job-speedup.png and a screenshot of its report into docs/img/report.png
+# (scripts/readme_blocks.py; the campaign
 # then runs in a fresh results folder, so that its estimate is the one a first run gets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,10 +36,16 @@ fi
 { echo "\$ campaign harvest main-job"; .venv/bin/campaign harvest main-job; } | tee "$out/harvest.txt"
 .venv/bin/campaign harvest main-job --to csv --out "$CAMPAIGN_RESULTS/main-job.csv"
 .venv/bin/campaign harvest main-job --plots "$CAMPAIGN_RESULTS/figures"
+# the page a group reads: every section the campaign has data for, one self-contained file
+.venv/bin/campaign report main-job --out "$CAMPAIGN_RESULTS/main-job-report.html"
 if [[ -n $README ]]; then
   for block in launch status harvest; do
     $py scripts/readme_blocks.py set "main-job-$block" "$out/$block.txt"
   done
   cp "$CAMPAIGN_RESULTS/figures/speedup.png" docs/main-job-speedup.png
+  if command -v chromium >/dev/null; then  # the README's picture of the report (scripts/setup.sh installs chromium)
+    chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2400 \
+      --screenshot="$PWD/docs/img/report.png" "file://$CAMPAIGN_RESULTS/main-job-report.html" 2>/dev/null
+  fi
   echo "README.md's main-job blocks and docs/main-job-speedup.png written from campaign in $CAMPAIGN_RESULTS"
 fi

@@ -39,3 +39,14 @@ if ! .venv/bin/python -c "from campaign.launch.main import check_plugin_visible;
   rm -f "$stamp"
   CAMPAIGN_SETUP_AGAIN=1 exec bash "$0" "$@"
 fi
+# Optional system package: Debian's chromium, the headless browser tests/test_report_page.py
+# opens `campaign report`'s page in (that test skips, saying why, without it). Best effort:
+# only as root with apt-get, never fatal; CAMPAIGN_NO_BROWSER=1 skips it.
+if [[ -z ${CAMPAIGN_NO_BROWSER:-} ]] && ! command -v chromium >/dev/null && [[ $(id -u) == 0 ]] \
+    && command -v apt-get >/dev/null; then
+  echo "[setup] installing chromium (optional: the report page's browser test)"
+  apt_log=$(mktemp "${TMPDIR:-/tmp}/setup-chromium.XXXXXX.log")
+  { apt-get install -y -q --no-install-recommends chromium >"$apt_log" 2>&1 \
+      || { apt-get update -q >>"$apt_log" 2>&1 && apt-get install -y -q --no-install-recommends chromium >>"$apt_log" 2>&1; }; } \
+    || echo "[setup] chromium not installed (log: $apt_log); the browser test will skip"
+fi

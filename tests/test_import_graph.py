@@ -197,7 +197,8 @@ def test_the_shared_packages_import_neither_side():
 # Every campaign module -> the campaign modules it imports, at the top or inside a
 # function (a lazy import is still a dependency), or names in a registry
 # (``"campaign.backends.local:LocalBackend"``, imported by name when used).
-READ_PATHS = ("campaign.observe.state", "campaign.observe.status", "campaign.observe.progress", "campaign.harvest")
+READ_PATHS = ("campaign.observe.state", "campaign.observe.status", "campaign.observe.progress", "campaign.harvest",
+              "campaign.report")
 WRITE_PATHS = ("campaign.observe.ingest", "campaign.observe.cancel", "campaign.launch")
 LEAF = "campaign.common.jobfolder"  # the job folder's layout: the standard library and these only
 LEAF_IMPORTS = {"campaign.common.ids", "campaign.common.errors"}

@@ -34,7 +34,7 @@ COMMANDS = store_commands()
 
 
 def test_the_walk_covers_the_read_commands():
-    assert {"status", "harvest", "cancel", "ingest"} <= set(COMMANDS)
+    assert {"status", "harvest", "plan", "report", "cancel", "ingest"} <= set(COMMANDS)
 
 
 def _digest(path: Path):
