@@ -48,6 +48,9 @@ def test_job_runs_through_the_runtime_and_records_the_image(ws, tmp_path):
     assert res.returncode == 0, res.stderr
     wait = ws.campaign("status", "--wait", "--interval", "0.5")
     assert wait.returncode == 0, wait.stdout + wait.stderr
+    # one image for every point: status says nothing per point about it (no column)
+    st = ws.campaign("status", "--json")
+    assert [p["values"] for p in json.loads(st.stdout)["points"]] == [{}, {}], st.stdout
     argvs = [p.read_text().splitlines() for p in sorted(logs.glob("argv-*.txt"))]
     assert len(argvs) == 3  # one per rank: 1 + 2
     for argv in argvs:

@@ -31,7 +31,8 @@ from campaign.store import find_campaign_noted, open_store
 from campaign.common.text import printable
 from campaign.common.varying import varying
 
-__all__ = ["FAILED_STATES", "EXIT_TIMEOUT", "show_status", "watch_status", "point_view", "render", "snapshot"]
+__all__ = ["FAILED_STATES", "EXIT_TIMEOUT", "show_status", "watch_status", "point_view", "point_image", "render",
+           "snapshot"]
 
 BAR_WIDTH = 24
 SHARED_AXES = ("trainer", "experiment")  # a column when they differ, said above the table when shared
@@ -78,6 +79,17 @@ def point_view(p: dict, now: float, eta: Optional[PointETA] = None, values: Opti
         "iteration": eta.iteration, "iterations": eta.total, "rate_it_s": eta.rate, "eta_s": eta.remaining_s,
         "eta_source": eta.source, "stalled_s": eta.stalled_s, "reason": reason, "log_path": log_path,
     }
+
+
+def point_image(p: dict) -> Optional[str]:
+    """The container image a point runs in, as planned (``container.images`` resolved into
+    its stored config: campaign.catalogue.container.point_image); None without one."""
+    config = p.get("config")
+    container = config.get("container") if isinstance(config, dict) else None
+    if not isinstance(container, dict) or container.get("runtime") in (None, "none"):
+        return None
+    image = container.get("image")
+    return image if isinstance(image, str) else None
 
 
 def summary_line(views: list[dict]) -> str:
@@ -182,6 +194,9 @@ class Follower:
         beats = read_beats(self.store, [p.get("attempt_id") for p in points])
         etas, _ = annotate(points, beats, now=now, measured=self._measured_rates(points) if unfinished else {})
         _, values = varying([p.get("overrides") for p in points])
+        images = [point_image(p) for p in points]
+        if len(set(images)) > 1:  # container.images: a column only where points run in different images
+            values = [{**v, "image": image or ""} for v, image in zip(values, images)]
         views = [point_view(p, now, etas.get(p["id"]), vals) for p, vals in zip(points, values)]
         return views, campaign_eta(points, etas, now=now, is_final=is_final), warnings
 
