@@ -46,6 +46,18 @@ class Device(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class MeasuredMFU:
+    """A trainer's model FLOPs utilisation measured on a GPU: the share of the GPU's peak for
+    ``math`` that its declared FLOPs ran at. The estimate uses it on any GPU of the same
+    architecture (compute capability major) in the same math, instead of the assumed share."""
+
+    math: str  # math mode of the peak it is a share of: bf16, fp16 or fp32 (campaign/observe/estimate.py: math_of)
+    compute_capability: float  # of the GPU it was measured on; any GPU with the same major uses it
+    mfu: float  # achieved FLOP/s / peak FLOP/s, in (0, 1]
+    measured_on: str  # in words, shown beside the estimate: "H200 bf16"
+
+
+@dataclass(frozen=True)
 class TrainerDef:
     """A trainer's declaration; see the module docstring."""
 
@@ -80,6 +92,9 @@ class TrainerDef:
     # A trainer whose time is a known law: seconds per iteration of a job of ``gpus``
     # ranks at ``batch`` images per rank, fn(config, gpus, batch).
     seconds_per_iteration: Optional[Callable[[Mapping[str, Any], int, int], float]] = None
+    # MFU its flops_per_image ran at, measured on a GPU (cite the run where it is declared);
+    # the estimate uses the entry of the point's math and GPU architecture, else an assumed share
+    measured_mfu: tuple[MeasuredMFU, ...] = ()
 
     @property
     def engines(self) -> tuple[str, ...]:

@@ -7,8 +7,10 @@ A point's seconds per iteration come from the first of
    it: the median over its points of the slowest rank's timed window / iterations;
 2. ``declared``: the trainer's declaration (trainers/spec.py): a time law
    (``seconds_per_iteration``, the sleep trainer's), or its training FLOPs per image
-   (``flops_per_image``) over the platform's peak FLOP/s for the math it runs, at
-   ``ASSUMED_MFU`` of that peak (a stated efficiency, not a measurement);
+   (``flops_per_image``) over the platform's peak FLOP/s for the math it runs, at the
+   MFU the trainer declares as measured for that math on that GPU architecture
+   (``TrainerDef.measured_mfu``: the reference workload's bf16 on Hopper), else at
+   ``ASSUMED_MFU`` of that peak (a stated efficiency, not a measurement; the source says which);
 3. ``unknown``: neither (the estimate says so; a budget cannot be checked).
 
 Wall time of a point = ``STARTUP_S`` (start-up: interpreter, torch, process group; a
@@ -177,9 +179,25 @@ def declared_rate(config: Mapping[str, Any], gpus: int, batch_per_gpu: int, *,
     peak = ((config.get("platform") or {}).get("peak_tflops") or {}).get(mode)
     if not peak:
         return None, f"unknown: platform {(config.get('platform') or {}).get('name')} states no {mode} peak"
+    mfu, share = mfu_of(spec, config, mode)
     # every rank does its batch at the same time: an iteration takes one rank's share
-    seconds = float(flops) * int(batch_per_gpu) / (float(peak) * 1e12 * ASSUMED_MFU)
-    return seconds, f"{FLOPS}: its FLOPs at {ASSUMED_MFU:.0%} of the platform's {mode} peak"
+    seconds = float(flops) * int(batch_per_gpu) / (float(peak) * 1e12 * mfu)
+    return seconds, f"{FLOPS}: its FLOPs at {share} of the platform's {mode} peak"
+
+
+def mfu_of(spec: Any, config: Mapping[str, Any], mode: str) -> tuple[float, str]:
+    """(share of the peak, in words) a trainer's FLOPs run at on the point's GPU in math
+    ``mode``: its declared measurement for that math on a GPU of the same architecture
+    (compute capability major), else ``ASSUMED_MFU``, saying what was measured where one was."""
+    cc = (config.get("platform") or {}).get("compute_capability")
+    measured = tuple(getattr(spec, "measured_mfu", None) or ())
+    if isinstance(cc, (int, float)) and not isinstance(cc, bool):
+        for m in measured:
+            if m.math == mode and int(m.compute_capability) == int(cc) and 0 < m.mfu <= 1:
+                return float(m.mfu), f"measured MFU {m.mfu:.1%} ({m.measured_on})"
+    where = "; ".join(f"{m.math} on compute capability {int(m.compute_capability)}.x" for m in measured)
+    where = f" (measured only for {where})" if where else ""
+    return ASSUMED_MFU, f"assumed MFU {ASSUMED_MFU:.0%}{where}"
 
 
 # ------------------------------------------------------------------ measured rates

@@ -4,7 +4,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from trainers.spec import TrainerDef
+from trainers.spec import MeasuredMFU, TrainerDef
 
 
 class Variant(str, enum.Enum):
@@ -38,6 +38,16 @@ FLOPS_PER_ITERATION = {
     ("large", 512): 19_024_717_934_592,
     ("large", 640): 29_887_600_914_432,
 }
+
+# MFU measured (issue #23, 2026-11-26): SwinV2-B/UPerNet, 8 synthetic 512x512 ADE20K-shaped
+# images, bf16 autocast, 1 GPU, on a lent NVIDIA H200 (compute capability 9.0, torch
+# 2.11.0+cu130, driver 580.159.04): 0.248 s per iteration (mean of 20 timed), the table's
+# 14.1 TFLOP at 56.9 TFLOP/s = 0.0575 of the 989.4 TFLOP/s bf16 peak. The run:
+#     python -m campaign.launch platform=local_gpu gpus=1 trainer=swinv2_upernet experiment=profile \
+#         trainer.precision=bf16 trainer.params.variant=base name=gpu-swin
+# Its store is tests/golden/h200/campaign.db (tests/test_h200_golden.py rederives this figure).
+# Hopper only: other GPUs and math modes keep the estimate's assumed share.
+MEASURED_MFU = (MeasuredMFU(math="bf16", compute_capability=9.0, mfu=0.0575161, measured_on="H200 bf16"),)
 
 
 def _param(params, name: str, default):
@@ -93,6 +103,7 @@ TRAINER = TrainerDef(
     build="trainers.mmseg.trainer:build",
     dataset="ade20k",  # the study's: 512 crops, 150 classes (synthetic batches of them without dataset.root)
     flops_per_image=flops_per_image,  # the measured table above: estimates, GPU-hours
+    measured_mfu=MEASURED_MFU,  # the H200 run above: the estimate's share of the peak on Hopper in bf16
     # experiment.checkpoint=true: model, optim wrapper, LR schedule and data position
     # (trainers/mmseg/trainer.py's state_dict and resume_at)
     checkpoint=True,
