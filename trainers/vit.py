@@ -13,8 +13,8 @@ timed window (trainers/evaluate.py: the ``evaluation`` table).
 Trainer params: model (``vit_base_patch16_224`` | ``vit_tiny``), image_size (default:
 the model's), weights (a local state-dict file), engine (ddp | deepspeed), zero_stage
 (DeepSpeed ZeRO stage, default 0). ``trainer.precision`` picks fp32/fp16/bf16. With
-DeepSpeed, wall_clock_breakdown is on and its fwd/bwd/bwd_inner/bwd_allreduce/step
-timers become ``deepspeed.<timer>`` breakdown rows (timed window only).
+DeepSpeed, its gradient reduction is timed as DDP's all-reduce is and its own timers
+become ``deepspeed.<timer>`` breakdown rows (timed window only): trainers/ds_engine.py.
 
 Weak scaling by dataset share: ``experiment.dataset_fraction_per_gpu`` f makes every
 point train on min(1, f x gpus) of the training set (overriding ``dataset.fraction``).
@@ -40,7 +40,6 @@ from trainers.specs.vit import TRAINER
 
 MODELS = ("vit_base_patch16_224", "vit_tiny")
 ENGINES = TRAINER.engines  # declared once, in trainers/specs/vit.py
-DS_TIMERS = ("fwd", "bwd", "bwd_inner", "bwd_allreduce", "step")  # DeepSpeed's global timer names
 # The tiny ViT of the tests: 32x32 images, 8x8 patches, 2 blocks of width 32.
 TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
 
@@ -120,10 +119,13 @@ class ViTTrainer:
         self.loss_fn = nn.CrossEntropyLoss()
         self._own_pg = False
         self.ds = None
+        self.ds_comm = None  # trainers.ds_engine.DeepSpeedComm with engine=deepspeed
         optimizer = build_optimizer(model, tcfg)
         b = plan["batch_per_gpu"]
         if self.engine == "deepspeed":
             import deepspeed
+
+            from trainers.ds_engine import DeepSpeedComm
 
             self._own_pg = _own_process_group(ctx)
             for key, value in (("RANK", ctx.rank), ("LOCAL_RANK", ctx.local_rank), ("WORLD_SIZE", ctx.world_size)):
@@ -142,6 +144,7 @@ class ViTTrainer:
             }
             self.ds, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, config=config)
             model = self.ds
+            self.ds_comm = DeepSpeedComm(self.ds, ctx.world_size)
         elif ctx.distributed:
             # The job attaches its all-reduce timer (trainers.comm) to this DDP module.
             model = nn.parallel.DistributedDataParallel(model, device_ids=[ctx.device] if ctx.device.type == "cuda" else None)
@@ -169,7 +172,6 @@ class ViTTrainer:
         self._epoch_of: list[int] = []  # epoch of each iteration (its last micro-batch)
         self._correct: dict[int, torch.Tensor] = {}
         self._seen: dict[int, int] = {}
-        self._ds_times: list[dict[str, float]] = []
 
     @property
     def epoch(self) -> int:
@@ -192,6 +194,8 @@ class ViTTrainer:
     def step(self, rec: Recorder) -> torch.Tensor:
         if self._rec is None:
             self._rec = rec  # the timed window's Recorder (the profiler window brings another)
+        if self.ds_comm is not None:
+            self.ds_comm.begin(rec)
         total = None
         for k in range(self.accum):
             x, y = self._next()
@@ -210,21 +214,17 @@ class ViTTrainer:
                 self._count(out, y)
                 rec.mark("forward")
                 if self.ds is not None:
-                    self.ds.backward(loss)
+                    self.ds.backward(loss)  # its gradient reduction is a comm span inside (ds_engine)
                     rec.mark("backward")
                     self.ds.step()  # steps the optimizer on the last micro-batch only
+                    if last:
+                        self.ds_comm.read_timers()
                     rec.mark("step")
                 else:
                     self.scaler.scale(loss / self.accum).backward()
                     rec.mark("backward")
             total = loss.detach() if total is None else total + loss.detach()
-        if self.ds is not None:
-            times = {t: ms / 1000.0 for t, ms in self.ds.get_wall_clock_timers().items() if t in DS_TIMERS}
-            self._ds_times.append(times)
-            if times.get("bwd_allreduce"):
-                rec.add_comm(times["bwd_allreduce"])
-            rec.mark("comm")
-        else:
+        if self.ds is None:
             rec.mark("comm")  # DDP all-reduced during the last backward: the job's hook timed it
             self.scaler.step(self.optimizer)
             self.scaler.update()
@@ -251,11 +251,8 @@ class ViTTrainer:
         """``epoch_<i>`` (every iteration of the timed window's Recorder, warm-up in epoch 0)
         and, with DeepSpeed, ``deepspeed.<timer>`` over the timed iterations."""
         rows = [breakdown_row(f"epoch_{d['epoch']}", d["iter_s"]) for d in self._epochs()]
-        timed = self._ds_times[self.window[0]: self.window[1]]
-        for name in DS_TIMERS:
-            vals = [t[name] for t in timed if name in t]
-            if vals:
-                rows.append(breakdown_row(f"deepspeed.{name}", vals))
+        if self.ds_comm is not None:
+            rows += self.ds_comm.breakdown_rows(*self.window)
         return rows
 
     def summary_extra(self) -> dict[str, Any]:
@@ -266,6 +263,7 @@ class ViTTrainer:
                                  "epochs": epochs}
         if self.ds is not None:
             extra["zero_stage"] = self.zero_stage
+            extra.update(self.ds_comm.extra())
         return extra
 
     def close(self) -> None:
