@@ -58,10 +58,20 @@ def check(folder: str, where: str, spec: Any, name: str) -> None:
             _check_pickle(path, where, label)
 
 
+def check_test(folder: str, where: str, name: str) -> None:
+    """The test batch validation reads (``experiment.validation=true``): there, and a pickle."""
+    label, part = ("CIFAR-10", "test_batch") if name == "cifar10" else ("CIFAR-100", "test")
+    path = os.path.join(folder, part)
+    if not os.path.isfile(path):
+        raise DatasetError(f"{where}: {path} missing, and experiment.validation=true evaluates the test split; "
+                           f"add {label}'s {part} (python version) or set experiment.validation=false")
+    _check_pickle(path, where, label)
+
+
 def _declare(name: str, num_classes: int) -> DatasetDef:
     return DatasetDef(name, locate=functools.partial(locate, name=name), check=functools.partial(check, name=name),
                       channels=(3,), num_classes=num_classes, loader="trainers.data.cifar:load",
-                      train_images=50_000, test_images=10_000)
+                      train_images=50_000, test_images=10_000, check_test=functools.partial(check_test, name=name))
 
 
 # Two variants of one format: one module, one declaration (and one conf file) each.

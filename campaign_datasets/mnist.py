@@ -84,6 +84,15 @@ def check(folder: str, where: str, spec: object = None) -> None:
                                f"{os.path.basename(labels)} holds {n_labels} labels; re-download MNIST")
 
 
+def check_test(folder: str, where: str) -> None:
+    """The test split validation reads (``experiment.validation=true``): both t10k files
+    there (``check`` has read their headers when they are)."""
+    for stem in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        if not _mnist_file(folder, stem):
+            raise DatasetError(f"{where}: {stem}[.gz] missing in {folder}, and experiment.validation=true "
+                               f"evaluates the test split; add MNIST's test files or set experiment.validation=false")
+
+
 # Grey digits, repeated to 3 channels for RGB backbones.
 DATASETS = (DatasetDef("mnist", locate=locate, check=check, channels=(1, 3), num_classes=10, train_images=60_000, test_images=10_000,
-                       loader="trainers.data.mnist:load"),)
+                       loader="trainers.data.mnist:load", check_test=check_test),)

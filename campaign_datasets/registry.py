@@ -46,6 +46,9 @@ class DatasetDef:
     test_images: Optional[int] = None
     # A generated dataset's split sizes from its section instead: fn(section, train) -> images.
     sizes: Optional[Callable[[Any, bool], int]] = None
+    # The test split's files, checked only where a point reads it (experiment.validation=true):
+    # fn(folder, "dataset.root=...") raises DatasetError; None: nothing to check (or no split).
+    check_test: Optional[Callable[[str, str], None]] = None
 
 
 _REGISTRY: Dict[str, DatasetDef] = {}
@@ -143,16 +146,21 @@ def _check_fields(spec: Any, dataset: DatasetDef) -> None:
                            f"set dataset.num_classes={needed}")
 
 
-def check_dataset(spec: Any) -> None:
+def check_dataset(spec: Any, test_split: bool = False) -> None:
     """Refuse, with one actionable DatasetError line, a dataset a job could not read.
 
-    ``spec`` is a DatasetSpec, its DictConfig or a plain dict. Only headers and folder
-    listings are read, so this is fast even on a parallel file system.
+    ``spec`` is a DatasetSpec, its DictConfig or a plain dict; ``test_split``: the job
+    also reads the test split (``experiment.validation=true``), so its files must be
+    there too. Only headers and folder listings are read, so this is fast even on a
+    parallel file system.
     """
     dataset = dataset_of(spec)
     if not dataset.needs_root:
         return
     _check_fields(spec, dataset)
     folder = resolve_root(spec)
+    where = f"dataset.root={value(spec, 'root')}"
     if dataset.check is not None:
-        dataset.check(folder, f"dataset.root={value(spec, 'root')}", spec)
+        dataset.check(folder, where, spec)
+    if test_split and dataset.check_test is not None:
+        dataset.check_test(folder, where)

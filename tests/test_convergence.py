@@ -60,3 +60,21 @@ def test_a_version_4_store_gains_the_evaluation_table(tmp_path):
     cols = [r[1] for r in con.execute("pragma table_info(evaluation)")]
     assert cols == ["attempt_id", "epoch", "split", "loss", "accuracy", "images", "seconds"]
     assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "5"
+
+
+def test_epoch_rows_share_the_whole_run_not_the_timed_window():
+    """An epoch row spans warm-up and timed iterations (a GPU run's epoch_0 held 2.46 s
+    against a 0.72 s timed window: share 3.39); its share is of the whole run, so every
+    share of the breakdown stays <= 1 and the epochs' shares add up to 1."""
+    from campaign.harvest.utilisation import breakdown_table
+
+    p = pl.DataFrame([{"platform": "local", "trainer": "vit", "experiment": "profile", "variant": "", "gpus": 1,
+                       "repeat": 0, "time_s": 0.72, "timed_iterations": 20, "iterations": 20, "attempt_id": 7}])
+    eng = pl.DataFrame({"attempt_id": [7, 7, 7], "phase": ["epoch_0", "epoch_1", "iteration"],
+                        "total_s": [2.46, 0.54, 0.72], "mean_s": [0.0984, 0.027, 0.036], "count": [25, 20, 20],
+                        "share": [2.46 / 0.72, 0.54 / 0.72, 0.9983]})
+    b = breakdown_table(p, eng).filter(pl.col("source") == "phases")
+    share = dict(zip(b["phase"].to_list(), b["share"].to_list()))
+    assert share == {"epoch_0": pytest.approx(2.46 / 3.0), "epoch_1": pytest.approx(0.54 / 3.0), "iteration": 0.9983}
+    shares = breakdown_table(p, eng)["share"].drop_nulls().to_list()
+    assert shares and all(0.0 <= s <= 1.0 for s in shares)

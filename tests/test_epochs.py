@@ -61,3 +61,20 @@ def test_refusals(exp, message):
 def test_refused_where_the_size_is_unknown():
     with pytest.raises(ConfigError, match="dataset=imagefolder declares no training-set size"):
         epoch_schedule(_c(1, {"name": "imagefolder"}, epochs=1), 8)
+
+
+def test_the_dry_run_shows_each_points_iterations_from_its_epochs(ws):
+    """40 synthetic images, 4 per GPU, 2 epochs, 1 warm-up: 2 x 10 - 1 = 19 timed iterations
+    on 1 GPU, 2 x 5 - 1 = 9 on 2; a line says how the column was counted."""
+    res = ws.launch("-m", "platform=local", "gpus=1,2", "trainer=vit", "trainer.params.model=vit_tiny",
+                    "dataset=synthetic", "dataset.length=40", "experiment=smoke", "experiment.epochs=2",
+                    "experiment.images_per_gpu=4", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    header = lines[2].split()
+    rows = [ln.split() for ln in lines[4:6]]
+    col = header.index("iterations") - 2  # "time limit" and "global batch" are two words each
+    assert [(r[2], r[col]) for r in rows] == [("1", "19"), ("2", "9")]
+    assert lines[6] == "iterations: experiment.epochs=2 epoch(s) of each point's training share, less its 1 warm-up " \
+                       "iteration(s)"
+    assert not ws.db.exists()  # a dry run stores nothing

@@ -91,3 +91,85 @@ def test_refused_for_a_trainer_without_an_evaluation_pass(trainer):
         check_trainer(config)
     assert str(err.value) == (f"trainer={trainer} has no evaluation pass (experiment.validation=true); "
                               f"trainers that have one: frozen_backbone, vit, or set experiment.validation=false")
+
+
+# ---------------------------------------------------------------------------- launch-time checks
+
+
+def _datagen():
+    try:
+        from tests import datagen
+    except ImportError:  # tests/ on sys.path as a rootdir folder rather than a package
+        import datagen
+    return datagen
+
+
+def test_a_cifar_root_without_its_test_batch_is_refused_at_launch_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    folder = _datagen().write_cifar10(tmp_path / "data", n_per_batch=4)
+    (folder / "test_batch").unlink()
+    res = subprocess.run([sys.executable, "-m", "campaign.launch", "platform=local", f"results_dir={tmp_path / 'res'}",
+                          "trainer=vit", "trainer.params.model=vit_tiny", "dataset=cifar10",
+                          f"dataset.root={tmp_path / 'data'}", "experiment=smoke", "experiment.validation=true"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.splitlines() == [
+        f"error: dataset.root={tmp_path / 'data'}: {folder / 'test_batch'} missing, and experiment.validation=true "
+        f"evaluates the test split; add CIFAR-10's test_batch (python version) or set experiment.validation=false"]
+    assert not (tmp_path / "res" / "campaign.db").exists()  # refused before anything was stored
+
+
+def test_the_test_split_is_checked_only_where_validation_reads_it(tmp_path):
+    from campaign.catalogue.datasets import check_dataset
+
+    datagen = _datagen()
+    cifar = datagen.write_cifar100(tmp_path / "c100", n=4)
+    (cifar / "test").unlink()
+    spec = {"name": "cifar100", "root": str(tmp_path / "c100"), "num_classes": 100}
+    check_dataset(spec)  # training only: the test split is not read
+    with pytest.raises(ConfigError, match=r"cifar-100-python/test missing, and experiment.validation=true .* "
+                                          r"add CIFAR-100's test \(python version\)"):
+        check_dataset(spec, test_split=True)
+    mnist = datagen.write_mnist(tmp_path / "mnist", n=4)
+    (mnist / "t10k-labels-idx1-ubyte").unlink()
+    (mnist / "t10k-images-idx3-ubyte").unlink()
+    check_dataset({"name": "mnist", "root": str(mnist)})
+    with pytest.raises(ConfigError) as err:
+        check_dataset({"name": "mnist", "root": str(mnist)}, test_split=True)
+    assert str(err.value) == (f"dataset.root={mnist}: t10k-images-idx3-ubyte[.gz] missing in {mnist}, and "
+                              f"experiment.validation=true evaluates the test split; add MNIST's test files or set "
+                              f"experiment.validation=false")
+    check_dataset({"name": "synthetic"}, test_split=True)  # generated: nothing to read
+
+
+@pytest.mark.parametrize("engine,gpus", [("ddp", 1), ("vanilla", 1)])
+def test_frozen_backbone_trains_on_its_share_per_gpu_as_the_epoch_arithmetic_counts(engine, gpus):
+    """experiment.dataset_fraction_per_gpu=0.25 of 80 synthetic images on 1 GPU: 20 images,
+    5 batches of 4 per epoch, which is what the launch plans an epoch as."""
+    pytest.importorskip("torchvision")
+    from campaign.launch.plan import iterations_per_epoch, training_images
+    from trainers.frozen_backbone import FrozenBackboneTrainer
+
+    params = {"backbone": "squeezenet1_0", "hidden": 16, "image_size": 32, "engine": engine, "classifier": "mlp",
+              "dropout": 0.5, "mode": "train"}
+    cfg = _cfg("frozen_backbone", params, validation=False)
+    cfg["dataset"]["length"] = 80
+    cfg["experiment"]["dataset_fraction_per_gpu"] = 0.25
+    trainer = FrozenBackboneTrainer(_ctx(), cfg, PLAN)
+    assert trainer.dataset_size == 20 and len(trainer.loader) == 5
+    assert training_images(cfg) == 20 and iterations_per_epoch(20, PLAN["batch_per_gpu"], gpus) == 5
+
+
+def test_vit_epoch_accuracy_counts_the_timed_runs_images_only():
+    """The profiler window after the run trains 3 more iterations: they are in no epoch row,
+    so neither are their answers (16 images a whole epoch, 8 the half epoch in progress)."""
+    from trainers.vit import ViTTrainer
+
+    trainer = ViTTrainer(_ctx(), _cfg("vit", {"model": "vit_tiny", "engine": "ddp"}, validation=False), PLAN)
+    _train(trainer, 10)
+    loop.profile_window(trainer, torch.device("cpu"), 3, trace_path=None)
+    epochs = trainer.summary_extra()["epochs"]
+    assert [(d["epoch"], d["iterations"]) for d in epochs] == [(0, 4), (1, 4), (2, 2)]
+    assert trainer._seen == {0: 16, 1: 16, 2: 8}

@@ -16,7 +16,8 @@ summary the synchronisation volume per epoch (N / (B k) x trainable parameters) 
 first iteration (``iter``, warm-up counted) whose loss fell below ``loss_threshold``;
 ``epoch_<i>`` breakdown rows time each epoch (warm-up in epoch 0), and with
 ``experiment.validation=true`` the test split is evaluated after every epoch
-(trainers/evaluate.py).
+(trainers/evaluate.py). ``experiment.dataset_fraction_per_gpu`` f trains on min(1, f x gpus)
+of the training set, as vit does (trainers.data.dataset_fraction).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from trainers.data import EpochBatches, build_dataset, build_loader
+from trainers.data import EpochBatches, build_dataset, build_loader, dataset_fraction
 from trainers.dist import DistContext
 from trainers.evaluate import build_evaluator, epoch_rows
 from trainers.instrument import Recorder
@@ -95,7 +96,11 @@ class FrozenBackboneTrainer:
         ranks = 1 if self.engine != "ddp" else ctx.world_size
         self.batch = plan["batch_per_gpu"] * max(1, len(self.devices))  # this process's batch
         image_size = int(p.get("image_size") or INPUT_SIZE)
-        dataset = build_dataset(data, train=True, image_size=image_size, channels=3, seed=plan["seed"])
+        # experiment.dataset_fraction_per_gpu: the share of the job's GPUs, as vit's and as
+        # the launch's epoch arithmetic count it (else dataset.fraction)
+        self.fraction = dataset_fraction(cfg, gpus)
+        dataset = build_dataset(dict(data, fraction=self.fraction), train=True, image_size=image_size, channels=3,
+                                seed=plan["seed"])
         self.loader = build_loader(dataset, batch_size=self.batch, rank=ctx.rank if ranks > 1 else 0,
                                    world_size=ranks, seed=plan["seed"], num_workers=int(data.get("num_workers") or 0))
         self.images_per_step = self.batch

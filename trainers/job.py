@@ -17,7 +17,7 @@ from trainers.checkpoint import Checkpointer, Requeue
 from trainers.flops import math_mode, mfu_extra
 from trainers.instrument import Recorder
 from trainers.memory import PeakMemory
-from trainers.orphan import watch_controller
+from trainers.orphan import ControllerGone, end_rank, watch_controller
 from trainers.startup import startup_s
 from trainers.writer import JobWriter
 
@@ -148,13 +148,16 @@ def run_point(spec: Any) -> dict:
     """Entry of one rank. ``spec``: the job's ``JobSpec`` (campaign/backends/job_spec.py),
     its version already checked by the entry that calls this; the job side reads its
     fields without importing campaign."""
-    watch_controller()  # a local rank whose controller is killed fails (never completes unwatched)
+    try:
+        watch_controller()  # a local rank whose controller is killed fails (never completes unwatched)
+    except ControllerGone as gone:  # nothing started yet: nothing to report (the host reads the log)
+        end_rank(gone)
     _set_threads(spec.threads_per_rank, int(spec.tasks_per_node or 1))
     cfg, plan = spec.config, spec.plan
     ctx = dist.setup(want_device=cfg["platform"]["device"],
                      timeout_s=60.0 * float(cfg["platform"].get("dist_timeout_min") or 10.0))
     writer = JobWriter(spec.store_url, busy_timeout_s=spec.busy_timeout_s)
-    attempt_id = None
+    attempt_id, orphaned = None, None
     job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID") or str(os.getpid())
     if os.environ.get("SLURM_ARRAY_JOB_ID"):
         job_id = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ.get('SLURM_ARRAY_TASK_ID')}"
@@ -247,6 +250,7 @@ def run_point(spec: Any) -> dict:
     except BaseException as exc:
         # Every rank reports its own failure; the store keeps the first (sql/ops.py), so
         # a rank that failed is named, not the peer that timed out waiting for it.
+        orphaned = exc if isinstance(exc, ControllerGone) else None
         if attempt_id is not None:
             reason = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:500] if str(exc) else type(exc).__name__
             try:
@@ -260,3 +264,5 @@ def run_point(spec: Any) -> dict:
     finally:
         dist.teardown(ctx)
         writer.close()
+        if orphaned is not None:  # reported and closed: end now, no controller waits for the rest
+            end_rank(orphaned)

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import torch
 from torch import nn
 
-from trainers.data import EpochBatches, build_dataset, build_loader
+from trainers.data import EpochBatches, build_dataset, build_loader, dataset_fraction
 from trainers.dist import DistContext
 from trainers.evaluate import build_evaluator
 from trainers.instrument import Recorder
@@ -73,15 +73,6 @@ def build_vit(name: str, *, num_classes: int, image_size: Optional[int] = None, 
 
 def model_input_size(name: str, image_size: Optional[int]) -> int:
     return int(image_size) if image_size else (TINY["img_size"] if name == "vit_tiny" else 224)
-
-
-def dataset_fraction(cfg: dict, world_size: int) -> Optional[float]:
-    """The training-set share of this point: ``experiment.dataset_fraction_per_gpu`` x N
-    (capped at 1) when set, else ``dataset.fraction``."""
-    per_gpu = (cfg.get("experiment") or {}).get("dataset_fraction_per_gpu")
-    if per_gpu is None:
-        return cfg["dataset"].get("fraction")
-    return min(1.0, float(per_gpu) * world_size)
 
 
 def _own_process_group(ctx: DistContext) -> bool:
@@ -211,7 +202,8 @@ class ViTTrainer:
                 with self._autocast():
                     out = self.model(x)
                     loss = self.loss_fn(out.float(), y)
-                self._count(out, y)
+                if rec is self._rec:  # the timed run's epochs only, as their epoch_<i> rows (not the profiler's)
+                    self._count(out, y)
                 rec.mark("forward")
                 if self.ds is not None:
                     self.ds.backward(loss)  # its gradient reduction is a comm span inside (ds_engine)

@@ -13,9 +13,10 @@ from campaign_datasets import check_dataset as _check_dataset
 __all__ = ["check_dataset", "resolve_root"]
 
 
-def check_dataset(spec: Any) -> None:
-    """Refuse, with one ConfigError line, a dataset a job could not read (before anything is stored)."""
+def check_dataset(spec: Any, test_split: bool = False) -> None:
+    """Refuse, with one ConfigError line, a dataset a job could not read (before anything is
+    stored); ``test_split``: its test split's files too (``experiment.validation=true``)."""
     try:
-        _check_dataset(spec)
+        _check_dataset(spec, test_split)
     except DatasetError as exc:
         raise ConfigError(str(exc)) from None

@@ -26,13 +26,14 @@ def _figure(df: pl.DataFrame, unit: str, x: str, xlabel: str, title: str, test: 
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    for idx in sorted(set(rows["idx"].to_list())):
-        mine = rows.filter(pl.col("idx") == idx).sort(x)
+    # one line per run: a point's repeats share its idx, so (idx, repeat) tells them apart
+    for idx, repeat in sorted(set(zip(rows["idx"].to_list(), rows["repeat"].fill_null(0).to_list()))):
+        mine = rows.filter((pl.col("idx") == idx) & (pl.col("repeat").fill_null(0) == repeat)).sort(x)
         line = ax.plot(mine[x].to_list(), mine["loss"].to_list(), marker="o" if unit == "epoch" else None,
                        label=_label(mine.row(0, named=True)))
         if test and mine["test_loss"].drop_nulls().len():
             ax.plot(mine[x].to_list(), mine["test_loss"].to_list(), linestyle="--", marker="s",
-                    color=line[0].get_color(), label=f"#{idx} test")
+                    color=line[0].get_color(), label=f"#{idx}{f' r{repeat}' if repeat else ''} test")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("loss (mean over ranks)")
     finish(fig, ax, title)

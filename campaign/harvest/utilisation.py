@@ -23,6 +23,8 @@ breakdown    one row per (source, phase): seconds per run, per iteration and sha
              rows of the timed iterations (breakdown: the job's data/forward/backward/
              step/comm/iteration, and an engine's own, e.g. deepspeed.<timer>).
              Shares of overlapping phases (comm runs during backward) do not add up.
+             ``epoch_<i>`` rows (each epoch's iterations, warm-up in epoch 0) are not
+             in the timed window: their share is of the whole run (they add up to 1).
 phase stack  the disjoint phases that tile an iteration (data wait, forward, backward
              compute, exposed communication, optimizer step, ...), mean seconds per
              iteration per series and GPU count: the stacked bars of the breakdown figure.
@@ -122,6 +124,7 @@ _PHASES = [
     ("profiler", "exposed communication", "profile_exposed_comm_s", "profile_total_s", "profile_iterations"),
 ]
 _SHARE_COLUMN = {"data_wait_s": "data_wait_share", "compute_s": "compute_share", "comm_s": "comm_share"}
+EPOCH_PHASE = r"^epoch_\d+$"  # a trainer's per-epoch rows (trainers/evaluate.py epoch_rows, vit)
 
 
 def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] = None) -> pl.DataFrame:
@@ -151,6 +154,11 @@ def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] 
     if engine_phases is not None and engine_phases.height and "attempt_id" in points.columns:
         eng = engine_phases.join(p.select(KEYS + ["attempt_id"]), on="attempt_id", how="inner")
         share = pl.col("share") if "share" in eng.columns else pl.lit(None)
+        # An epoch row spans its epoch's iterations, warm-up included, not the timed window:
+        # its share is of the whole run (the attempt's epoch rows together), never of the window.
+        epoch = pl.col("phase").cast(pl.Utf8).str.contains(EPOCH_PHASE)
+        of_run = pl.col("total_s") / pl.col("total_s").filter(epoch).sum().over("attempt_id")
+        share = pl.when(epoch).then(of_run).otherwise(share)
         parts.append(eng.select(
             *KEYS, pl.lit("phases").alias("source"), pl.col("phase").cast(pl.Utf8),
             pl.lit(len(_PHASES)).alias("order"),

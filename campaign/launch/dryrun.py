@@ -106,6 +106,16 @@ def schedule_columns(points: Sequence[PointPlan]) -> list[str]:
     return [k for k in ("img/GPU", "global batch", "iterations") if overridden or len({r[k] for r in rows}) > 1]
 
 
+def epoch_lines(points: Sequence[PointPlan]) -> list[str]:
+    """How the iterations column counts ``experiment.epochs=E`` (campaign/launch/plan.py
+    ``epoch_schedule``): E epochs of each point's training share, warm-up included in them,
+    so the column (timed iterations) is E x iterations per epoch less the warm-up."""
+    seen = sorted({(int(p.config["experiment"]["epochs"]), int(p.config["experiment"].get("warmup_iterations") or 0))
+                   for p in points if p.config["experiment"].get("epochs") is not None})
+    return [f"iterations: experiment.epochs={e} epoch(s) of each point's training share, less its {w} warm-up "
+            f"iteration(s)" for e, w in seen]
+
+
 def trainer_datasets(points: Sequence[PointPlan]) -> list[str]:
     """``dataset=NAME 512px 150 classes`` when every point trains on the same dataset and its
     trainer picked it (its study's, ``TrainerDef.dataset``: no point names one); [] otherwise,
@@ -209,6 +219,8 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     print(f"dry run: {len(points)} point(s) in {' and '.join(parts)}; nothing is submitted or stored")
     head, table = points_table(points, cost, arrs)
     print(printable(redact(head)) if head else "", table, sep="\n" if head else "")
+    for line in epoch_lines(points):
+        print(line)
     for line in estimate_lines(cost):
         print(printable(line))
     from campaign.launch.submit import image_lines

@@ -176,13 +176,14 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str
     seen: set = set()
     for p in points:
         for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):
-            key = (check.__name__, repr(sorted(section.items(), key=str)))
+            validation = bool(p.config["experiment"].get("validation"))  # reads the test split too
+            key = (check.__name__, repr(sorted(section.items(), key=str)), validation)
             if key in seen:
                 continue
             seen.add(key)
             spec = OmegaConf.create(section)
             if check is check_dataset:
-                here(check_dataset, spec)
+                here(check_dataset, spec, validation)
             else:
                 check_container(spec, here=False)
                 if dry_run:

@@ -44,6 +44,17 @@ def share_indices(n: int, fraction: float, seed: int) -> List[int]:
     return sorted(int(i) for i in order)
 
 
+def dataset_fraction(cfg: dict, gpus: int) -> Optional[float]:
+    """The training-set share of a point on ``gpus`` GPUs: ``experiment.dataset_fraction_per_gpu``
+    x gpus (capped at 1) when set, else ``dataset.fraction`` (None: the whole set). The
+    launch sizes ``experiment.epochs`` from the same share (campaign/launch/plan.py
+    ``training_images``), so every trainer that loads a training set applies it."""
+    per_gpu = (cfg.get("experiment") or {}).get("dataset_fraction_per_gpu")
+    if per_gpu is None:
+        return cfg["dataset"].get("fraction")
+    return min(1.0, float(per_gpu) * gpus)
+
+
 def to_model_input(image: torch.Tensor, mean: Sequence[float], std: Sequence[float],
                    image_size: int, channels: int) -> torch.Tensor:
     """uint8 ``C x H x W`` -> normalised float32 ``channels x image_size x image_size``.
