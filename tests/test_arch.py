@@ -133,7 +133,8 @@ def test_refusal_lines():
     cu13 = TorchBuild("2.14.1", "13.0", tuple(CU130.split()), "image /i/cu13.sif")
     v100 = {"name": "v100", "device": "cuda", "compute_capability": 7.0}
     assert refusal(v100, cu13, {"runtime": "apptainer"}) == (
-        "platform v100: torch 2.14.1 (CUDA 13.0) of image /i/cu13.sif has no kernels for compute capability 7.0 "
+        "platform v100: torch 2.14.1 (CUDA 13.0) of image /i/cu13.sif (container.image: v100 has no container.images "
+        "entry) has no kernels for compute capability 7.0 "
         f"(its arch list: {CU130}); build the CUDA 12.6 image (singularity/build.sh --v100) and map this platform "
         "to it (+container.images.v100=PATH.sif)")
     assert refusal({**v100, "compute_capability": 8.0, "name": "a100"}, cu13, {"runtime": "apptainer"}) is None
@@ -170,6 +171,107 @@ def test_read_record(tmp_path):
     assert read_record(str(tmp_path / "none.sif")) is None
 
 
+def test_a_stale_or_foreign_record_is_not_read(tmp_path):
+    """The record obeys the digest's rule (container.sidecar_text, one helper): a sidecar
+    older than the image (rebuilt since) or not opening with a digest describes another
+    build; neither its digest nor its record is trusted."""
+    from campaign.catalogue.container import _sidecar_sha256
+
+    img = make_image(tmp_path, "cu126.sif", "12.6", CU126)
+    side = Path(str(img) + ".sha256")
+    st = side.stat()
+    os.utime(img, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))  # rebuilt after its record
+    assert read_record(str(img)) is None and _sidecar_sha256(str(img)) is None
+    os.utime(side, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))  # the record rewritten after
+    assert read_record(str(img)).cuda == "12.6" and _sidecar_sha256(str(img)) == "a" * 64
+    side.write_text(f"# torch_version 2.14.1\n# cuda_version 12.6\n# cuda_arch_list {CU126}\n")  # no digest line
+    assert read_record(str(img)) is None and _sidecar_sha256(str(img)) is None
+    assert read_record(str(tmp_path / "gone.sif")) is None  # a record without its image
+
+
+def test_the_record_is_read_once_per_image(tmp_path, monkeypatch):
+    """A launch reads each image's record once, however many points run in it; a record
+    written again (a rebuild) is read again."""
+    reads = []
+    real = arch.sidecar_text
+    monkeypatch.setattr(arch, "sidecar_text", lambda image, *a: reads.append(image) or real(image, *a))
+    arch._image_build.cache_clear()
+    a = make_image(tmp_path, "a.sif", "12.6", CU126)
+    b = make_image(tmp_path, "b.sif", "13.0", CU130)
+    point = lambda img: {"container": {"runtime": "apptainer", "image": str(img)}}  # noqa: E731
+    builds = [arch.point_build(point(img)) for img in (a, a, b, a, b)]
+    assert [x.cuda for x in builds] == ["12.6", "12.6", "13.0", "12.6", "13.0"]
+    assert reads == [str(a), str(b)]
+    side = Path(str(a) + ".sha256")
+    side.write_text(side.read_text().replace("12.6", "12.8") + "\n")
+    assert arch.point_build(point(a)).cuda == "12.8" and reads == [str(a), str(b), str(a)]
+    arch._image_build.cache_clear()
+
+
+def test_which_points_are_checked_is_said_once(monkeypatch):
+    """arch.gpu_capability is the one precondition: check_point_arch looks no build up for
+    a point it does not check, and refusal passes the same points."""
+    cu13 = TorchBuild("2.14.1", "13.0", tuple(CU130.split()), "this environment")
+    cpu = TorchBuild("2.14.1+cpu", None, (), "this environment")
+    monkeypatch.setattr(arch, "point_build", lambda config: cpu)
+    for plat, cc in [({"name": "v", "device": "cuda", "compute_capability": 7.0}, (7, 0)),
+                     ({"name": "v", "compute_capability": "8.6"}, (8, 6)),  # device defaults to cuda
+                     ({"name": "v", "device": "cpu", "compute_capability": 7.0}, None),
+                     ({"name": "v", "device": "cuda", "compute_capability": None}, None)]:
+        assert arch.gpu_capability(plat) == cc
+        assert (refusal(plat, cpu, {}) is None) is (cc is None)
+        config = {"platform": plat, "container": {"runtime": "none"}}
+        if cc is None:
+            monkeypatch.setattr(arch, "point_build", lambda config: pytest.fail("looked up"))
+            arch.check_point_arch(config)
+        else:
+            monkeypatch.setattr(arch, "point_build", lambda config: cpu)
+            with pytest.raises(arch.InfeasiblePoint, match="is a CPU-only build"):
+                arch.check_point_arch(config)
+    assert refusal({"name": "a", "compute_capability": 8.0}, cu13, {}) is None
+
+
+def test_an_image_from_its_entry_is_named_and_that_entry_is_the_fix():
+    """A point whose image comes from container.images is told that entry (to set, not to
+    add with '+'); one that fell back to container.image is told to add its own."""
+    cu13 = TorchBuild("2.14.1", "13.0", tuple(CU130.split()), "image /i/wrong.sif")
+    v100 = {"name": "v100", "device": "cuda", "compute_capability": 7.0}
+    mapped = {"runtime": "apptainer", "image": "/i/wrong.sif", "images": {"v100": "/i/wrong.sif"}}
+    assert refusal(v100, cu13, mapped) == (
+        "platform v100: torch 2.14.1 (CUDA 13.0) of image /i/wrong.sif (container.images.v100) has no kernels for "
+        f"compute capability 7.0 (its arch list: {CU130}); build the CUDA 12.6 image (singularity/build.sh --v100) "
+        "and point container.images.v100 at it (container.images.v100=PATH.sif)")
+    by_cc = {"runtime": "apptainer", "image": "/i/d.sif", "images": {"sm_70": "/i/wrong.sif", "a100": "/i/a.sif"}}
+    assert "(container.images.sm_70) has no kernels" in refusal(v100, cu13, by_cc)
+    assert refusal(v100, cu13, by_cc).endswith("point container.images.sm_70 at it (container.images.sm_70=PATH.sif)")
+    b300 = {"name": "b300", "device": "cuda", "compute_capability": "10.3"}
+    cu126 = TorchBuild("2.14.1", "12.6", tuple(CU126.split()), "image /i/x.sif")
+    assert refusal(b300, cu126, {"runtime": "apptainer", "image": "/i/x.sif", "images": {"b300": "/i/x.sif"}}) \
+        .endswith("; build an image for it and point container.images.b300 at it (container.images.b300=PATH.sif)")
+    other = {"runtime": "apptainer", "image": "/i/x.sif", "images": {"v100": "/i/v.sif"}}
+    assert "/i/x.sif (container.image: b300 has no container.images entry) has no kernels" in \
+        refusal(b300, cu126, other)
+
+
+ROCM = ("__version__ = '2.5.1+rocm6.2'\ndebug = False\ncuda: Optional[str] = None\n"
+        "git_version = 'abc'\nhip: Optional[str] = '6.2.41133-dd7f95766'\n")
+
+
+def test_a_rocm_build_is_said_and_refused_on_nvidia_only():
+    build = version_file_build(ROCM, "this environment")
+    assert build == TorchBuild("2.5.1+rocm6.2", None, (), "this environment", "6.2.41133-dd7f95766")
+    a100 = {"name": "a100", "device": "cuda", "compute_capability": 8.0}
+    assert refusal(a100, build, {"runtime": "none"}) == (
+        "platform a100: torch 2.5.1+rocm6.2 of this environment is a ROCm build (HIP 6.2.41133-dd7f95766), for AMD "
+        "GPUs; a100's are NVIDIA; install a CUDA build of torch, or run in an image of one (container=apptainer "
+        "container.image=PATH)")
+    v100 = refusal({**a100, "name": "v100", "compute_capability": 7.0}, build, {"runtime": "none"})
+    assert "ROCm build" in v100 and "CPU-only" not in v100 and "compute capability" not in v100  # not a CUDA matter
+    assert "12.6" not in v100
+    assert refusal({**a100, "device": "cpu"}, build, {}) is None  # CPU ranks run on any build
+    assert version_file_build(ROCM.replace("'6.2.41133-dd7f95766'", "None"), "s").hip is None  # plain CPU-only
+
+
 def test_point_image():
     c = {"image": "/i/cu13.sif", "images": {"v100": "/i/cu126.sif", "9.0": "/i/h.sif"}}
     assert point_image(c, {"name": "v100", "compute_capability": 7.0}) == "/i/cu126.sif"
@@ -204,7 +306,8 @@ def test_v100_refused_with_the_cuda13_image_and_run_in_the_cuda126_one(ws, tmp_p
     line = res.stderr.strip()
     assert line.count("\n") == 0 and line.startswith("refused: point platform=v100 gpus=1 "), line
     assert line.endswith(
-        f": platform v100: torch 2.14.1 (CUDA 13.0) of image {cu13} has no kernels for compute capability 7.0 "
+        f": platform v100: torch 2.14.1 (CUDA 13.0) of image {cu13} (container.image: v100 has no container.images "
+        "entry) has no kernels for compute capability 7.0 "
         f"(its arch list: {CU130}); build the CUDA 12.6 image (singularity/build.sh --v100) and map this platform "
         "to it (+container.images.v100=PATH.sif)"), line
     ok = ws.launch(*sweep, f"+container.images.v100={cu126}", "--show-scripts")
@@ -215,6 +318,9 @@ def test_v100_refused_with_the_cuda13_image_and_run_in_the_cuda126_one(ws, tmp_p
     a1 = ok.stdout.split("== A2")[0]  # v100's array first (sweep order), in the CUDA 12.6 image only
     assert str(cu126) in a1 and str(cu13) not in a1.split("== A1")[1]
     assert f"image of platform v100: {cu126}\nimage of platform a100: {cu13}\n" in ok.stdout
+    wrong = ws.launch(*sweep, f"+container.images.v100={cu13}", "--dry-run")  # mapped, to the wrong image
+    assert f"of image {cu13} (container.images.v100) has no kernels" in wrong.stderr, wrong.stderr
+    assert wrong.stderr.strip().endswith("point container.images.v100 at it (container.images.v100=PATH.sif)")
 
 
 def test_v100_refused_with_this_environments_cuda13_torch(ws):

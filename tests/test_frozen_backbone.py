@@ -54,6 +54,25 @@ def test_trainable_parameters_are_the_head_only(backbone, classifier, hidden):
     assert not any(p.requires_grad for p in model.backbone.parameters())
 
 
+# The DataParallel study's trainable parameters per backbone ("Experiment design", iii).
+STUDY_COUNTS = {"squeezenet1_0": 5_130, "alexnet": 54_575_114, "resnet18": 5_130, "densenet121": 21_020_682,
+                "vgg16": 119_586_826}
+
+
+@pytest.mark.parametrize("backbone", sorted(STUDY_COUNTS))
+def test_default_heads_reproduce_the_studys_five_parameter_counts(backbone):
+    """The real torchvision models, built on CPU (weights=None: random, never downloaded),
+    with the trainer's default head (classifier=study) and hidden size."""
+    from dataclasses import asdict
+
+    from trainers.specs.frozen_backbone import FrozenBackboneParams, head_of
+
+    params = {k: getattr(v, "value", v) for k, v in asdict(FrozenBackboneParams()).items()} | {"backbone": backbone}
+    model = build_classifier(backbone, hidden=params["hidden"], classifier=head_of(params), weights=None)
+    assert trainable_params(model) == STUDY_COUNTS[backbone]
+    del model
+
+
 def test_vgg16_with_4096_hidden_has_the_reference_count():
     with torch.device("meta"):
         model = build_classifier("vgg16", hidden=4096)
@@ -178,6 +197,38 @@ def test_sync_volume_is_n_over_bk_times_parameters():
     assert sync_volume(60_000, 32, 1, vgg)["sync_bytes_per_epoch"] == 0.0  # one GPU moves nothing
 
 
+def test_an_uneven_split_is_the_whole_global_batch_and_counts_its_own_iterations():
+    from trainers.frozen_backbone import process_batch
+
+    strong = {"scaling": "strong", "global_batch": 1024}
+    assert process_batch(strong, 342, 3) == 1024  # DataParallel scatters 342, 342, 340
+    assert process_batch(strong, 342, 0) == 342  # ddp: one rank's share
+    assert process_batch({"scaling": "weak", "images_per_gpu": 8}, 8, 3) == 24
+    assert [len(c) for c in torch.zeros(1024).chunk(3)] == [342, 342, 340]
+    v = sync_volume(60_000, 342, 3, 5_130, images_per_iteration=1024)
+    assert v["iterations_per_epoch"] == 60_000 / 1024 and v["sync_params_per_epoch"] == 60_000 / 1024 * 5_130
+
+
+def test_the_studys_gpu_counts_at_1024_run_dataparallel_at_3_and_refuse_ddp_there_alone(tmp_path):
+    """gpus=1,2,3,4 at a global batch of 1,024 (the study's): DataParallel takes 3 GPUs
+    (uneven split), DDP's 3-GPU point is refused with its reason and the rest is planned."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), str(REPO)))))
+    res = subprocess.run([PYTHON, "-m", "campaign.launch", "-m", "platform=a100", f"results_dir={tmp_path / 'res'}",
+                          "trainer=frozen_backbone", "experiment=strong_scaling", "experiment.global_batch=1024",
+                          "gpus=1,2,3,4", "trainer.params.engine=dataparallel,ddp", "dry_run=true"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    refused = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("refused:")]
+    assert len(refused) == 1 and "gpus=3 trainer.params.engine=ddp" in refused[0]
+    assert refused[0].endswith("engine=ddp gives each of its 3 ranks an equal share and experiment.global_batch=1024 "
+                               "does not split over 3 GPUs; use a multiple of 3, or engine=dataparallel or vanilla "
+                               "(splits it unevenly)")
+    assert "7 point(s)" in res.stdout
+    row = [ln.split() for ln in res.stdout.splitlines() if ln.split()[:1] == ["4"]][0]
+    assert row[2] == "3" and row[6:9] == ["dataparallel", "342", "1024"]  # img/GPU: the largest share
+    assert not (tmp_path / "res" / "campaign.db").exists()
+
+
 # ---------------------------------------------------------------------------- launch-time rules
 
 
@@ -287,6 +338,20 @@ def test_single_process_engines_on_synthetic_and_inference(tmp_path):
     rows = wait_and_read(inf)
     assert len({r["config"] for r in rows}) == 2  # one point per batch size
     assert all(r["forward_s"] is not None and r["comm_s"] is not None and r["backward_s"] is None for r in rows)
+
+
+@pytest.mark.slow
+def test_its_study_dataset_unnamed_trains_on_synthetic_grey_digits(tmp_path):
+    """No dataset named: MNIST's shapes (1 channel, 28x28, 10 classes) as synthetic
+    batches, which the trainer resizes to its backbone's 3-channel input, and it trains."""
+    res = launch(tmp_path, "gpus=1", "trainer=frozen_backbone", "dataset.length=32", *TINY)
+    assert res.returncode == 0, res.stderr
+    rows = wait_and_read(tmp_path)
+    assert rows and all(r["loss"] is not None and r["forward_s"] is not None for r in rows)
+    data = json.loads(rows[0]["config"])["dataset"]
+    assert (data["name"], data["channels"], data["image_size"], data["num_classes"]) == ("synthetic", 1, 28, 10)
+    with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
+        assert {r[0] for r in db.execute("SELECT dataset FROM point")} == {"synthetic"}
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from campaign.common.errors import ConfigError
-from campaign.observe.estimate import ASSUMED_MFU, STARTUP_S, campaign_cost, fmt_duration
+from campaign.observe.estimate import ASSUMED_MFU, STARTUP_S, campaign_cost, fmt_duration, fmt_gpu_hours
 from campaign.launch.timelimit import check_time_limits, time_limit_refusals
 from campaign.launch.validate import names_dataset, reference_dataset
 from trainers.registry import spec_of
@@ -88,6 +88,44 @@ def test_the_readable_dry_run_names_the_trainers_dataset(ws):
                                           "dataset=synthetic 512px 150 classes (ade20k's shapes, no dataset.root)")
     named = ws.launch("-m", *REF, "gpus=1", "dataset=synthetic", "--dry-run")
     assert named.stdout.splitlines()[1] == "every point: trainer=swinv2_upernet experiment=weak_scaling"
+
+
+@pytest.mark.parametrize("trainer,study,shapes", [
+    ("frozen_backbone", "mnist", (28, 1, 10)),  # its study: grey 28x28 MNIST digits (resized by the trainer)
+    ("vit", "cifar10", (32, 3, 10)),  # its study: CIFAR-10 (resized to the ViT's input by the trainer)
+])
+def test_the_other_trainers_train_on_their_studys_dataset_shapes(ws, tmp_path, trainer, study, shapes):
+    (point,) = _json(ws.launch("-m", f"trainer={trainer}", "gpus=1", "--json"))
+    data = point["config"]["dataset"]
+    assert (data["name"], data["image_size"], data["channels"], data["num_classes"], data["root"]) == (
+        "synthetic", *shapes, None)
+    stored = _plan(f"trainer={trainer}").store_row()
+    assert stored["dataset"] == "synthetic"
+    got = stored["config"]["dataset"]
+    assert (got["image_size"], got["channels"], got["num_classes"]) == shapes
+    # a named dataset wins; a root alone reads the study's own
+    named = _plan(f"trainer={trainer}", "dataset=synthetic").config["dataset"]
+    assert (named["name"], named["image_size"], named["channels"]) == ("synthetic", 32, 3)
+    assert _plan(f"trainer={trainer}", f"dataset.root={tmp_path}").config["dataset"]["name"] == study
+
+
+def test_the_readable_dry_run_names_a_grey_dataset(ws):
+    res = ws.launch("-m", "trainer=frozen_backbone", "gpus=1", "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[1] == ("every point: trainer=frozen_backbone experiment=weak_scaling "
+                                          "dataset=synthetic 28px 1-channel 10 classes (mnist's shapes, no dataset.root)")
+
+
+def test_each_trainers_declared_dataset_is_the_one_its_conf_file_picks():
+    """TrainerDef.dataset (what the launch keeps synthetic without a root) and the conf
+    file's ``override /dataset`` (what Hydra composes) name the same dataset."""
+    import re
+    from pathlib import Path
+
+    conf = Path(__file__).resolve().parents[1] / "conf" / "trainer"
+    for path in sorted(conf.glob("*.yaml")):
+        picked = re.search(r"^\s*- override /dataset@_global_\.dataset: (\w+)", path.read_text(), re.M)
+        assert (picked.group(1) if picked else None) == spec_of(path.stem).dataset, path.name
 
 
 # ------------------------------------------------------------------ the schedule in the readable dry run
@@ -212,3 +250,65 @@ def test_a_time_law_estimate_is_compared_too():
     assert "use experiment.checkpoint=true" in line and "platform.time_limit_min=" in line
     with pytest.raises(ConfigError, match="over platform v100's time limit 0:01:00"):
         check_time_limits([p], campaign_cost([p]))
+
+
+# ------------------------------------------------------------------ GPU-hours per platform
+
+REFERENCE_SWEEP = (*REF, "platform=v100,a100,a100_nvlink_40", EMULATED_GPUS, "gpus=1,2,4,8")
+
+
+def _by_hand(platform: dict, gpus: int) -> tuple[float, float]:
+    """(wall s, GPU-hours) of a weak-scaling reference point from the FLOPs table alone."""
+    s_per_it = FLOPS_PER_ITERATION[("base", 512)] / (platform["peak_tflops"]["fp32"] * 1e12 * ASSUMED_MFU)
+    wall = STARTUP_S + (160_000 // gpus + 5) * s_per_it
+    return wall, wall * gpus / 3600
+
+
+def test_the_reference_study_dry_run_sums_gpu_hours_per_platform(ws):
+    """The full 160K schedule's GPU-hours per platform, in --json (each point carries its
+    platform's totals) and the readable dry run, equal to its points' estimates summed and
+    to the FLOPs table worked by hand (v100 and a100 have 4 GPUs per node: no 8-GPU point)."""
+    res = ws.launch("-m", *REFERENCE_SWEEP, "--json")
+    points = _json(res)
+    assert [(p["config"]["platform"]["name"], _gpus(p)) for p in points] == [
+        ("v100", 1), ("v100", 2), ("v100", 4), ("a100", 1), ("a100", 2), ("a100", 4),
+        ("a100_nvlink_40", 1), ("a100_nvlink_40", 2), ("a100_nvlink_40", 4), ("a100_nvlink_40", 8)]
+    totals = {}
+    for name in ("v100", "a100", "a100_nvlink_40"):
+        mine = [p for p in points if p["config"]["platform"]["name"] == name]
+        (total,) = {json.dumps(p["platform_estimate"], sort_keys=True) for p in mine}  # the same on each
+        total = json.loads(total)
+        assert total["platform"] == name and total["points"] == len(mine) and total["unknown"] == 0
+        assert total["longest_wall_s"] == max(p["estimate"]["wall_s"] for p in mine)
+        assert total["gpu_hours"] == pytest.approx(sum(p["estimate"]["gpu_hours"] for p in mine), rel=1e-12)
+        hand = [_by_hand(mine[0]["config"]["platform"], _gpus(p)) for p in mine]
+        assert total["longest_wall_s"] == pytest.approx(hand[0][0], rel=1e-9)  # the 1-GPU point is the longest
+        assert total["gpu_hours"] == pytest.approx(sum(h for _, h in hand), rel=1e-9)
+        totals[name] = total
+    # V100 (fp32 peak 14 TFLOP/s): 160,005 iterations x 14.13 TFLOP at 35 % (2.88 s each): 5.34 days on one GPU
+    assert totals["v100"]["longest_wall_s"] / 86400 == pytest.approx(5.342, abs=0.001)
+
+    dry = ws.launch("-m", *REFERENCE_SWEEP, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    at = lines.index("per platform (its points' estimates summed):")
+    assert lines[at + 1:at + 4] == [
+        f"  {name:<14}  {t['points']} point(s), longest {fmt_duration(t['longest_wall_s'])}, "
+        f"{fmt_gpu_hours(t['gpu_hours'])} GPU-hours" for name, t in totals.items()]
+    assert not lines[at + 4].startswith("  ")
+
+
+def test_gpu_hours_per_platform_leave_unknown_points_out():
+    from campaign.launch.dryrun import platform_costs, platform_lines
+
+    a = _plan(*REF, "platform=a100", "gpus=4")
+    b = _plan(*REF, "platform=a100_nvlink_40", "gpus=4", "dataset=synthetic")  # 32px: not in the FLOPs table
+    c = _plan(*REF, "platform=a100_nvlink_40", "gpus=2")
+    cost = campaign_cost([a, b, c])
+    assert [(r.platform, r.points, r.unknown) for r in platform_costs([a, b, c], cost)] == [
+        ("a100", 1, 0), ("a100_nvlink_40", 2, 1)]
+    assert platform_costs([a, b, c], cost)[1].gpu_hours == cost.points[2].gpu_hours
+    assert platform_lines([a, b, c], cost)[2].endswith("; 1 point(s) unknown")
+    assert platform_lines([a], campaign_cost([a])) == []  # one platform: the estimate line says it
+    d = _plan(*REF, "platform=a100", "gpus=4", "dataset=synthetic")
+    assert platform_lines([b, d], campaign_cost([b, d])) == []  # nothing known: nothing to sum

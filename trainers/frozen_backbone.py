@@ -35,7 +35,7 @@ from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_p
 from trainers.optim import build_optimizer
 from trainers.parallel import HandDataParallel, StageClock, breakdown_row, dp_forward
 from trainers.registry import engine_of
-from trainers.specs.frozen_backbone import TRAINER
+from trainers.specs.frozen_backbone import TRAINER, head_of
 
 ENGINES = TRAINER.engines  # declared once, in trainers/specs/frozen_backbone.py
 
@@ -51,10 +51,22 @@ def job_devices(ctx: DistContext, gpus: int) -> list[torch.device]:
     return [torch.device("cuda", i) for i in range(gpus)]
 
 
-def sync_volume(dataset_size: int, batch_per_gpu: int, gpus: int, trainable: int, element_size: int = 4) -> dict:
-    """What one epoch synchronises: N / (B k) iterations, each moving every trainable
+def process_batch(exp: dict, batch_per_gpu: int, devices: int) -> int:
+    """This process's batch: one rank's (ddp, or one device), else what all its devices
+    share: strong scaling's global batch, which nn.DataParallel's scatter (and the
+    hand-built module's, the same torch.chunk) may split unevenly (1,024 over 3 GPUs: 342,
+    342, 340; campaign.launch.plan.schedule allows it for these engines), else images per GPU x devices."""
+    if devices > 1 and exp.get("scaling") == "strong" and exp.get("global_batch"):
+        return int(exp["global_batch"])
+    return batch_per_gpu * max(1, devices)
+
+
+def sync_volume(dataset_size: int, batch_per_gpu: int, gpus: int, trainable: int, element_size: int = 4,
+                images_per_iteration: Optional[int] = None) -> dict:
+    """What one epoch synchronises: N / (B k) iterations (B k: ``images_per_iteration``,
+    batch_per_gpu x gpus unless given: an uneven split), each moving every trainable
     parameter's gradient once (nothing with one GPU)."""
-    iterations = dataset_size / (batch_per_gpu * gpus)
+    iterations = dataset_size / (images_per_iteration or batch_per_gpu * gpus)
     moved = iterations * trainable if gpus > 1 else 0.0
     return {"dataset_size": dataset_size, "batch_per_gpu": batch_per_gpu, "gpus": gpus,
             "iterations_per_epoch": iterations, "sync_params_per_epoch": moved,
@@ -76,7 +88,7 @@ class FrozenBackboneTrainer:
         torch.manual_seed(plan["seed"])  # same head on every rank
         model = build_classifier(
             str(p.get("backbone", "resnet18")), hidden=int(p.get("hidden", 4096)),
-            classifier=str(p.get("classifier", "mlp")), num_classes=int(data.get("num_classes") or 10),
+            classifier=head_of(p), num_classes=int(data.get("num_classes") or 10),
             dropout=float(p.get("dropout", 0.5)), weights=p.get("weights") or None,
         ).to(ctx.device)
         self.trainable_params = trainable_params(model)
@@ -94,7 +106,7 @@ class FrozenBackboneTrainer:
         self.loss_fn = nn.CrossEntropyLoss()
 
         ranks = 1 if self.engine != "ddp" else ctx.world_size
-        self.batch = plan["batch_per_gpu"] * max(1, len(self.devices))  # this process's batch
+        self.batch = process_batch(cfg.get("experiment") or {}, plan["batch_per_gpu"], len(self.devices))
         image_size = int(p.get("image_size") or INPUT_SIZE)
         # experiment.dataset_fraction_per_gpu: the share of the job's GPUs, as vit's and as
         # the launch's epoch arithmetic count it (else dataset.fraction)
@@ -117,7 +129,8 @@ class FrozenBackboneTrainer:
         self.loss_threshold = p.get("loss_threshold")
         self._losses: list[torch.Tensor] = []
         self.dataset_size = len(dataset)
-        self.sync = sync_volume(self.dataset_size, plan["batch_per_gpu"], gpus, self.trainable_params)
+        self.sync = sync_volume(self.dataset_size, plan["batch_per_gpu"], gpus, self.trainable_params,
+                                images_per_iteration=self.batch if self.devices else None)
         self.sync.update(engine=self.engine, mode=self.mode)
 
     # ---------------------------------------------------------------- data

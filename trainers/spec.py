@@ -84,6 +84,9 @@ class TrainerDef:
     # point's resolved config. Training FLOPs (forward + backward) of one image; None
     # (or a function returning None): unknown.
     flops_per_image: Optional[Callable[[Mapping[str, Any]], Optional[float]]] = None
+    # experiment.grad_accum=k: one iteration runs all k micro-batches (one optimizer step; the
+    # estimate's compute per iteration scales by k) or, False, one micro-batch (mmseg's loop)
+    iteration_is_step: bool = True
     # The dataset of its own study (conf/dataset/<name>.yaml), which its conf file picks
     # (``override /dataset@_global_.dataset: <name>``) unless the launch names one; with no
     # dataset.root the launch keeps its shapes and generates synthetic batches of them

@@ -37,7 +37,7 @@ import posixpath
 import re
 import shlex
 import shutil
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from campaign.common.errors import ConfigError, one_line
 from campaign.common.proc import CommandError, run
@@ -163,27 +163,32 @@ def capability_key(value: object) -> Optional[str]:
         return None
 
 
-def point_image(container: dict, platform: dict) -> Optional[str]:
-    """The image a point of ``platform`` runs in: ``container.images[<platform name>]``,
-    else the entry for its compute capability (``"7.0"``, ``sm_70``), else
-    ``container.image``. Raises ``ConfigError`` for an ``images`` entry that names
-    neither a platform-like name nor a capability, or has an empty path."""
+def image_entry(container: dict, platform: dict) -> Optional[Any]:
+    """The ``container.images`` key a point of ``platform`` takes its image from: the
+    platform's name, else the entry for its compute capability (``"7.0"``, ``sm_70``);
+    None when neither is there (the point runs in ``container.image``, the default).
+    Raises ``ConfigError`` for an ``images`` entry with an empty path."""
     images = dict(container.get("images") or {})
-    by_cc: Dict[str, str] = {}
+    by_cc: Dict[str, Any] = {}  # capability -> its key as given (a YAML 7.0 may be a float)
     for key, path in images.items():
         if not path:
             raise ConfigError(f"container.images.{key} is empty; give the .sif its points run in")
         _refuse_control(f"container.images.{key}", str(path))
         cc = capability_key(key) if re.fullmatch(r"(sm_)?\d+(\.\d)?", str(key).strip().lower()) else None
         if cc is not None:
-            by_cc[cc] = str(path)
+            by_cc[cc] = key
     name = platform.get("name")
     if name in images:
-        return str(images[name])
-    cc = capability_key(platform.get("compute_capability"))
-    if cc is not None and cc in by_cc:
-        return by_cc[cc]
-    return container.get("image")
+        return name
+    return by_cc.get(capability_key(platform.get("compute_capability")) or "")
+
+
+def point_image(container: dict, platform: dict) -> Optional[str]:
+    """The image a point of ``platform`` runs in: ``container.images[image_entry(...)]``,
+    else ``container.image``. Raises ``ConfigError`` for an ``images`` entry that has an
+    empty path."""
+    key = image_entry(container, platform)
+    return str(dict(container.get("images"))[key]) if key is not None else container.get("image")
 
 
 def container_env(spec: "ContainerSpec") -> Dict[str, str]:
@@ -298,18 +303,29 @@ def container_lacks(spec: "ContainerSpec") -> List[str]:
     return out
 
 
-def _sidecar_sha256(image: str) -> Optional[str]:
-    """The digest in ``<image>.sha256`` when that file is at least as new as the image."""
+def sidecar_text(image: str, limit: int = 65536) -> Optional[str]:
+    """The text of ``<image>.sha256`` (build.sh's digest line, then its record of the build)
+    when it describes this image: at least as new as the image file, and opening with a
+    sha256 digest. None otherwise: no image, no sidecar, or one left from an older build
+    (the image was rebuilt after it was written), whose digest and record would both lie.
+    The one rule for the digest (``image_provenance``) and the build record
+    (campaign/launch/arch.py)."""
     sidecar = image + SHA256_SUFFIX
     try:
         if os.stat(sidecar).st_mtime_ns < os.stat(image).st_mtime_ns:
-            return None  # the image was rebuilt after the digest was written
+            return None  # the image was rebuilt after the sidecar was written
         with open(sidecar, encoding="utf-8") as f:
-            words = f.read(4096).split()
+            text = f.read(limit)
     except (OSError, UnicodeDecodeError):
         return None
-    digest = words[0].lower() if words else ""
-    return digest if _SHA256.match(digest) else None
+    words = text.split()
+    return text if words and _SHA256.match(words[0].lower()) else None
+
+
+def _sidecar_sha256(image: str) -> Optional[str]:
+    """The digest in ``<image>.sha256`` when that file describes the image (``sidecar_text``)."""
+    text = sidecar_text(image, 4096)
+    return text.split()[0].lower() if text is not None else None
 
 
 def file_sha256(path: str) -> str:

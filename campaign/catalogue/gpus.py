@@ -42,6 +42,14 @@ DATASHEETS: list[tuple[str, float, str, float, dict[str, float]]] = [
     (r"A100.*SXM", 1555, "NVLINK 3.0", 600, _SXM_A100),
     (r"A100.*80GB.*PCIe", 1935, "PCIe 4.0 x16", 64, _SXM_A100),
     (r"A100", 1555, "PCIe 4.0 x16", 64, _SXM_A100),
+    # NVIDIA RTX A6000 datasheet (nvidia.com/en-us/design-visualization/rtx-a6000/, the DataParallel
+    # study's [8]): 48 GB GDDR6 at 768 GB/s, NVLink bridge 112.5 GB/s between two cards; 38.7 TFLOP/s
+    # FP32, Tensor 154.8 TFLOP/s FP16/BF16 and 77.4 TF32 (sparsity left out: the dense half). FP64 1/32 of FP32.
+    (r"RTX A6000|\bA6000", 768, "NVLink bridge (2 GPUs)", 112.5,
+     {"fp64": 1.2, "fp32": 38.7, "tf32": 77.4, "fp16": 154.8, "bf16": 154.8}),
+    # NVIDIA T4 datasheet (nvidia.com/en-us/data-center/tesla-t4/; the ViT study's Vaughan nodes): 16 GB
+    # GDDR6 at 320 GB/s, PCIe 3.0 x16; 8.1 TFLOP/s FP32, 65 TFLOP/s FP16 (mixed precision), no BF16/TF32.
+    (r"\bT4\b", 320, "PCIe 3.0 x16", 32, {"fp64": 0.25, "fp32": 8.1, "fp16": 65.0}),
     (r"V100.*SXM", 900, "NVLINK 2.0", 300, {"fp64": 7.8, "fp32": 15.7, "fp16": 125.0}),
     (r"V100", 900, "PCIe 3.0 x16", 32, {"fp64": 7.0, "fp32": 14.0, "fp16": 112.0}),
 ]

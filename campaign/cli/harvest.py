@@ -21,6 +21,7 @@ EPILOG = """examples:
   campaign harvest --compare reference --where gpus=2,4
   campaign harvest --where image=3f2a9c1b7d4e    # points run in this container image
   campaign harvest --plots results/figures
+  campaign harvest --plots results/figures --x experiment.global_batch   # figures against batch size
   campaign harvest --table attempts            # every run of every point, failed ones too"""
 FILTERS = ("platform", "trainer", "experiment", "gpus")  # --KEY V (repeatable): only these values
 
@@ -50,6 +51,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     hv.add_argument("--loss-threshold", type=float, default=None, metavar="X",
                     help="--table convergence: iterations, epochs and seconds to the first window whose mean loss is "
                          "below X (default: the point's trainer.params.loss_threshold)")
+    hv.add_argument("--x", metavar="KEY", default=None,
+                    help="the figures' x axis: gpus (default), nodes or a varying override (e.g. "
+                         "experiment.global_batch, backbone): time, speedup, efficiency, throughput and the breakdown "
+                         "against it")
 
 
 def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -59,4 +64,4 @@ def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     where = {k: v for k in FILTERS if (v := getattr(args, k))}
     return harvest_campaign(args.campaign, store_url=args.store, fmt=args.fmt, out=args.out, where=where,
                             where_items=args.where, table=args.table, compare=args.compare, plots=args.plots,
-                            loss_threshold=args.loss_threshold)
+                            loss_threshold=args.loss_threshold, x=args.x)

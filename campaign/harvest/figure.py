@@ -1,6 +1,7 @@
 """The pieces every harvest figure is drawn with: one size, matplotlib's Agg backend
 (imported only when a figure is drawn), series labelled by what differs between them,
-a GPU axis, one line per series (projected points hollow with their interval, ideal
+an x axis of GPUs or of another swept variable (``xaxis.py``: it also says what makes a
+series), one line per series (projected points hollow with their interval, ideal
 lines dashed), panels side by side, and the campaign's label above the figure.
 
 ``plots.py`` (line figures) and ``plots_bars.py`` (bar figures) both draw with these
@@ -14,6 +15,7 @@ from typing import Optional, Sequence
 import polars as pl
 
 from campaign.harvest.views import SERIES
+from campaign.harvest.xaxis import GPUS, NODES, PER_NODE, XAxis, axis_frame, draw_axis
 
 FIG_W, FIG_H = 6.4, 4.4
 
@@ -28,19 +30,30 @@ def pyplot():
     return plt
 
 
-def series_labels(df: pl.DataFrame) -> dict[tuple, str]:
-    """Series key -> legend label naming only what differs between the series (a
-    container image as ``image <short sha256>``, ``image none`` without one); labels
-    are unique (one legend entry per series)."""
-    keys = df.select(SERIES).unique(maintain_order=True).rows()
-    varying = [i for i, _ in enumerate(SERIES) if len({k[i] for k in keys}) > 1] or [0]
+def _part(name: str, value) -> str:
+    """One key's share of a series label."""
+    plural = "" if str(value) == "1" else "s"
+    if name == NODES:  # intra- vs inter-node series
+        return f"{value} node{plural}"
+    if name == GPUS:
+        return f"{value} GPU{plural}"
+    if name == PER_NODE:
+        return f"{value} GPU{plural}/node"
+    if name == "image":
+        return f"image {value or 'none'}"
+    if name in ("platform", "trainer", "experiment", "variant"):
+        return str(value) if value else ""
+    return f"{name}={value}" if value is not None and value != "" else ""  # a varying override
 
-    def part(name: str, value) -> str:
-        if name == "nodes":  # intra- vs inter-node series
-            return f"{value} node{'' if str(value) == '1' else 's'}"
-        return f"image {value or 'none'}" if name == "image" else (str(value) if value else "")
 
-    out = {k: " ".join(p for i in varying if (p := part(SERIES[i], k[i]))) or str(k[0]) for k in keys}
+def series_labels(df: pl.DataFrame, keys: Sequence[str] = SERIES) -> dict[tuple, str]:
+    """Series key (the values of ``keys``) -> legend label naming only what differs
+    between the series (a container image as ``image <short sha256>``, ``image none``
+    without one); labels are unique (one legend entry per series)."""
+    keys = list(keys)
+    rows = df.select(keys).unique(maintain_order=True).rows()
+    varying = [i for i, _ in enumerate(keys) if len({k[i] for k in rows}) > 1] or [0]
+    out = {k: " ".join(p for i in varying if (p := _part(keys[i], k[i]))) or str(k[0]) for k in rows}
     seen: dict[str, int] = {}
     for k, label in out.items():  # two series one label would name (a key's value empty in one of them)
         seen[label] = seen.get(label, 0) + 1
@@ -88,24 +101,30 @@ def gpu_axis(ax, gpus: list[int]) -> None:
 
 def series_lines(ax, df: pl.DataFrame, y: str, *, ideal: Optional[str] = None, ideal_label: str = "ideal",
                  lo: Optional[str] = None, hi: Optional[str] = None, scale: float = 1.0,
-                 missing: str = "no value") -> None:
-    """One line per series, one legend entry each (a series without any value of ``y``
-    too, saying ``missing``); projected points hollow, under one neutral legend entry."""
-    labels = series_labels(df)
+                 missing: str = "no value", x: str = GPUS) -> XAxis:
+    """One line per series against ``x`` (xaxis.py), one legend entry each (a series
+    without any value of ``y`` too, saying ``missing``); projected points hollow, under
+    one neutral legend entry; the ideal only against GPUs (it is a function of N).
+    Returns the axis drawn against (``draw_axis`` puts its ticks)."""
+    df, axis = axis_frame(df, x)
+    if not axis.is_gpus:
+        ideal = None
+    labels = series_labels(df, axis.series)
     ideal_labelled = projected_labelled = False
     for i, (key, label) in enumerate(labels.items()):
-        s = df.filter(pl.all_horizontal([pl.col(k).eq_missing(v) for k, v in zip(SERIES, key)])).sort("gpus")
-        s = s.filter(pl.col(y).is_not_null())
+        s = df.filter(pl.all_horizontal([pl.col(k).eq_missing(v) for k, v in zip(axis.series, key)]))
+        s = s.filter(pl.col(y).is_not_null() & pl.col(x).is_not_null())
+        s = s.with_columns(pl.Series("_x", axis.positions(s[x].to_list()), dtype=pl.Float64)).sort("_x")
         color = f"C{i % 10}"
         if s.height == 0:  # named all the same, so the legend lists every series
             ax.plot([], [], marker="o", linestyle="none", color=color, alpha=0.4, label=f"{label} ({missing})")
             continue
-        x, yv = s["gpus"].to_list(), [v * scale for v in s[y].to_list()]
+        xs, yv = s["_x"].to_list(), [v * scale for v in s[y].to_list()]
         flags = s["projected"].fill_null(False).to_list() if "projected" in s.columns else [False] * s.height
-        ax.plot(x, yv, marker="o", color=color, label=label, markevery=[i for i, f in enumerate(flags) if not f])
+        ax.plot(xs, yv, marker="o", color=color, label=label, markevery=[i for i, f in enumerate(flags) if not f])
         if "projected" in s.columns and s["projected"].any():
             p = s.filter(pl.col("projected"))
-            px, py = p["gpus"].to_list(), [v * scale for v in p[y].to_list()]
+            px, py = p["_x"].to_list(), [v * scale for v in p[y].to_list()]
             ax.plot(px, py, "o", markerfacecolor="white", color=color)
             projected_labelled = True
             if lo and hi and p[lo].null_count() == 0:
@@ -121,6 +140,7 @@ def series_lines(ax, df: pl.DataFrame, y: str, *, ideal: Optional[str] = None, i
         ax.plot([], [], "--", color="gray", label=ideal_label)
     if projected_labelled:  # and one for every series' projected (hollow) points
         ax.plot([], [], "o", markerfacecolor="white", color="gray", label="projected (hollow)")
+    return axis
 
 
 def headroom(ax) -> None:

@@ -52,7 +52,8 @@ def write_table_figures(out_dir: str | Path, table: str, df: pl.DataFrame, campa
 def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.DataFrame, util: pl.DataFrame,
                   other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
                   stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None,
-                  placement: Optional[pl.DataFrame] = None, campaign: Optional[dict] = None) -> list[Path]:
+                  placement: Optional[pl.DataFrame] = None, campaign: Optional[dict] = None,
+                  x: str = "gpus") -> list[Path]:
     """Draw every figure the tables allow and save each as PNG and SVG in ``out_dir``.
 
     ``other``: another campaign's (scaling, utilisation) tables; its platforms join the
@@ -60,7 +61,9 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
     ``stack``: the phase stack (``utilisation.phase_stack``) of the breakdown figure;
     ``hardware``: the hardware table (MFU and bus bandwidth figure); ``placement``: the
     intra- vs inter-node table (drawn when some point spanned nodes); ``campaign``: the
-    campaign's row, whose name, id and date every figure carries above it."""
+    campaign's row, whose name, id and date every figure carries above it; ``x``: the
+    column (xaxis.resolve_x) that time, speedup, efficiency, throughput and the breakdown
+    are drawn against (GPUs by default)."""
     plt = pyplot()
     out = Path(out_dir)
     try:
@@ -72,13 +75,13 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         both_scaling = pl.concat([scaling, other[0]], how="diagonal_relaxed")
         both_util = pl.concat([util, other[1]], how="diagonal_relaxed")
     figures = {
-        "training_time": time_figure(scaling),
-        "speedup": speedup_figure(scaling),
-        "efficiency": efficiency_figure(scaling),
-        "throughput": throughput_figure(throughput),
+        "training_time": time_figure(scaling, x),
+        "speedup": speedup_figure(scaling, x),
+        "efficiency": efficiency_figure(scaling, x),
+        "throughput": throughput_figure(throughput, x),
         "utilisation": utilisation_figure(util),
         "platform_comparison": platform_comparison_figure(both_scaling, both_util),
-        "breakdown": breakdown_figure(stack) if stack is not None else None,
+        "breakdown": breakdown_figure(stack, x) if stack is not None else None,
         "hardware": hardware_figure(hardware) if hardware is not None and hardware.height else None,
         "placement": placement_figure(placement) if placement is not None else None,
     }

@@ -10,7 +10,12 @@ busbw_gbs            the all-reduce's bus bandwidth 2(n-1)/n x bytes / time in f
                      (nccl-tests' convention), and its fraction of the platform's stated
                      GPU-GPU bandwidth (``interconnect_gbs``)
 exposed_comm_ms      all-reduce time per iteration that no backward compute hid
-sync_gb_per_epoch    the DataParallel study's N/(B k) x trainable parameters, in bytes
+sync_gb_per_epoch    synchronisation per epoch as it happens: every iteration moves every
+                     trainable parameter's gradient once, N / (images per iteration) iterations
+                     (the job's N/(b k) with b its images per GPU), x bytes per element
+sync_gb_per_epoch_text the DataParallel study's formula as its text writes it (its Sec. on data
+                     transfer, Appendix 6a): N/(B x k) x trainable parameters with B its batch
+                     size, the global batch it hands DataParallel: the physical count / k
 peak_memory_gb       the timed window's peak (largest over ranks). GPU: max_memory_allocated,
                      kept across any reset of CUDA's peak counter during the run
                      (trainers/memory.py); CPU ranks: the process's max RSS
@@ -37,7 +42,7 @@ _COLUMNS = {
 }
 COLUMNS = KEYS + ["repeats", "precision", "math", "achieved_tflops", "peak_tflops", "mfu", "trainable_params",
                   "allreduce_mb_per_iter", "busbw_gbs", "interconnect_gbs", "busbw_fraction", "exposed_comm_ms",
-                  "sync_gb_per_epoch", "peak_memory_gb", "warmup_peak_memory_gb", "note"]
+                  "sync_gb_per_epoch", "sync_gb_per_epoch_text", "peak_memory_gb", "warmup_peak_memory_gb", "note"]
 
 
 def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
@@ -65,7 +70,8 @@ def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
             (pl.col("warmup_peak_memory_bytes").max() / 1e9).alias("warmup_peak_memory_gb"),
             pl.col("peak_memory_source").drop_nulls().first(),
         )
-        .with_columns(_note())
+        # the text's B is the global batch, so its N/(B k) is k times fewer iterations than run
+        .with_columns((pl.col("sync_gb_per_epoch") / pl.col("gpus")).alias("sync_gb_per_epoch_text"), _note())
         .sort(KEYS)
     )
     return out.select(COLUMNS)

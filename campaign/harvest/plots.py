@@ -1,5 +1,6 @@
-"""The line figures of a harvest: training time, speedup, efficiency, throughput and
-utilisation vs GPUs, and the platform comparison's grouped bars.
+"""The line figures of a harvest: training time, speedup, efficiency and throughput vs
+GPUs or another swept variable (``x``: xaxis.py), utilisation vs GPUs, and the platform
+comparison's grouped bars.
 
 Each ``*_figure`` function takes harvested tables and returns a matplotlib Figure
 (tests inspect its axes), drawn with the shared pieces of ``figure.py``; ``figures.py``
@@ -12,59 +13,57 @@ from typing import Optional
 
 import polars as pl
 
-from campaign.harvest.figure import (FIG_H, FIG_W, finish, gpu_axis, gpus_of, headroom, panels_figure, pyplot,
-                                     series_lines)
+from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_lines
+from campaign.harvest.xaxis import GPUS, draw_axis
 
 
 def _line_figure(df: pl.DataFrame, y: str, ylabel: str, title: str, **series):
-    """One panel: ``y`` of every series vs GPUs (``series``: series_lines' ideal and interval)."""
+    """One panel: ``y`` of every series vs ``x`` (``series``: series_lines' x, ideal and interval)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    series_lines(ax, df, y, **series)
-    gpu_axis(ax, gpus_of(df))
+    draw_axis(ax, series_lines(ax, df, y, **series))
     ax.set_ylabel(ylabel)
     headroom(ax)
     finish(fig, ax, title)
     return fig
 
 
-def time_figure(scaling: pl.DataFrame):
-    """Training time (time to solution) vs GPUs, with the ideal T(1)/N."""
-    return _line_figure(scaling, "time_s", "training time (s)", "Training time (time to solution)",
+def time_figure(scaling: pl.DataFrame, x: str = GPUS):
+    """Training time (time to solution) vs ``x``, with the ideal T(1)/N against GPUs."""
+    return _line_figure(scaling, "time_s", "training time (s)", "Training time (time to solution)", x=x,
                         ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s")
 
 
-def speedup_figure(scaling: pl.DataFrame):
-    """Speedup T(1)/T(N) vs GPUs, with the ideal S = N."""
+def speedup_figure(scaling: pl.DataFrame, x: str = GPUS):
+    """Speedup T(1)/T(N) vs ``x``, with the ideal S = N against GPUs."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    series_lines(ax, scaling, "speedup", missing="no 1-GPU baseline")
-    gpus = gpus_of(scaling)
-    ax.plot(gpus, gpus, "k--", alpha=0.6, label="ideal (S = N)")
-    gpu_axis(ax, gpus)
+    axis = series_lines(ax, scaling, "speedup", missing="no 1-GPU baseline", x=x)
+    if axis.is_gpus:
+        ax.plot(list(axis.values), list(axis.values), "k--", alpha=0.6, label="ideal (S = N)")
+    draw_axis(ax, axis)
     ax.set_ylabel("speedup T(1)/T(N) (×)")
     headroom(ax)
     finish(fig, ax, "Speedup (eq. 3.1)")
     return fig
 
 
-def efficiency_figure(scaling: pl.DataFrame):
-    """Parallel efficiency speedup/N vs GPUs, with the ideal 1."""
+def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS):
+    """Parallel efficiency speedup/N vs ``x``, with the ideal 1."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
-    series_lines(ax, scaling, "efficiency", scale=100.0, missing="no 1-GPU baseline")
-    gpus = gpus_of(scaling)
+    axis = series_lines(ax, scaling, "efficiency", scale=100.0, missing="no 1-GPU baseline", x=x)
     ax.axhline(100.0, color="k", linestyle="--", alpha=0.6, label="ideal (100 %)")
-    gpu_axis(ax, gpus)
+    draw_axis(ax, axis)
     ax.set_ylabel("parallel efficiency S/N (%)")
     ax.set_ylim(0, max(110.0, *(v * 100 + 10 for v in scaling["efficiency"].drop_nulls().to_list())))
     finish(fig, ax, "Parallel efficiency (eq. 3.2)")
     return fig
 
 
-def throughput_figure(throughput: pl.DataFrame):
-    """Images/s per GPU vs GPUs, with the ideal: the 1-GPU rate, constant."""
-    return _line_figure(throughput, "images_per_s_per_gpu", "throughput per GPU (images/s)", "Throughput per GPU",
+def throughput_figure(throughput: pl.DataFrame, x: str = GPUS):
+    """Images/s per GPU vs ``x``, with the ideal against GPUs: the 1-GPU rate, constant."""
+    return _line_figure(throughput, "images_per_s_per_gpu", "throughput per GPU (images/s)", "Throughput per GPU", x=x,
                         ideal="ideal_images_per_s_per_gpu", ideal_label="ideal: 1-GPU rate")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 
 from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_labels
-from campaign.harvest.views import SERIES
+from campaign.harvest.xaxis import GPUS, axis_frame
 
 
 _GROUP_GAP = 0.6  # blank bar widths between the bars of two series
@@ -16,9 +16,17 @@ _PHASE_COLORS = {"data": "C7", "forward": "C0", "backward": "C8", "backward_comp
                  "comm_marked": "C1", "step": "C4"}
 
 
-def breakdown_figure(stack: pl.DataFrame):
-    """Where an iteration's time goes: per series and GPU count one bar stacking the mean
-    seconds per iteration of the disjoint phases (``utilisation.phase_stack``), with the
+def _order(value) -> tuple:
+    """Sort key of one series value: numbers by value, then names, absent last (as polars sorts)."""
+    if value is None:
+        return (2, 0, "")
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
+
+
+def breakdown_figure(stack: pl.DataFrame, x: str = GPUS):
+    """Where an iteration's time goes: per series and value of ``x`` (GPU count by
+    default; xaxis.py) one bar stacking the mean seconds per iteration of the disjoint
+    phases (``utilisation.phase_stack``: computation and communication apart), with the
     measured iteration as a black tick. A phase a run did not record is not drawn (no
     zero-height segment); without any phase the figure says so."""
     plt = pyplot()
@@ -30,14 +38,18 @@ def breakdown_figure(stack: pl.DataFrame):
         ax.set_yticks([])
         finish(fig, ax, "Where an iteration's time goes")
         return fig
-    keys = stack.select(SERIES + ["gpus"]).unique(maintain_order=True).sort(SERIES + ["gpus"], nulls_last=True).rows()
-    labels = series_labels(stack)
+    stack, axis = axis_frame(stack, x)
+    bars = stack.filter(pl.col("phase") != "iteration")
+    on = list(axis.series) + [x]
+    keys = sorted(stack.select(on).unique(maintain_order=True).rows(),
+                  key=lambda k: (tuple(_order(v) for v in k[:-1]), axis.position(k[-1])))
+    labels = series_labels(stack, axis.series)
     series = list(dict.fromkeys(k[:-1] for k in keys))
     xs_all = [i + _GROUP_GAP * series.index(k[:-1]) for i, k in enumerate(keys)]  # a gap between series
     at = {k: i for i, k in enumerate(keys)}
 
     def bar_index(df: pl.DataFrame) -> list[int]:
-        return [at[k] for k in df.select(SERIES + ["gpus"]).rows()]
+        return [at[k] for k in df.select(on).rows()]
 
     # constrained layout: room for the legend beside the bars, however many bars there are
     fig, ax = plt.subplots(figsize=(max(3.0, 0.8 * xs_all[-1] + 2.4) + 3.4, FIG_H), layout="constrained")
@@ -68,9 +80,9 @@ def breakdown_figure(stack: pl.DataFrame):
                                     for s, n in zip(series, width)])
         groups.tick_params(length=0, pad=16)
         groups.spines["bottom"].set_visible(False)
-        groups.set_xlabel("GPUs (N), per series")
+        groups.set_xlabel(f"{axis.label}, per series")
     else:
-        ax.set_xlabel("GPUs (N)")
+        ax.set_xlabel(axis.label)
     ax.set_ylabel("time per iteration (ms)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.set_ylim(0, max(top + it_ms) * 1.05)

@@ -11,6 +11,7 @@ from campaign.common.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
 from campaign.harvest.tables import POINT_TABLES, TABLE_CHOICES, TABLES, build_tables, table_function
+from campaign.harvest.xaxis import varying_names
 from campaign.common.text import printable
 
 COMPARE_BUILTIN = ("reference", "ideal")
@@ -55,13 +56,6 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
 SPREAD = ("time_min_s", "time_max_s", "time_olympic_s", "iter_iqr_s")
 
 
-def varying_names(df: pl.DataFrame) -> list[str]:
-    """The varying overrides' columns of a table (``with_varying`` puts them between
-    ``variant`` and ``image``)."""
-    if "variant" not in df.columns or "image" not in df.columns:
-        return []
-    cols = df.columns
-    return cols[cols.index("variant") + 1:cols.index("image")]
 
 
 def with_varying(df: pl.DataFrame, points: pl.DataFrame) -> pl.DataFrame:
@@ -151,8 +145,9 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
 def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Optional[str] = None,
             where: Optional[dict] = None, table: str = "scaling", compare: Optional[str] = None,
             plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None,
-            loss_threshold: Optional[float] = None) -> int:
-    """Harvest one campaign: print or write its tables (or a comparison), draw its figures."""
+            loss_threshold: Optional[float] = None, x: Optional[str] = None) -> int:
+    """Harvest one campaign: print or write its tables (or a comparison), draw its figures
+    (``x``: what time, speedup, efficiency, throughput and the breakdown are drawn against)."""
     from campaign.store import find_campaign_noted, open_store
 
     if fmt not in FORMATS:
@@ -162,6 +157,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     where = parse_where(where_items, where)
     if loss_threshold is not None and table != "convergence":
         raise ConfigError(f"--loss-threshold goes with --table convergence, not --table {table}")
+    if x is not None and plots is None:
+        raise ConfigError(f"--x {x} sets the figures' x axis; add --plots DIR")
     if table in TABLES and not TABLES[table].of_points:
         options = {"loss_threshold": loss_threshold} if loss_threshold is not None else {}
         return _campaign_table(table, ref, store_url, fmt, out, options, plots)
@@ -191,6 +188,11 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         print(printable(f"campaign {cid}: no completed point to harvest yet (see campaign status {cid})"),
               file=sys.stderr)
         return 1
+    x_column = None
+    if plots is not None:  # refused before anything is written
+        from campaign.harvest.xaxis import resolve_x
+
+        x_column = resolve_x(x, tables["scaling"])
     if compare is not None:
         selected = [_comparison(compare, tables, other_id, other)]
         if selected[0][2].height == 0:
@@ -217,7 +219,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
                               stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
-                              placement=tables.get("placement"), campaign=campaign)
+                              placement=tables.get("placement"), campaign=campaign, x=x_column)
         print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0
 

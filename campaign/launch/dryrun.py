@@ -2,14 +2,17 @@
 
 ``dry_run=true`` (``campaign launch --dry-run``): one row per point (platform, GPUs,
 nodes, partition, time limit, the values the sweep varies, the job array it goes in,
-its estimated wall time and GPU-hours) and the campaign's estimate (campaign.observe.estimate).
+its estimated wall time and GPU-hours) and the campaign's estimate (campaign.observe.estimate),
+per platform too where the points span several (``platform_costs``: the reference study's
+schedule over V100 and A100 partitions, in GPU-hours each partition's account is charged).
 ``dry_run=scripts`` (``--show-scripts``): also what each backend shows of its jobs
 (``Backend.dry_run_script``): the exact sbatch script of every job array and the exact
 command its tasks run (a container's ``apptainer exec --nv --bind ... image.sif`` wrapper
 included), or for local jobs the command each rank runs; made by the same pure functions
 the submission uses (campaign.backends.sbatch, campaign.catalogue.container), so no runtime,
 scheduler or image is needed to see them.
-``dry_run=json`` (``--json``): one JSON object per point, for machines.
+``dry_run=json`` (``--json``): one JSON object per point, for machines (its platform's
+totals in ``platform_estimate``).
 
 The campaign id is made when a campaign is stored; the scripts show ``DRYRUN`` where
 it goes (the job folder ``results/jobs/<id>``, the job names).
@@ -18,7 +21,7 @@ it goes (the job folder ``results/jobs/<id>``, the job names).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -92,8 +95,12 @@ _SCHEDULE_KEYS = ("experiment.images_per_gpu", "experiment.global_batch", "exper
 
 
 def _schedule(p: PointPlan) -> dict[str, int]:
-    grad_accum = int(p.config["experiment"].get("grad_accum") or 1)
-    return {"img/GPU": p.batch_per_gpu, "global batch": p.batch_per_gpu * p.gpus * grad_accum,
+    exp = p.config["experiment"]
+    grad_accum = int(exp.get("grad_accum") or 1)
+    # strong scaling's own global batch: one split unevenly (DataParallel's 1,024 over 3) is still 1,024
+    strong = exp.get("scaling") == "strong" and exp.get("global_batch")
+    images = int(exp["global_batch"]) if strong else p.batch_per_gpu * p.gpus
+    return {"img/GPU": p.batch_per_gpu, "global batch": images * grad_accum,
             "iterations": p.iterations}
 
 
@@ -117,9 +124,9 @@ def epoch_lines(points: Sequence[PointPlan]) -> list[str]:
 
 
 def trainer_datasets(points: Sequence[PointPlan]) -> list[str]:
-    """``dataset=NAME 512px 150 classes`` when every point trains on the same dataset and its
-    trainer picked it (its study's, ``TrainerDef.dataset``: no point names one); [] otherwise,
-    as for the global default."""
+    """``dataset=NAME 512px 150 classes`` (``28px 1-channel 10 classes``) when every point
+    trains on the same dataset and its trainer picked it (its study's, ``TrainerDef.dataset``:
+    no point names one); [] otherwise, as for the global default."""
     from campaign.launch.validate import declaration_of, names_dataset
 
     sections = {repr(sorted(p.config["dataset"].items(), key=str)) for p in points}
@@ -129,7 +136,8 @@ def trainer_datasets(points: Sequence[PointPlan]) -> list[str]:
     if not study:
         return []
     d = points[0].config["dataset"]
-    shapes = f"{d['image_size']}px {d['num_classes']} classes"
+    channels = int(d.get("channels") or 3)  # MNIST's grey images said so; RGB goes without saying
+    shapes = f"{d['image_size']}px {'' if channels == 3 else f'{channels}-channel '}{d['num_classes']} classes"
     source = f"{study}'s shapes, no dataset.root" if d["name"] != study else study
     return [f"dataset={d['name']} {shapes} ({source})" if d["name"] != study else f"dataset={study} {shapes}"]
 
@@ -158,6 +166,53 @@ def estimate_lines(cost: CampaignCost) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class PlatformCost:
+    """One platform's share of a campaign's estimate: the sum of its points' own estimates."""
+
+    platform: str
+    points: int  # the campaign's points on this platform
+    unknown: int  # ... of which the estimate is unknown (left out of the two below)
+    longest_s: Optional[float]  # estimated wall time of its longest point (None: none known)
+    gpu_hours: float  # its known points' GPU-hours, summed
+
+    def as_json(self) -> dict[str, Any]:
+        return {"platform": self.platform, "points": self.points, "unknown": self.unknown,
+                "longest_wall_s": self.longest_s, "gpu_hours": self.gpu_hours}
+
+
+def platform_costs(points: Sequence[PointPlan], cost: CampaignCost) -> list[PlatformCost]:
+    """Each platform's points, the wall time of its longest and its GPU-hours, from the
+    points' own estimates (``cost.points``, in the points' order), platforms in the order
+    the sweep first names them."""
+    grouped: dict[str, list] = {}
+    for p, c in zip(points, cost.points):
+        grouped.setdefault(p.platform, []).append(c)
+    out = []
+    for name, costs in grouped.items():
+        known = [c for c in costs if c.known]
+        out.append(PlatformCost(name, len(costs), len(costs) - len(known),
+                                max((c.wall_s for c in known), default=None), sum(c.gpu_hours for c in known)))
+    return out
+
+
+def platform_lines(points: Sequence[PointPlan], cost: CampaignCost) -> list[str]:
+    """``  v100            4 point(s), longest 5d 2:00:00, 812 GPU-hours`` per platform, under a
+    head line, when the points span more than one platform and some estimate is known;
+    [] otherwise (the campaign's estimate line says it all)."""
+    rows = platform_costs(points, cost)
+    if len(rows) < 2 or all(r.longest_s is None for r in rows):
+        return []
+    width = max(len(r.platform) for r in rows)
+    lines = ["per platform (its points' estimates summed):"]
+    for r in rows:
+        said = (f"longest {fmt_duration(r.longest_s)}, {fmt_gpu_hours(r.gpu_hours)} GPU-hours"
+                if r.longest_s is not None else "estimate unknown")
+        unknown = f"; {r.unknown} point(s) unknown" if r.unknown and r.longest_s is not None else ""
+        lines.append(f"  {r.platform:<{width}}  {r.points} point(s), {said}{unknown}")
+    return lines
+
+
 def _folder(points: Sequence[PointPlan]) -> Path:
     return Path(points[0].config["results_dir"]).expanduser().absolute() / "jobs" / PLACEHOLDER_ID
 
@@ -181,8 +236,10 @@ def script_lines(points: Sequence[PointPlan], arrs: Sequence[JobGroup], python: 
 
 
 def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[JobGroup]) -> list[str]:
-    """One JSON object per point: its overrides, resources, schedule, array, estimate, config."""
+    """One JSON object per point: its overrides, resources, schedule, array, estimate, its
+    platform's totals (``platform_estimate``: ``PlatformCost``), config."""
     where = _where(arrs)
+    totals = {r.platform: r.as_json() for r in platform_costs(points, cost)}
     out = []
     for p, c in zip(points, cost.points):
         out.append(json.dumps({
@@ -191,6 +248,7 @@ def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[J
             "resources": asdict(p.resources), "schedule": job_plan(p), "array": where[p.idx],
             "estimate": {"s_per_it": c.s_per_it, "iterations": c.iterations, "wall_s": c.wall_s,
                          "gpu_hours": c.gpu_hours, "source": c.source},
+            "platform_estimate": totals[p.platform],  # its platform's points together (platform_costs)
             "config": redact_obj({k: p.config[k] for k in ("platform", "trainer", "experiment", "dataset")}),
         }, sort_keys=True))
     return out
@@ -221,7 +279,7 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
     print(printable(redact(head)) if head else "", table, sep="\n" if head else "")
     for line in epoch_lines(points):
         print(line)
-    for line in estimate_lines(cost):
+    for line in estimate_lines(cost) + platform_lines(points, cost):
         print(printable(line))
     from campaign.launch.submit import image_lines
 

@@ -82,8 +82,10 @@ class PointPlan:
         }
 
 
-def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
-    """(images per GPU, timed iterations) of an experiment on ``gpus`` GPUs."""
+def schedule(exp: dict[str, Any], gpus: int, uneven: bool = False) -> tuple[int, int]:
+    """(images per GPU, timed iterations) of an experiment on ``gpus`` GPUs. ``uneven``: one
+    process scatters the global batch over its GPUs as nn.DataParallel does (torch.chunk:
+    1,024 over 3 is 342, 342, 340), so it need not divide; images per GPU is then the largest share."""
     scaling = exp["scaling"]
     if scaling not in SCALINGS:
         raise ConfigError(f"unknown experiment.scaling '{scaling}'; available: {', '.join(SCALINGS)}")
@@ -91,9 +93,9 @@ def schedule(exp: dict[str, Any], gpus: int) -> tuple[int, int]:
         gb = exp.get("global_batch")
         if not gb or gb <= 0:
             raise ConfigError("experiment.global_batch must be a positive integer for strong scaling")
-        if gb % gpus:
+        if gb % gpus and not uneven:
             raise ConfigError(f"experiment.global_batch={gb} does not split over {gpus} GPUs; use a multiple of {gpus}")
-        batch = gb // gpus
+        batch = -(-gb // gpus)
     else:
         batch = exp.get("images_per_gpu")
         if not batch or batch <= 0:
@@ -315,7 +317,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     c["dataset"] = reference_dataset(c, trainer.spec, overrides)  # its study's shapes, synthetic without a root
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
-    batch, iters = schedule(c["experiment"], c["gpus"])
+    batch, iters = schedule(c["experiment"], c["gpus"], uneven=uneven_split(c, trainer.spec))
     if c["experiment"].get("epochs") is not None:
         iters = epoch_schedule(c, batch)
     check_recovery(c)
@@ -324,6 +326,23 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     check_point_arch(c)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
                      batch_per_gpu=batch, iterations=iters, resources=plan_resources(c, trainer))
+
+
+def uneven_split(c: dict[str, Any], spec: Any) -> bool:
+    """Whether the point's engine may split its global batch unevenly (one of the trainer's
+    single-process engines, which scatter it as nn.DataParallel does). Its other engines
+    give every rank an equal share: such a point is refused on its own (InfeasiblePoint), so
+    that a sweep over engines and GPU counts runs the rest (the DataParallel study's 3 GPUs)."""
+    engine = (c["trainer"].get("params") or {}).get("engine") if spec.engines else None
+    if engine in spec.single_process_engines:
+        return True
+    exp, gpus = c["experiment"], c["gpus"]
+    gb = exp.get("global_batch") if exp.get("scaling") == "strong" else None
+    if spec.single_process_engines and isinstance(gb, int) and gb > 0 and gb % gpus:
+        raise InfeasiblePoint(f"engine={engine} gives each of its {gpus} ranks an equal share and "
+                              f"experiment.global_batch={gb} does not split over {gpus} GPUs; use a multiple of "
+                              f"{gpus}, or engine={' or '.join(spec.single_process_engines)} (splits it unevenly)")
+    return False
 
 
 def job_plan(p: PointPlan) -> dict[str, Any]:

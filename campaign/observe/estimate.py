@@ -10,7 +10,10 @@ A point's seconds per iteration come from the first of
    (``flops_per_image``) over the platform's peak FLOP/s for the math it runs, at the
    MFU the trainer declares as measured for that math on that GPU architecture
    (``TrainerDef.measured_mfu``: the reference workload's bf16 on Hopper), else at
-   ``ASSUMED_MFU`` of that peak (a stated efficiency, not a measurement; the source says which);
+   ``ASSUMED_MFU`` of that peak (a stated efficiency, not a measurement; the source says which),
+   times the micro-batches one iteration runs (``experiment.grad_accum`` where the trainer's
+   iteration is an optimizer step: compute scales with micro-batches; communication, one
+   gradient exchange per optimizer step, is per iteration either way and not modelled);
 3. ``unknown``: neither (the estimate says so; a budget cannot be checked).
 
 Wall time of a point = ``STARTUP_S`` (start-up: interpreter, torch, process group; a
@@ -110,8 +113,14 @@ def work_key(config: Mapping[str, Any], gpus: int, nodes: int, batch_per_gpu: in
         "trainer": {k: t.get(k) for k in ("name", "module", "params", "optimizer", "precision")},
         "dataset": {k: d.get(k) for k in ("name", "image_size", "channels", "num_classes")},
         "gpus": int(gpus), "nodes": int(nodes), "batch_per_gpu": int(batch_per_gpu),
+        "grad_accum": grad_accum(config),  # k micro-batches per step: other work per iteration
     }
     return json.dumps(key, sort_keys=True, default=str)
+
+
+def grad_accum(config: Mapping[str, Any]) -> int:
+    """``experiment.grad_accum``: micro-batches per optimizer step (1 where unset)."""
+    return max(1, int((config.get("experiment") or {}).get("grad_accum") or 1))
 
 
 def serial(config: Mapping[str, Any]) -> bool:
@@ -180,8 +189,10 @@ def declared_rate(config: Mapping[str, Any], gpus: int, batch_per_gpu: int, *,
     if not peak:
         return None, f"unknown: platform {(config.get('platform') or {}).get('name')} states no {mode} peak"
     mfu, share = mfu_of(spec, config, mode)
-    # every rank does its batch at the same time: an iteration takes one rank's share
-    seconds = float(flops) * int(batch_per_gpu) / (float(peak) * 1e12 * mfu)
+    # every rank does its batch at the same time: an iteration takes one rank's share, of
+    # each micro-batch it runs (all k where an iteration is an optimizer step)
+    micro = grad_accum(config) if getattr(spec, "iteration_is_step", True) else 1
+    seconds = float(flops) * int(batch_per_gpu) * micro / (float(peak) * 1e12 * mfu)
     return seconds, f"{FLOPS}: its FLOPs at {share} of the platform's {mode} peak"
 
 

@@ -17,6 +17,7 @@ class Backbone(str, enum.Enum):
 
 
 class Classifier(str, enum.Enum):
+    study = "study"  # the DataParallel study's head for the backbone (STUDY_HEADS)
     mlp = "mlp"  # Linear(features,H)+ReLU+Dropout, Linear(H,H)+ReLU+Dropout, Linear(H,classes)
     linear = "linear"  # Linear(features,classes)
 
@@ -32,6 +33,20 @@ class Mode(str, enum.Enum):
     inference = "inference"  # forward only: dataparallel vs vanilla
 
 
+# The DataParallel study's heads (dataparallel-frozen-backbones-a6000.txt, "Experiment
+# design"): ResNet18 and SqueezeNet a linear layer (5,130 trainable parameters), AlexNet,
+# DenseNet121 and VGG16 the 3-layer head of 4,096 hidden units (54,575,114, 21,020,682 and
+# 119,586,826). classifier=study picks this; mlp or linear force one head on every backbone.
+STUDY_HEADS = {"alexnet": "mlp", "densenet121": "mlp", "resnet18": "linear", "squeezenet1_0": "linear",
+               "vgg16": "mlp"}
+
+
+def head_of(params: dict) -> str:
+    """The head ``params`` ask for: ``mlp`` or ``linear`` (``study``: the backbone's own, STUDY_HEADS)."""
+    head = str(params.get("classifier") or Classifier.study.value)
+    return STUDY_HEADS.get(str(params.get("backbone") or Backbone.vgg16.value), "mlp") if head == "study" else head
+
+
 SINGLE_PROCESS = (Engine.dataparallel.value, Engine.vanilla.value)
 
 
@@ -45,7 +60,7 @@ def _check(config) -> None:
 @dataclass
 class FrozenBackboneParams:
     backbone: Backbone = Backbone.vgg16  # the frozen torchvision ImageNet backbone
-    classifier: Classifier = Classifier.mlp  # the trained head
+    classifier: Classifier = Classifier.study  # the trained head (study: the DataParallel study's per backbone)
     hidden: int = 4096  # H of the mlp classifier
     dropout: float = 0.5  # of the mlp classifier
     weights: Optional[str] = None  # local torchvision state dict of the backbone (never downloaded)
@@ -63,4 +78,5 @@ TRAINER = TrainerDef(
     single_process_engines=SINGLE_PROCESS,
     check=_check,
     evaluates=True,
+    dataset="mnist",  # the study's: grey 28x28, 10 classes (synthetic batches of them without dataset.root)
 )

@@ -107,4 +107,5 @@ TRAINER = TrainerDef(
     # experiment.checkpoint=true: model, optim wrapper, LR schedule and data position
     # (trainers/mmseg/trainer.py's state_dict and resume_at)
     checkpoint=True,
+    iteration_is_step=False,  # mmseg's loop: one iteration is one micro-batch (accumulative_counts)
 )

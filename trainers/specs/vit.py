@@ -58,4 +58,5 @@ TRAINER = TrainerDef(
     optimizers=(Optimizer.adamw, Optimizer.sgd),
     flops_per_image=flops_per_image,
     evaluates=True,
+    dataset="cifar10",  # the study's: 32x32, 10 classes (synthetic batches of them without dataset.root)
 )
