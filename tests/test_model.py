@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from campaign.harvest.model import model_table
+from campaign.harvest.model import fit_model, model_table
 
 LAW = (0.002, 0.012, 0.001, 0.004)  # a, b, c, d
 BATCH = 8
@@ -108,3 +108,70 @@ def test_the_communication_bound_is_the_ring_all_reduce():
     assert four["comm_bound_ms"] == pytest.approx(bound_ms)
     assert four["comm_ms"] == pytest.approx(6.0) and four["comm_over_bound"] == pytest.approx(2.0)
     assert m.filter(pl.col("gpus") == 1)["comm_bound_ms"][0] is None  # one GPU moves nothing
+
+
+def test_the_efficiency_floor_moves_the_knee():
+    m = fit_model(frame([1, 2, 4, 8], LAW), efficiency_floor=0.5)
+    eff = dict(zip(m["gpus"], m["efficiency"]))
+    assert m["knee_gpus"][0] == max(n for n, e in eff.items() if e >= 0.5)
+    assert m["knee_gpus"][0] != model_table(frame([1, 2, 4, 8], LAW))["knee_gpus"][0]  # 0.8's knee is elsewhere
+
+
+def _gid(ax, gid):
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == gid]
+    return list(line.get_xdata()), list(line.get_ydata())
+
+
+def test_the_fit_figure_draws_the_tables_predictions_and_marks_the_knee():
+    from campaign.harvest.plots_model import model_comm_figure, model_fit_figure
+
+    m = model_table(frame([1, 2, 4], LAW, reps=3, noise=0.02))
+    ax = model_fit_figure(m).axes[0]
+    label = "local"  # one series: labelled by its platform
+    x, y = _gid(ax, f"fit:{label}")
+    assert x == [1, 2, 4, 8, 16] and y == pytest.approx(m["speedup"].to_list())  # the line is the table's
+    x, _ = _gid(ax, f"predicted:{label}")
+    assert x == [8, 16]  # predictions drawn apart (hollow) from the measured points
+    assert _gid(ax, f"predicted:{label}")[1] == pytest.approx(m.filter(pl.col("kind") == "predicted")["speedup"])
+    t1 = m["speedup"][0] * m["fit_t_image_s"][0]
+    measured = m.filter(pl.col("kind") == "measured")
+    assert _gid(ax, f"measured:{label}") == ([1, 2, 4], pytest.approx([t1 / t for t in measured["t_image_s"]]))
+    knee = m["knee_gpus"][0]
+    assert _gid(ax, f"knee:{label}")[0] == [knee]
+    assert _gid(ax, "ideal") == ([1, 2, 4, 8, 16], [1, 2, 4, 8, 16])
+    (band,) = [c for c in ax.collections if c.get_gid() == f"band:{label}"]
+    lo, hi = band.get_paths()[0].vertices[:, 1].min(), band.get_paths()[0].vertices[:, 1].max()
+    assert lo == pytest.approx(m["speedup_lo"].min()) and hi == pytest.approx(m["speedup_hi"].max())
+    assert model_comm_figure(m) is None  # no all-reduce volume: no bound to draw
+    assert model_fit_figure(model_table(frame([1, 2], LAW))) is None  # no fit: nothing to draw
+
+
+def test_the_comm_figure_puts_each_point_beside_its_bound():
+    from campaign.harvest.plots_model import model_comm_figure
+
+    f = frame([1, 2, 4], LAW).with_columns(
+        pl.lit(100e6).alias("allreduce_bytes_per_iter"), pl.lit(50.0).alias("interconnect_bandwidth_gbs"),
+        (pl.col("timed_iterations") * 0.006).alias("comm_s"))
+    ax = model_comm_figure(model_table(f)).axes[0]
+    assert _gid(ax, "bound:local") == ([2, 4], pytest.approx([2 * 1 / 2 * 2.0, 2 * 3 / 4 * 2.0]))  # ms
+    assert _gid(ax, "comm:local") == ([2, 4], pytest.approx([6.0, 6.0]))
+
+
+def test_the_vectorised_bootstrap_fit_is_the_exact_fit_per_resample():
+    from campaign.harvest.model import columns, fit_terms, fit_terms_batch
+
+    ns = np.array([1.0, 2.0, 4.0, 8.0])
+    x = columns(ns, np.ones(4) / ns)
+    rng = np.random.default_rng(3)
+    ys = law(ns, *LAW) * (1 + 0.2 * rng.standard_normal((50, 4)))  # large noise: many resamples infeasible in full
+    for sub in ([0, 1, 2, 3], [0, 1, 2], [1, 2]):
+        got = fit_terms_batch(x, ys, sub)
+        for k in range(ys.shape[0]):
+            assert got[k] == pytest.approx(fit_terms(x, ys[k], sub)[0], rel=1e-9, abs=1e-15)
+
+
+def test_one_unsampled_repeat_beside_repeated_points_is_kept_as_measured():
+    # N = 1, 2 ran three times, N = 4 once without a sampled window: intervals from the repeats
+    f = pl.concat([frame([1, 2], LAW, reps=3, noise=0.02), frame([4], LAW)])
+    four = model_table(f).filter(pl.col("gpus") == 4).row(0, named=True)
+    assert four["repeats"] == 1 and four["fit_lo_s"] <= four["fit_t_image_s"] <= four["fit_hi_s"]

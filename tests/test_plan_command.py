@@ -3,6 +3,9 @@ the launch line, and the command on a store (read only, exit codes)."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pytest
 
 from campaign.harvest.model import model_table
@@ -59,3 +62,28 @@ def test_bad_input_is_one_line(ws, argv, message):
     build(ws.store_url, ws.results)
     res = ws.campaign("plan", *argv)
     assert res.returncode == 2 and res.stderr.startswith(f"error: {message}") and res.stderr.count("\n") == 1
+
+
+def test_the_model_table_on_two_points_says_why_there_is_no_fit(ws, tmp_path):
+    # the main job's campaign shape: gpus=1,2 completed (test_states.build)
+    build(ws.store_url, ws.results)
+    before = ws.db.read_bytes()
+    res = ws.campaign("harvest", CID, "--table", "model", "--to", "csv")
+    assert res.returncode == 0, res.stderr
+    (row,) = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert row["kind"] == "no fit" and row["note"].startswith("only 2 GPU count(s) (1, 2): fewer than 3, no fit")
+    floored = ws.campaign("harvest", CID, "--table", "model", "--efficiency-floor", "0.5", "--plots",
+                          str(tmp_path / "fig"))
+    assert floored.returncode == 0, floored.stderr
+    assert "knee: largest N with efficiency >= 0.5;" in floored.stdout and "fewer than 3, no fit" in floored.stdout
+    assert not (tmp_path / "fig" / "model_fit.png").exists()  # no fit: no fit figure
+    assert ws.db.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--table", "model", "--efficiency-floor", "0"], "--efficiency-floor 0.0: give a number in (0, 1], e.g. 0.8"),
+    (["--efficiency-floor", "0.7"], "--efficiency-floor goes with --table model (or all), not --table scaling")])
+def test_harvest_efficiency_floor_bad_input_is_one_line(ws, argv, message):
+    build(ws.store_url, ws.results)
+    res = ws.campaign("harvest", *argv)
+    assert res.returncode == 2 and res.stderr == f"error: {message}\n"

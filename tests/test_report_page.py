@@ -217,6 +217,143 @@ def test_bad_input_is_one_line_and_exit_2(ws, store, args, words):
     assert len(errors) == 1 and words in errors[0], res.stderr
 
 
+# ---------------------------------------------------------------- the figures (native SVG)
+
+
+def _marks(svg: str, tag: str) -> list[dict]:
+    """Every ``<tag ...>`` element's attributes, with the nearest enclosing ``<g data-*>``'s."""
+    class Marks(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack, self.found = [], []
+
+        def handle_starttag(self, t, attrs):
+            a = dict(attrs)
+            if t == "g":
+                self.stack.append(a)
+            elif t == tag:
+                group = next((g for g in reversed(self.stack) if any(k.startswith("data-") for k in g)), {})
+                self.found.append({**group, **a})
+
+        def handle_endtag(self, t):
+            if t == "g":
+                self.stack.pop()
+
+    m = Marks()
+    m.feed(svg)
+    return m.found
+
+
+def _toy_scaling():
+    from campaign.harvest.views import SERIES
+
+    rows = [dict(zip(SERIES, (plat, "sleep", "e", None, None, 1)), gpus=g, projected=g == 4, speedup=s,
+                 efficiency=s / g, time_s=10.0 / s, time_lo_s=(9.0 / s if g == 4 else None),
+                 time_hi_s=(11.0 / s if g == 4 else None), ideal_time_s=10.0 / g)
+            for plat, speedups in (("a100", (1.0, 1.8, 3.2)), ("v100", (1.0, 1.5, 2.5)))
+            for g, s in zip((1, 2, 4), speedups)]
+    return pl.DataFrame(rows)
+
+
+def test_the_speedup_figure_carries_its_points_and_draws_them_where_they_are():
+    """Each series' markers carry the table's speedups; the y of a marker is its value on
+    the axis by hand: ticks 0..5 (the ideal reaches 4, x 1.05 headroom, rounded up to a
+    step of 1) over the 300 px plot from y=30: 1.8 at 330 - 1.8/5 x 300 = 222.0."""
+    from campaign.report.chart import LEFT, PLOT_W
+    from campaign.report.svg import speedup_figure
+
+    df = _toy_scaling()
+    svg = speedup_figure(df)
+    circles = _marks(svg, "circle")
+    got = {(c["data-series"], int(c["data-gpus"])): float(c["data-v"]) for c in circles if "data-v" in c}
+    assert got == {(r["platform"], r["gpus"]): r["speedup"] for r in df.iter_rows(named=True)}
+    a100 = {int(c["data-gpus"]): c for c in circles if c.get("data-series") == "a100"}
+    assert float(a100[2]["cy"]) == 222.0 and float(a100[1]["cy"]) == 330 - 1 / 5 * 300
+    xs = [float(a100[g]["cx"]) for g in (1, 2, 4)]  # log 2: equal steps per doubling
+    assert LEFT < xs[0] < xs[1] < xs[2] < LEFT + PLOT_W and xs[1] - xs[0] == pytest.approx(xs[2] - xs[1], abs=0.1)
+    assert a100[4]["fill"] == "#fff" and a100[2]["fill"] != "#fff"  # projected: hollow
+    assert ">5</text>" in svg and "ideal (S = N)" in svg and "projected (hollow)" in svg
+    assert 'font-family="sans-serif"' in svg and "<polyline" in svg
+
+
+def test_the_time_figure_draws_a_projected_points_interval():
+    from campaign.report.svg import harvest_figures
+
+    df = _toy_scaling()
+    figs = harvest_figures({"scaling": df, "throughput": df.with_columns(images_per_s_per_gpu=pl.col("speedup")),
+                            "utilisation": df.with_columns(gpu_util=pl.lit(None, pl.Float64),
+                                                           cpu_util=pl.lit(0.5))})
+    [four] = [c for c in _marks(figs["training_time"], "circle") if c.get("data-series") == "a100"
+              and c.get("data-gpus") == "4"]
+    assert (float(four["data-v"]), float(four["data-lo"]), float(four["data-hi"])) == (10 / 3.2, 9 / 3.2, 11 / 3.2)
+    assert "no GPU utilisation recorded" in figs["utilisation"]
+    assert "platform_comparison" in figs  # two platforms
+    assert set(figs) >= {"training_time", "speedup", "efficiency", "throughput", "utilisation"}
+
+
+def test_the_breakdown_stacks_the_phases_by_hand():
+    """Two bars (1 and 2 GPUs) of forward 4 ms + backward 6 ms (1 GPU), 2 + 3 ms (2 GPUs),
+    the measured iteration 11 and 5.5 ms: each segment carries its table value, the
+    backward segment sits on the forward one, heights in proportion to the milliseconds."""
+    from campaign.harvest.views import SERIES
+    from campaign.report.svg_bars import breakdown_figure
+
+    base = dict(zip(SERIES, ("a100", "sleep", "e", None, None, 1)))
+    rows = [dict(base, gpus=g, phase=ph, label=ph, order=o, per_iteration_s=v, repeats=1)
+            for g, vals in ((1, (0.004, 0.006, 0.011)), (2, (0.002, 0.003, 0.0055)))
+            for (ph, o), v in zip((("forward", 1), ("backward", 2), ("iteration", 9)), vals)]
+    svg = breakdown_figure(pl.DataFrame(rows))
+    rects = {(r["data-phase"], int(r["data-gpus"])): r for r in _marks(svg, "rect") if "data-phase" in r}
+    assert {k: float(r["data-v"]) for k, r in rects.items()} == {
+        ("forward", 1): 0.004, ("backward", 1): 0.006, ("forward", 2): 0.002, ("backward", 2): 0.003}
+    for g in (1, 2):
+        f, b = rects[("forward", g)], rects[("backward", g)]
+        assert float(b["y"]) + float(b["height"]) == pytest.approx(float(f["y"]), abs=0.1)
+        assert float(b["height"]) / float(f["height"]) == pytest.approx(1.5, rel=0.02)
+    ticks = {int(t["data-gpus"]): float(t["data-v"]) for t in _marks(svg, "line") if t.get("data-phase") == "iteration"}
+    assert ticks == {1: 0.011, 2: 0.0055}
+    assert "iteration (measured)" in svg and "mean per iteration" in svg
+    empty = breakdown_figure(pl.DataFrame(rows).clear())
+    assert "no breakdown recorded" in empty and "data-phase" not in empty
+
+
+def test_the_model_figure_is_the_model_tables_rows():
+    """Measured points at their measured time per image, predictions hollow at the fit,
+    the fitted line through all five GPU counts, the band and the knee; a series without
+    a fit is not drawn, and a table without any fit has no figure."""
+    from campaign.report.svg_model import model_figure
+
+    key = {"platform": "a100", "trainer": "sleep", "experiment": "e", "variant": None, "image": None,
+           "span": "intra-node"}
+    fit = {1: 0.010, 2: 0.0055, 4: 0.0032, 8: 0.0021, 16: 0.0016}
+    rows = [dict(key, gpus=g, kind="measured" if g <= 4 else "predicted",
+                 t_image_s=(f * 1.01 if g <= 4 else None), fit_t_image_s=f, fit_lo_s=f * 0.9, fit_hi_s=f * 1.1,
+                 knee_gpus=4) for g, f in fit.items()]
+    rows.append(dict(key, platform="v100", gpus=None, kind="no fit", t_image_s=None, fit_t_image_s=None,
+                     fit_lo_s=None, fit_hi_s=None, knee_gpus=None))
+    svg = model_figure(pl.DataFrame(rows))
+    circles = {int(c["data-gpus"]): c for c in _marks(svg, "circle") if "data-gpus" in c}
+    assert {g: float(c["data-v"]) for g, c in circles.items()} == {
+        g: (f * 1.01 if g <= 4 else f) for g, f in fit.items()}
+    assert [circles[g]["fill"] == "#fff" for g in sorted(circles)] == [False, False, False, True, True]
+    [line] = [m for m in _marks(svg, "polyline") if m.get("data-fit")]
+    assert len(line["points"].split()) == 5
+    assert 'data-knee="4"' in svg and "<polygon" in svg and "v100" not in svg
+    assert model_figure(pl.DataFrame(rows[-1:])) is None
+
+
+def test_the_pages_figures_are_its_tables(ws, store):
+    """The page's speedup figure carries exactly harvest's CSV speedups (no matplotlib on
+    the way: nothing but native SVG, ``<text>`` in a generic font)."""
+    page = _report(ws).stdout
+    start = page.index('<figure data-figure="speedup">')
+    svg = page[start:page.index("</figure>", start)]
+    drawn = sorted((int(c["data-gpus"]), float(c["data-v"])) for c in _marks(svg, "circle") if "data-v" in c)
+    harvested = sorted((int(r["gpus"]), float(r["speedup"])) for r in _harvest_csv(ws) if r["speedup"])
+    assert drawn == harvested and harvested
+    assert "matplotlib" not in page and "<path d=\"M 0" not in page
+
+
 # ---------------------------------------------------------------- a real browser
 
 

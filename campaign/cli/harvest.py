@@ -22,7 +22,8 @@ EPILOG = """examples:
   campaign harvest --where image=3f2a9c1b7d4e    # points run in this container image
   campaign harvest --plots results/figures
   campaign harvest --plots results/figures --x experiment.global_batch   # figures against batch size
-  campaign harvest --table attempts            # every run of every point, failed ones too"""
+  campaign harvest --table attempts            # every run of every point, failed ones too
+  campaign harvest --table model --efficiency-floor 0.7 --plots results/figures   # fitted t(N), knee at 70 %"""
 FILTERS = ("platform", "trainer", "experiment", "gpus")  # --KEY V (repeatable): only these values
 
 
@@ -55,6 +56,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                     help="the figures' x axis: gpus (default), nodes or a varying override (e.g. "
                          "experiment.global_batch, backbone): time, speedup, efficiency, throughput and the breakdown "
                          "against it")
+    hv.add_argument("--efficiency-floor", type=float, default=None, metavar="E",
+                    help="--table model (or all): the knee is the largest N whose efficiency stays at or above E "
+                         "(default 0.8)")
 
 
 def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -64,4 +68,4 @@ def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     where = {k: v for k in FILTERS if (v := getattr(args, k))}
     return harvest_campaign(args.campaign, store_url=args.store, fmt=args.fmt, out=args.out, where=where,
                             where_items=args.where, table=args.table, compare=args.compare, plots=args.plots,
-                            loss_threshold=args.loss_threshold, x=args.x)
+                            loss_threshold=args.loss_threshold, efficiency_floor=args.efficiency_floor, x=args.x)

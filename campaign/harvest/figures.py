@@ -22,6 +22,8 @@ TABLE_FIGURES = {
     "convergence": (("loss_iterations", "campaign.harvest.plots_convergence:loss_iterations_figure"),
                     ("loss_epochs", "campaign.harvest.plots_convergence:loss_epochs_figure"),
                     ("loss_wall_time", "campaign.harvest.plots_convergence:loss_time_figure")),
+    "model": (("model_fit", "campaign.harvest.plots_model:model_fit_figure"),
+              ("model_comm", "campaign.harvest.plots_model:model_comm_figure")),
 }
 
 

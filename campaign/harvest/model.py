@@ -277,19 +277,48 @@ def _noise(by_n: dict, ns: np.ndarray, y: np.ndarray) -> float:
     return math.sqrt(sum(parts) / len(parts)) if parts else 0.0
 
 
+def fit_terms_batch(x: np.ndarray, ys: np.ndarray, subset: Sequence[int]) -> np.ndarray:
+    """fit_terms for many y at once (``ys``: resamples x points), vectorised over the
+    resamples: each sub-subset of ``subset`` solved by batched least squares on relative
+    residuals, the best feasible (non-negative) one kept per resample; coefficients over
+    all four columns (0 where no sub-subset is feasible)."""
+    out = np.zeros((ys.shape[0], x.shape[1]))
+    best = np.full(ys.shape[0], np.inf)
+    w = 1.0 / ys  # resamples x points
+    for k in range(1, len(subset) + 1):
+        for sub in itertools.combinations(subset, k):
+            cols = x[:, sub]
+            if np.linalg.matrix_rank(cols) < k:  # row weights never change the rank: once per subset
+                continue
+            xs = cols[None, :, :] * w[:, :, None]  # resamples x points x k
+            beta = np.einsum("bkp,bp->bk", np.linalg.pinv(xs), np.ones_like(ys))
+            tol = 1e-12 * np.abs(beta).max(axis=1, keepdims=True)
+            feasible = ~(beta < -tol).any(axis=1)
+            beta = np.clip(beta, 0.0, None)
+            rms = np.sqrt(np.mean((np.einsum("pk,bk->bp", cols, beta) * w - 1.0) ** 2, axis=1))
+            take = feasible & (rms < best - 1e-15)
+            best[take] = rms[take]
+            out[np.ix_(take, list(sub))] = beta[take]
+            out[np.ix_(take, [i for i in subset if i not in sub])] = 0.0
+    return out
+
+
 def _bootstrap(x, reps, by_n, ns, sub) -> Optional[np.ndarray]:
-    """Coefficient resamples (BOOTSTRAP x 4) refitted on the selected terms; None where the
-    points carry no spread to resample."""
+    """Coefficient resamples (BOOTSTRAP x 4) refitted on the selected terms, all resamples
+    at once (fit_terms_batch); None where the points carry no spread to resample."""
     rng = np.random.default_rng(SEED)
     sds = [by_n[int(n)]["window_rel_sd"].drop_nulls() for n in ns]
     if all(len(r) == 1 for r in reps) and not all(len(s) for s in sds):
         return None
-    out = np.empty((BOOTSTRAP, x.shape[1]))
-    for k in range(BOOTSTRAP):
-        ys = np.array([rng.choice(r, size=len(r)).mean() if len(r) > 1
-                       else r[0] * (1.0 + rng.normal(0.0, float(s[0]))) for r, s in zip(reps, sds)])
-        out[k] = fit_terms(x, np.clip(ys, 1e-300, None), sub)[0]
-    return out
+    ys = np.empty((BOOTSTRAP, len(reps)))
+    for j, (r, s) in enumerate(zip(reps, sds)):
+        if len(r) > 1:  # each N's repeats resampled with replacement, their mean
+            ys[:, j] = r[rng.integers(0, len(r), size=(BOOTSTRAP, len(r)))].mean(axis=1)
+        elif len(s):  # one repeat: its sampled window's interval as a normal spread
+            ys[:, j] = r[0] * (1.0 + rng.normal(0.0, float(s[0]), size=BOOTSTRAP))
+        else:  # one unsampled repeat beside repeated N: nothing to resample, the value as measured
+            ys[:, j] = r[0]
+    return fit_terms_batch(x, np.clip(ys, 1e-300, None), sub)
 
 
 def _inflation(reps) -> tuple[float, float]:

@@ -119,8 +119,9 @@ def _not_harvested(cid: str, points: list[dict]) -> Optional[str]:
 
 
 def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str],
-            stack: bool = False) -> dict[str, pl.DataFrame]:
-    """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``)."""
+            stack: bool = False, efficiency_floor: Optional[float] = None) -> dict[str, pl.DataFrame]:
+    """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``);
+    ``efficiency_floor``: the model table's knee at this floor, not its registered default."""
     from campaign.harvest.derive import engine_phases, point_frame
     from campaign.harvest.utilisation import phase_stack
 
@@ -136,7 +137,12 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
     phases = None
     if stack or any(TABLES[n].needs_phases for n in names):
         phases = engine_phases(store, points["attempt_id"].to_list())
-    out = build_tables(dict.fromkeys(names), points, phases)
+    floored = efficiency_floor is not None and "model" in names
+    out = build_tables(dict.fromkeys(n for n in names if not (floored and n == "model")), points, phases)
+    if floored:
+        from campaign.harvest.model import fit_model
+
+        out["model"] = fit_model(points, efficiency_floor)
     if stack:
         out["phase_stack"] = phase_stack(points, phases)
     return {name: with_varying(df, points) for name, df in out.items()}
@@ -145,7 +151,8 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
 def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Optional[str] = None,
             where: Optional[dict] = None, table: str = "scaling", compare: Optional[str] = None,
             plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None,
-            loss_threshold: Optional[float] = None, x: Optional[str] = None) -> int:
+            loss_threshold: Optional[float] = None, efficiency_floor: Optional[float] = None,
+            x: Optional[str] = None) -> int:
     """Harvest one campaign: print or write its tables (or a comparison), draw its figures
     (``x``: what time, speedup, efficiency, throughput and the breakdown are drawn against)."""
     from campaign.store import find_campaign_noted, open_store
@@ -159,6 +166,11 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         raise ConfigError(f"--loss-threshold goes with --table convergence, not --table {table}")
     if x is not None and plots is None:
         raise ConfigError(f"--x {x} sets the figures' x axis; add --plots DIR")
+    if efficiency_floor is not None:
+        if table not in ("model", "all"):
+            raise ConfigError(f"--efficiency-floor goes with --table model (or all), not --table {table}")
+        if not 0 < efficiency_floor <= 1:
+            raise ConfigError(f"--efficiency-floor {efficiency_floor}: give a number in (0, 1], e.g. 0.8")
     if table in TABLES and not TABLES[table].of_points:
         options = {"loss_threshold": loss_threshold} if loss_threshold is not None else {}
         return _campaign_table(table, ref, store_url, fmt, out, options, plots)
@@ -168,7 +180,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         campaign = find_campaign_noted(store, ref)  # a name several share: the latest, said on stderr
         cid = campaign["id"]
         mine, points, warnings = completed_where(store, campaign, where)
-        tables = _tables(store, cid, mine, wanted, stack=plots is not None)
+        tables = _tables(store, cid, mine, wanted, stack=plots is not None, efficiency_floor=efficiency_floor)
         if compare is not None and compare not in COMPARE_BUILTIN:
             other_campaign = find_campaign_noted(store, compare)
             other_id = other_campaign["id"]
@@ -204,7 +216,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
             print(printable(f"campaign {cid}: {TABLES[table].empty}"), file=sys.stderr)
             return 1
         # --table all: an optional table (placement) only where it has rows
-        selected = [(name, TABLES[name].title, tables[name]) for name in wanted
+        selected = [(name, _title(name, efficiency_floor), tables[name]) for name in wanted
                     if name == table or not TABLES[name].optional or tables[name].height]
     if fmt == "table" and out is None:
         print(printable(f"campaign {cid}"))
@@ -220,8 +232,20 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
                               stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
                               placement=tables.get("placement"), campaign=campaign, x=x_column)
+        from campaign.harvest.figures import write_table_figures
+
+        for name in wanted:  # a point table's own figures (the fitted model's), where it registers some
+            paths += write_table_figures(plots, name, tables[name], campaign=campaign)
         print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0
+
+
+def _title(name: str, efficiency_floor: Optional[float]) -> str:
+    """A table's title; the model's knee at the floor asked for (``--efficiency-floor``)."""
+    title = TABLES[name].title
+    if name == "model" and efficiency_floor is not None:
+        title = title.replace("efficiency >= 0.8", f"efficiency >= {efficiency_floor:g}")
+    return title
 
 
 def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict) -> tuple[str, str, pl.DataFrame]:

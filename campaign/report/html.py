@@ -13,6 +13,7 @@ import csv
 import datetime as dt
 import html
 import io
+import re
 from typing import Any, Iterable, Optional, Sequence
 
 import polars as pl
@@ -20,9 +21,16 @@ import polars as pl
 from campaign.common.text import printable
 
 
+# Text neither printable() nor html.escape() changes: a table's numbers and names, passed as
+# they are (tens of thousands of cells in a 1,000-point campaign's tables).
+_INERT = re.compile(r"[A-Za-z0-9 _.,:;+\-/=()%#@\[\]]*")
+
+
 def esc(value: Any) -> str:
     """Text from the store (names, reasons, paths, overrides) made inert in HTML: control
     characters as visible escapes (campaign.common.text.printable), then HTML-escaped."""
+    if isinstance(value, str) and _INERT.fullmatch(value):
+        return value
     return html.escape("" if value is None else str(printable(value)), quote=True)
 
 

@@ -1,6 +1,7 @@
 """``campaign report``: one self-contained HTML page of a campaign.
 
-Everything is in the file: styles inline, figures as inline SVG (campaign.report.svg),
+Everything is in the file: styles inline, figures as inline SVG (campaign.report.svg, drawn
+without matplotlib: text as ``<text>`` in a generic font family),
 no script, font or image fetched; a Content-Security-Policy meta tag says so to the
 browser (``default-src 'none'``), so the page opens from a file on a machine with no
 network and a stray reference would be refused, not fetched. The numbers are harvest's
@@ -49,7 +50,7 @@ def render_page(data: ReportData, svgs: dict[str, str]) -> str:
     c = data.campaign
     parts = [("summary", TITLES["summary"], sections.summary(data)),
              ("scaling", TITLES["scaling"], sections.scaling(data, svgs)),
-             *sections.registered_sections(data),
+             *sections.registered_sections(data, svgs),
              ("time", TITLES["time"], sections.where_time_goes(data, svgs)),
              ("comparison", TITLES["comparison"], sections.comparison(data, svgs)),
              ("failures", TITLES["failures"], sections.failures(data)),

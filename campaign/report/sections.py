@@ -30,6 +30,8 @@ CAPTIONS = {
     "breakdown": "where an iteration's time goes: compute, communication (exposed, overlapped), data wait",
     "hardware": "model FLOPs utilisation and all-reduce bus bandwidth",
     "platform_comparison": "platforms side by side (another campaign's included when one is given)",
+    "model": "time per image: measured (filled), the fitted t(N) (line, its interval shaded), predictions "
+             "(hollow), the knee (dotted)",
 }
 
 
@@ -86,8 +88,9 @@ def scaling(data: ReportData, svgs: dict[str, str]) -> str:
     return tables + _figures(("training_time", "speedup", "efficiency", "throughput", "placement"), svgs)
 
 
-def registered_sections(data: ReportData) -> list[tuple[str, str, str]]:
-    """(key, title, body) of every registered table of points no other section shows."""
+def registered_sections(data: ReportData, svgs: Optional[dict[str, str]] = None) -> list[tuple[str, str, str]]:
+    """(key, title, body) of every registered table of points no other section shows, with
+    the figure of the same name when there is one (the model's)."""
     from campaign.harvest.tables import POINT_TABLES, TABLES
 
     out = []
@@ -96,6 +99,7 @@ def registered_sections(data: ReportData) -> list[tuple[str, str, str]]:
             continue
         body = _registered(name, data.tables)
         if body:
+            body += _figures((name,), svgs or {})
             out.append((f"table-{name}", TABLES[name].help, body))
     return out
 
