@@ -1,7 +1,9 @@
 """dataset=synthetic: random images and labels generated on each rank (seeded), no folder.
 
 Its training split is ``dataset.length`` images (DEFAULT_LENGTH when unset); its test split,
-drawn from other seeds, a fifth of that (CIFAR's 10,000 to 50,000), at least one image."""
+drawn from other seeds, ``dataset.test_length`` images, else a fifth of the training split
+(CIFAR's 10,000 to 50,000), at least one image. Standing in for a trainer's study dataset
+(campaign.launch.validate.reference_dataset), both are that dataset's declared sizes."""
 
 from __future__ import annotations
 
@@ -15,7 +17,10 @@ DEFAULT_LENGTH = 10_000  # samples of dataset=synthetic when dataset.length is u
 def sizes(spec: Any, train: bool) -> int:
     """Images of the synthetic training (``train``) or test split of ``spec``."""
     length = int(value(spec, "length") or DEFAULT_LENGTH)
-    return length if train else max(1, -(-length // 5))
+    if train:
+        return length
+    test = value(spec, "test_length")
+    return int(test) if test else max(1, -(-length // 5))
 
 
 DATASETS = (DatasetDef("synthetic", needs_root=False, loader="trainers.data.synthetic:load", sizes=sizes),)

@@ -78,3 +78,28 @@ def test_the_dry_run_shows_each_points_iterations_from_its_epochs(ws):
     assert lines[6] == "iterations: experiment.epochs=2 epoch(s) of each point's training share, less its 1 warm-up " \
                        "iteration(s)"
     assert not ws.db.exists()  # a dry run stores nothing
+
+
+@pytest.mark.parametrize("trainer,experiment,sizes,iterations", [
+    # CIFAR-10: 10 % share per GPU = 5,000 images at 64 a GPU = 78 iterations an epoch; 2 x 78 - 5
+    ("vit", "vit_weak", (50_000, 10_000), 151),
+    # MNIST: 60,000 at a global batch of 1,024 = 58 iterations an epoch; 2 x 58 - 5
+    ("frozen_backbone", "dataparallel_study", (60_000, 10_000), 111),
+])
+def test_a_study_dataset_stood_in_by_synthetic_keeps_its_sizes(ws, trainer, experiment, sizes, iterations):
+    """Without dataset.root a trainer's study dataset becomes synthetic batches of its shapes
+    and of its split sizes, so its epochs are the study's (an H200 vit_weak run had trained
+    15 iterations an epoch on synthetic's default 10,000 images)."""
+    import json
+
+    res = ws.launch("platform=local", "gpus=1", f"trainer={trainer}", f"experiment={experiment}",
+                    "experiment.epochs=2", "--dry-run", "--json")
+    assert res.returncode == 0, res.stderr
+    [point] = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    dataset = point["config"]["dataset"]
+    assert (dataset["name"], dataset["length"], dataset["test_length"]) == ("synthetic", *sizes)
+    assert point["schedule"]["iterations"] == iterations
+    named = ws.launch("platform=local", "gpus=1", f"trainer={trainer}", "dataset=synthetic", "dataset.length=640",
+                      "--dry-run", "--json")
+    [point] = [json.loads(line) for line in named.stdout.splitlines() if line.startswith("{")]
+    assert point["config"]["dataset"]["length"] == 640 and "test_length" not in point["config"]["dataset"]
