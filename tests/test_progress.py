@@ -114,7 +114,7 @@ def test_render_shows_varying_values_shares_the_rest_and_draws_the_bar():
     ceta = campaign_eta(points, etas, now=NOW, is_final=is_final)
     text = render({"id": "c1", "name": "demo"}, views, ceta, NOW)
     lines = text.splitlines()
-    assert lines[0] == "campaign c1 (demo): trainer=sleep experiment=weak_scaling"
+    assert lines[0] == "campaign c1 (demo): trainer=sleep experiment=weak_scaling dataset=synthetic"  # no stored config: the name alone
     assert lines[1].split() == ["#", "platform", "gpus", "trainer.optimizer", "state", "progress", "it/s", "ETA",
                                 "elapsed", "job", "reason"]
     assert lines[4].split()[:9] == ["1", "local", "1", "adamw", "running", "40/105", "8.9", "0:07", "-"]

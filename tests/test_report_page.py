@@ -247,7 +247,7 @@ def _marks(svg: str, tag: str) -> list[dict]:
 def _toy_scaling():
     from campaign.harvest.views import SERIES
 
-    rows = [dict(zip(SERIES, (plat, "sleep", "e", None, None, 1)), gpus=g, projected=g == 4, speedup=s,
+    rows = [dict(zip(SERIES, (plat, "sleep", "e", "synthetic 32px 10 classes", None, None, 1), strict=True), gpus=g, projected=g == 4, speedup=s,
                  efficiency=s / g, time_s=10.0 / s, time_lo_s=(9.0 / s if g == 4 else None),
                  time_hi_s=(11.0 / s if g == 4 else None), ideal_time_s=10.0 / g)
             for plat, speedups in (("a100", (1.0, 1.8, 3.2)), ("v100", (1.0, 1.5, 2.5)))
@@ -298,7 +298,7 @@ def test_the_breakdown_stacks_the_phases_by_hand():
     from campaign.harvest.views import SERIES
     from campaign.report.svg_bars import breakdown_figure
 
-    base = dict(zip(SERIES, ("a100", "sleep", "e", None, None, 1)))
+    base = dict(zip(SERIES, ("a100", "sleep", "e", "synthetic 32px 10 classes", None, None, 1), strict=True))
     rows = [dict(base, gpus=g, phase=ph, label=ph, order=o, per_iteration_s=v, repeats=1)
             for g, vals in ((1, (0.004, 0.006, 0.011)), (2, (0.002, 0.003, 0.0055)))
             for (ph, o), v in zip((("forward", 1), ("backward", 2), ("iteration", 9)), vals)]

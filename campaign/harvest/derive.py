@@ -1,7 +1,8 @@
 """From the store's rows to the point frame every harvested table starts from.
 
 One row per completed point (SQL aggregates over ranks, query.py), with its series
-``variant`` (the overrides that differ between the campaign's points, as one label; the
+``dataset`` (its name and crop from its stored config, a study's stand-in saying whose
+shapes it keeps: campaign.catalogue.dataset_label), ``variant`` (the overrides that differ between the campaign's points, as one label; the
 ``varying`` struct holds them one field per override, campaign.common.varying), its ``image``
 (the container image its harvested attempt ran in: the sha256's first 12 hex digits,
 the path where no sha256 was recorded, null without a container) and, for a sampled
@@ -18,10 +19,13 @@ import polars as pl
 from campaign.harvest.projection import project_points
 from campaign.harvest.query import breakdown_query, completed_points_query, job_iterations_query
 from campaign.harvest.views import SERIES, scaling_table, throughput_table  # noqa: F401  (public names)
+from campaign.catalogue.dataset_label import dataset_label
+from campaign.common.bounded import BoundError, loads
 from campaign.common.varying import label, typed, varying
 
 IMAGE_SHORT = 12  # hex digits of the sha256 that name an image (as `docker images` shows it)
-_SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")
+# the axes harvest has columns for; a swept dataset=A,B is the dataset column, worded with its crop
+_SWEEP_KEYS = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment", "dataset")
 VARYING = "varying"  # the point frame's struct column: one field per varying override (campaign.common.varying)
 
 
@@ -38,6 +42,31 @@ def varying_columns(all_overrides: Sequence[object]) -> tuple[list[str], list[pl
     where every value is one: campaign.common.varying.typed)."""
     names, values = varying(all_overrides, skip=_SWEEP_KEYS)
     return names, [pl.Series(n, typed([v[n] for v in values]), strict=False) for n in names]
+
+
+def _stored(value: object) -> object:
+    """A JSON column's value as the driver gave it (text on SQLite, parsed on PostgreSQL),
+    parsed within campaign.common.bounded's bounds; None where it is not readable JSON."""
+    if isinstance(value, (str, bytes)):
+        try:
+            return loads(value, "stored JSON")
+        except BoundError:
+            return None
+    return value
+
+
+def dataset_labels(configs: Sequence[object], all_overrides: Sequence[object], names: Sequence[object]) -> list[str]:
+    """Per point, its dataset in words from its stored config (campaign.catalogue.dataset_label:
+    ``ade20k 512px 150 classes``, ``synthetic 512px 150 classes (ade20k's shapes)``); the
+    store's dataset name where the config holds no readable dataset section."""
+    out = []
+    for config, overrides, name in zip(configs, all_overrides, names):
+        config, overrides = _stored(config), _stored(overrides)
+        if isinstance(config, dict) and isinstance(config.get("dataset"), dict):
+            out.append(dataset_label(config, overrides if isinstance(overrides, list) else ()))
+        else:
+            out.append(str(name or ""))
+    return out
 
 
 def image_label() -> pl.Expr:
@@ -75,17 +104,20 @@ def _frame(conn, query, schema_overrides: Optional[dict] = None) -> pl.DataFrame
 
 
 def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None) -> pl.DataFrame:
-    """One row per completed point, with ``variant``, ``image`` and sampled runs projected."""
+    """One row per completed point, with ``dataset`` (worded), ``variant``, ``image`` and
+    sampled runs projected."""
     with store.engine.connect() as conn:
         df = _frame(conn, completed_points_query(campaign_ids, where),
-                    {"overrides": pl.Object, "image_sha256": pl.Utf8, "image_path": pl.Utf8})
+                    {"overrides": pl.Object, "config": pl.Object, "image_sha256": pl.Utf8, "image_path": pl.Utf8})
         if df.height == 0:
-            return df.with_columns(pl.lit("").alias("variant"), pl.lit(None, dtype=pl.Utf8).alias("image"))
+            return df.drop("config").with_columns(pl.lit("").alias("variant"), pl.lit(None, dtype=pl.Utf8).alias("image"))
         sampled = df.filter(pl.col("timed_iterations") < pl.col("iterations"))["attempt_id"].to_list()
         iters = _frame(conn, job_iterations_query(sampled)) if sampled else None
     overrides = df["overrides"].to_list()
     names, columns = varying_columns(overrides)
-    df = df.drop("overrides").with_columns(pl.Series("variant", variants(overrides), dtype=pl.Utf8), image_label())
+    datasets = dataset_labels(df["config"].to_list(), overrides, df["dataset"].to_list())
+    df = df.drop("overrides", "config").with_columns(pl.Series("variant", variants(overrides), dtype=pl.Utf8),
+                                                     pl.Series("dataset", datasets, dtype=pl.Utf8), image_label())
     if names:  # one struct column, so that the tables' group-bys leave it alone (run.py puts it back as columns)
         df = df.with_columns(pl.DataFrame(columns).to_struct(VARYING))
     return project_points(df, iters)

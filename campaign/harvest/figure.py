@@ -50,7 +50,7 @@ def series_labels(df: pl.DataFrame, keys: Sequence[str] = SERIES) -> dict[tuple,
     """Series key (the values of ``keys``) -> legend label naming only what differs
     between the series (a container image as ``image <short sha256>``, ``image none``
     without one); labels are unique (one legend entry per series)."""
-    keys = list(keys)
+    keys = [k for k in keys if k in df.columns]  # a frame of an older store may lack one (dataset)
     rows = df.select(keys).unique(maintain_order=True).rows()
     varying = [i for i, _ in enumerate(keys) if len({k[i] for k in rows}) > 1] or [0]
     out = {k: " ".join(p for i in varying if (p := _part(keys[i], k[i]))) or str(k[0]) for k in rows}

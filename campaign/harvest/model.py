@@ -41,7 +41,7 @@ import polars as pl
 from campaign.harvest.views import with_optional
 
 TERMS = ("a", "b", "c", "d")
-SERIES = ["platform", "trainer", "experiment", "variant", "image", "span"]
+SERIES = ["platform", "trainer", "experiment", "dataset", "variant", "image", "span"]
 EFFICIENCY_FLOOR = 0.8  # the knee: the largest N whose efficiency stays at or above this
 MIN_DISTINCT_N = 3
 MIN_TOLERANCE = 0.002  # relative RMS error a fit may exceed the best by, at the least (rounding of timers)

@@ -196,6 +196,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             point.c.campaign_id, point.c.id.label("point_id"), latest.c.attempt_id, point.c.idx,
             point.c.platform, point.c.trainer, point.c.experiment, point.c.dataset, point.c.gpus, point.c.nodes,
             point.c.repeat, point.c.batch_per_gpu, point.c.iterations, point.c.overrides,
+            point.c.config,  # its dataset section worded as the series' dataset (derive.py), then dropped
             latest.c.image_sha256, latest.c.image_path,
             ranks.c.time_s, ranks.c.warmup_s, ranks.c.images, ranks.c.timed_iterations, ranks.c.iter_mean_s,
             ranks.c.iter_median_s, ranks.c.iter_p95_s, ranks.c.data_wait_s, ranks.c.compute_s, ranks.c.comm_s,

@@ -84,6 +84,8 @@ def _terminal(name: str, df: pl.DataFrame) -> pl.DataFrame:
     for key in ("variant", "image"):  # a series key no point has says nothing
         if key in cols and df[key].fill_null("").eq("").all():
             cols.remove(key)
+    if "dataset" in cols and df["dataset"].n_unique() == 1:  # one dataset: the exports name it, the rows need not
+        cols.remove("dataset")
     if name != "placement" and "placement" in cols and "nodes" in df.columns and df["nodes"].max() == 1:
         cols.remove("placement")  # every point on one node: the GPU count says it all
     if "repeats" in df.columns and df["repeats"].max() == 1:

@@ -33,7 +33,7 @@ class TableSpec:
         return "phases" in self.inputs
 
 
-_SERIES = ("platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "repeats")
+_SERIES = ("platform", "trainer", "experiment", "dataset", "variant", "image", "gpus", "placement", "repeats")
 
 TABLES: dict[str, TableSpec] = {t.name: t for t in (
     TableSpec(
@@ -76,7 +76,8 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
         "campaign.harvest.placement:placement_table", inputs=("scaling", "throughput"), optional=True,
         empty="no point ran on more than one node, so nothing to compare at equal GPU counts "
               "(launch both, e.g. gpus=2,4 nodes=1,2)",
-        terminal=("platform", "trainer", "experiment", "variant", "image", "gpus", "placement", "span", "repeats",
+        terminal=("platform", "trainer", "experiment", "dataset", "variant", "image", "gpus", "placement", "span",
+                  "repeats",
                   "time_s", "iter_s", "images_per_s_per_gpu", "speedup", "throughput_vs_one_node",
                   "time_vs_one_node", "note")),
     TableSpec(
@@ -86,7 +87,7 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
         "and 4x the largest N (kind predicted), 95 % intervals; knee: largest N with efficiency >= 0.8; comm vs "
         "its ring all-reduce bound 2(N-1)/N x bytes / bandwidth",
         "campaign.harvest.model:model_table",
-        terminal=("platform", "trainer", "experiment", "variant", "image", "span", "gpus", "kind", "repeats",
+        terminal=("platform", "trainer", "experiment", "dataset", "variant", "image", "span", "gpus", "kind", "repeats",
                   "t_image_s", "fit_t_image_s", "fit_lo_s", "fit_hi_s", "error", "speedup", "efficiency", "time_s",
                   "gpu_hours", "terms", "knee_gpus", "fastest_gpus", "cheapest_gpus", "comm_over_bound", "note")),
     TableSpec(

@@ -19,14 +19,17 @@ note says why (T(1)/T(N) of different work is no speedup).
 
 Both are medians over repeats (speedup from the medians); spread columns from stats.py.
 
-A series is (platform, trainer, experiment, variant, image, nodes): ``image`` is the
-container image the points ran in (derive.py; null without one), so points of different
-images are never mixed into one speedup; ``nodes`` keeps intra-node points (one node)
-apart from inter-node ones: 4 GPUs as 1x4 and as 2x2 (``placement``, nodes x GPUs per
-node) are two rows, never one median. Every series of a platform/trainer/experiment/
-variant/image is measured against the same baseline, its 1-GPU point (on one node), so
-speedups of an intra- and an inter-node series compare directly (placement_table puts
-them side by side at equal GPU counts).
+A series is (platform, trainer, experiment, dataset, variant, image, nodes): ``dataset``
+is the dataset and crop it trained on, worded (derive.py: ``ade20k 512px 150 classes``,
+``synthetic 512px 150 classes (ade20k's shapes)``), so points of two datasets or crops
+are two series, never one median; ``image`` is the container image the points ran in
+(derive.py; null without one), so points of different images are never mixed into one
+speedup; ``nodes`` keeps intra-node points (one node) apart from inter-node ones: 4 GPUs
+as 1x4 and as 2x2 (``placement``, nodes x GPUs per node) are two rows, never one median.
+Every series of a platform/trainer/experiment/dataset/variant/image is measured against
+the same baseline, its 1-GPU point (on one node), so speedups of an intra- and an
+inter-node series compare directly (placement_table puts them side by side at equal GPU
+counts).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import polars as pl
 
 from campaign.harvest.stats import repeat_stats
 
-SERIES = ["platform", "trainer", "experiment", "variant", "image", "nodes"]
+SERIES = ["platform", "trainer", "experiment", "dataset", "variant", "image", "nodes"]
 BASELINE_KEYS = SERIES[:-1]  # what a series shares with its 1-GPU baseline: all but nodes
 KEYS = SERIES + ["gpus", "placement"]  # placement ("2x2") follows from nodes and gpus
 TIME_VIEW = "time-to-solution"
@@ -46,7 +49,7 @@ _OPTIONAL = {
     "time_lo_s": pl.Float64, "time_hi_s": pl.Float64, "gpu_hours": pl.Float64, "projected": pl.Boolean,
     "sampled_time_s": pl.Float64, "timed_iterations": pl.Int64, "warmup_s": pl.Float64,
     "gpu_util": pl.Float64, "cpu_util": pl.Float64, "iter_median_s": pl.Float64, "images": pl.Int64,
-    "batch_per_gpu": pl.Int64, "iterations": pl.Int64, "image": pl.Utf8, "image_sha256": pl.Utf8,
+    "batch_per_gpu": pl.Int64, "iterations": pl.Int64, "dataset": pl.Utf8, "image": pl.Utf8, "image_sha256": pl.Utf8,
     "image_path": pl.Utf8,
 }
 

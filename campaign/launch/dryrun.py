@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 from tabulate import tabulate
 
 from campaign.backends import JobGroup, by_executor, get_backend
+from campaign.catalogue.dataset_label import dataset_label, names_dataset, study_of
 from campaign.common.errors import ConfigError
 from campaign.observe.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
 from campaign.launch.plan import PointPlan, job_plan
@@ -126,20 +127,12 @@ def epoch_lines(points: Sequence[PointPlan]) -> list[str]:
 def trainer_datasets(points: Sequence[PointPlan]) -> list[str]:
     """``dataset=NAME 512px 150 classes`` (``28px 1-channel 10 classes``) when every point
     trains on the same dataset and its trainer picked it (its study's, ``TrainerDef.dataset``:
-    no point names one); [] otherwise, as for the global default."""
-    from campaign.launch.validate import declaration_of, names_dataset
-
+    no point names one), worded as status and harvest word it (campaign.catalogue.dataset_label);
+    [] otherwise, as for the global default."""
     sections = {repr(sorted(p.config["dataset"].items(), key=str)) for p in points}
-    if len(sections) > 1 or any(names_dataset(p.overrides) for p in points):
+    if len(sections) > 1 or any(names_dataset(p.overrides) for p in points) or not study_of(points[0].config):
         return []
-    study = declaration_of(points[0].config).dataset
-    if not study:
-        return []
-    d = points[0].config["dataset"]
-    channels = int(d.get("channels") or 3)  # MNIST's grey images said so; RGB goes without saying
-    shapes = f"{d['image_size']}px {'' if channels == 3 else f'{channels}-channel '}{d['num_classes']} classes"
-    source = f"{study}'s shapes, no dataset.root" if d["name"] != study else study
-    return [f"dataset={d['name']} {shapes} ({source})" if d["name"] != study else f"dataset={study} {shapes}"]
+    return [f"dataset={dataset_label(points[0].config, points[0].overrides, why=True)}"]
 
 
 def fmt_limit(minutes: int) -> str:

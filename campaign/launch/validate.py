@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from campaign.catalogue.config import CampaignConfig
+from campaign.catalogue.dataset_label import names_dataset
 from campaign.common.errors import ConfigError
 from campaign_datasets import find as find_dataset
 from trainers import registry
@@ -230,15 +231,6 @@ def _pretty(module: str) -> str:
 
 
 # ------------------------------------------------------------------ the trainer's own dataset
-
-
-def names_dataset(overrides: typing.Sequence[str]) -> bool:
-    """Whether a point's overrides name its dataset (``dataset=cifar10``, ``dataset.name=...``)."""
-    for line in overrides:
-        key = line.lstrip("+~").split("=", 1)[0].split("@", 1)[0]
-        if key in ("dataset", "dataset.name"):
-            return True
-    return False
 
 
 def reference_dataset(config: Mapping[str, Any], spec: TrainerDef, overrides: typing.Sequence[str]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ heartbeats (campaign.observe.progress). Status reads the store through a read-on
 and writes nothing: what it observes is derived again at every refresh.
 
 The table has a column per value that differs between the campaign's points (by its
-override name, campaign.common.varying); what every point shares is said once, above it.
+override name, campaign.common.varying); what every point shares is said once, above it,
+the dataset too (worded with its crop from the stored config, a study's stand-in saying
+whose shapes it keeps: campaign.catalogue.dataset_label), a column where points differ.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any, Callable, Optional
 
 from tabulate import tabulate
 
+from campaign.catalogue.dataset_label import dataset_label
 from campaign.common.errors import EXIT_TIMEOUT
 from campaign.observe.estimate import fmt_duration
 from campaign.common.jobfolder import sibling_task_log
@@ -29,13 +32,13 @@ from campaign.observe.progress import NOT_STARTED, CampaignETA, PointETA, annota
 from campaign.observe.state import FAILED_STATES, SPOOLED, effective_points, is_final
 from campaign.store import find_campaign_noted, open_store
 from campaign.common.text import printable
-from campaign.common.varying import varying
+from campaign.common.varying import AXES, varying
 
 __all__ = ["FAILED_STATES", "EXIT_TIMEOUT", "show_status", "watch_status", "point_view", "point_image", "render",
            "snapshot"]
 
 BAR_WIDTH = 24
-SHARED_AXES = ("trainer", "experiment")  # a column when they differ, said above the table when shared
+SHARED_AXES = ("trainer", "experiment", "dataset")  # a column when they differ, said above the table when shared
 
 
 def _elapsed(p: dict, now: float) -> Optional[float]:
@@ -74,7 +77,8 @@ def point_view(p: dict, now: float, eta: Optional[PointETA] = None, values: Opti
     eta = eta or PointETA()
     return {
         "idx": p["idx"], "platform": p["platform"], "gpus": p["gpus"], "nodes": p.get("nodes"),
-        "trainer": p["trainer"], "experiment": p["experiment"], "repeat": p["repeat"], "values": dict(values or {}),
+        "trainer": p["trainer"], "experiment": p["experiment"], "dataset": point_dataset(p), "repeat": p["repeat"],
+        "values": dict(values or {}),
         "state": p["state"], "job_id": p.get("job_id"), "attempts": p.get("attempts", 0), "elapsed_s": _elapsed(p, now),
         "iteration": eta.iteration, "iterations": eta.total, "rate_it_s": eta.rate, "eta_s": eta.remaining_s,
         "eta_source": eta.source, "stalled_s": eta.stalled_s, "reason": reason, "log_path": log_path,
@@ -90,6 +94,17 @@ def point_image(p: dict) -> Optional[str]:
         return None
     image = container.get("image")
     return image if isinstance(image, str) else None
+
+
+def point_dataset(p: dict) -> str:
+    """The dataset a point trains on, worded from its stored config (name, crop, channels
+    where not 3, classes; a study's stand-in says whose shapes it keeps:
+    campaign.catalogue.dataset_label); the store's dataset name where no config was stored."""
+    config = p.get("config")
+    if not isinstance(config, dict) or not isinstance(config.get("dataset"), dict):
+        return str(p.get("dataset") or "-")
+    overrides = p.get("overrides")
+    return dataset_label(config, overrides if isinstance(overrides, list) else ())
 
 
 def summary_line(views: list[dict]) -> str:
@@ -193,7 +208,8 @@ class Follower:
         unfinished = any(not is_final(p["state"]) for p in points)
         beats = read_beats(self.store, [p.get("attempt_id") for p in points])
         etas, _ = annotate(points, beats, now=now, measured=self._measured_rates(points) if unfinished else {})
-        _, values = varying([p.get("overrides") for p in points])
+        # a swept dataset=A,B is the dataset column (worded with its crop), not an override column too
+        _, values = varying([p.get("overrides") for p in points], skip=(*AXES, "dataset"))
         images = [point_image(p) for p in points]
         if len(set(images)) > 1:  # container.images: a column only where points run in different images
             values = [{**v, "image": image or ""} for v, image in zip(values, images)]
