@@ -140,7 +140,7 @@ def test_sbatch_retries_transient_failures_with_backoff(tmp_path, monkeypatch):
     monkeypatch.setenv("SLURM_JOB_ID", "42")
     calls, sleeps = [], []
     answers = [(1, "", "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation"),
-               (1, "", "sbatch: error: Batch job submission failed: Resource temporarily unavailable"),
+               (1, "", "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)"),
                (0, "Submitted batch job 77\n", "")]
     out = run_sbatch(tmp_path / "s.sh", runner=_runner(answers, calls), sleep=sleeps.append)
     assert out == "Submitted batch job 77\n" and sleeps == [1.0, 2.0] and len(calls) == 3

@@ -50,10 +50,10 @@ def test_slurm_caps_are_read_from_its_answers():
 
 def test_room_is_what_each_cap_leaves_with_the_queue_counted():
     plans = [_plan(qos="long"), _plan(qos="long"), _plan(platform="a100")]
-    limits = room_limits(plans, max_job_count=100, all_jobs=98, assoc_max_submit=10, qos_max_submit={"long": 2},
+    limits = room_limits(plans, max_job_count=100, all_jobs=87, assoc_max_submit=10, qos_max_submit={"long": 2},
                          mine=[("long", "p"), ("normal", "p")])
     by_what = {lim.what: lim for lim in limits}
-    assert by_what["the cluster's MaxJobCount=100"].room == 2
+    assert by_what["the cluster's MaxJobCount=100 (11 kept free)"].room == 2  # 100 - (1 + 10 %) - 87
     assert by_what["your association's MaxSubmitJobs=10"].room == 8
     qos = by_what["MaxSubmitJobsPerUser=2 of QOS long"]
     assert qos.room == 1 and qos.used == 1 and qos.applies_to == frozenset({0, 1})
@@ -237,3 +237,110 @@ def test_resume_chooses_what_did_not_complete_and_leaves_the_rest():
                           {"id": 3, "state": "failed", "retries": 0, "config": retry_on},
                           {"id": 4, "state": "waiting", "retries": 0, "config": {}}])
     assert [p["id"] for p in retry] == [1] and [p["id"] for p in waiting] == [4]
+
+
+# ---------------------------------------------------------------- headroom under MaxJobCount (issue 26)
+
+@pytest.mark.parametrize("cap,records,reserve,room", [
+    (10000, 0, 1001, 8999),  # the local SLURM, empty: 1 the controller never admits + 1,000 (10 %)
+    (10000, 12, 1001, 8987),  # 12 jobs of anyone's already hold records
+    (10000, 9500, 1001, -501),  # fuller than the headroom: nothing goes (plan_wave reads it as 0)
+    (5, 0, 2, 3),  # 10 % of 5 rounds up to 1
+    (1001, 0, 102, 899),  # 100.1 rounds up to 101
+])
+def test_max_job_count_leaves_the_controller_its_headroom(cap, records, reserve, room):
+    from campaign.backends.slurm_limits import max_job_count_reserve
+
+    assert max_job_count_reserve(cap) == reserve
+    (limit,) = room_limits([_plan()], max_job_count=cap, all_jobs=records, assoc_max_submit=None, qos_max_submit={},
+                           mine=[])
+    assert limit.room == room and limit.used == records
+    assert limit.what == f"the cluster's MaxJobCount={cap} ({reserve} kept free)"
+    # what slurmctld admits (records + n >= MaxJobCount is refused): a full wave still fits with the reserve to spare
+    n = len(plan_wave(20000, [limit]).now)
+    assert n == max(0, room) and (n == 0 or records + n == cap - reserve < cap)
+
+
+def test_the_headroom_is_read_from_scontrol_and_every_users_records(monkeypatch):
+    """A fake ``scontrol show config`` (MaxJobCount = 20) and ``squeue -a -r -t all`` (7 records,
+    ended ones included): room 20 - 3 - 7 = 10; without squeue's answer the cap is left out."""
+    import campaign.backends.slurm_limits as sl
+
+    monkeypatch.setattr(sl, "_caps_cache", {})
+    config = "MaxArraySize            = 1001\nMaxJobCount             = 20\nMinJobAge               = 600 sec\n"
+    answers = {"squeue": (0, "".join(f"{i}\n" for i in range(7)), ""), "sacctmgr": (1, "", "no accounting")}
+    calls = []
+
+    def runner(argv, **kw):
+        calls.append(list(argv))
+        return Completed(list(argv), *answers[argv[0]])
+
+    (limit,) = sl.slurm_limits([_plan()], config, runner)
+    assert limit.room == 10 and limit.used == 7 and limit.what == "the cluster's MaxJobCount=20 (3 kept free)"
+    assert ["squeue", "-h", "-a", "-r", "-t", "all", "-o", "%i"] in calls
+    answers["squeue"] = (1, "", "slurm_load_jobs error: Unable to contact slurm controller")
+    assert sl.slurm_limits([_plan()], config, runner) == []
+
+
+FULL_STDERR = ("sbatch: error: Slurm temporarily unable to accept job, sleeping and retrying\n"
+               "sbatch: error: Batch job submission failed: Resource temporarily unavailable\n")
+
+
+def test_sbatch_messages_that_say_the_controller_is_full():
+    import campaign.backends.sbatch as sb
+
+    assert sb.controller_full(FULL_STDERR) == "Slurm temporarily unable to accept job, sleeping and retrying"
+    assert sb.controller_full("sbatch: error: Batch job submission failed: Resource temporarily unavailable") == \
+        "Batch job submission failed: Resource temporarily unavailable"
+    assert sb.controller_full("sbatch: error: Slurm job queue full, sleeping and retrying\n") == \
+        "Slurm job queue full, sleeping and retrying"
+    assert sb.controller_full("error: MaxJobCount limit from slurm.conf reached (10000)")
+    for other in ("", "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+                  "sbatch: error: Unable to contact slurm controller (connect failure)",
+                  "sbatch: error: invalid partition specified: nosuch"):
+        assert sb.controller_full(other) is None
+    reason = sb.full_reason(sb.controller_full(FULL_STDERR))
+    from campaign.launch.waves import RESUME_HINT
+
+    assert reason == ("waiting for room: SLURM's controller takes no more jobs now (sbatch: Slurm temporarily "
+                      f"unable to accept job, sleeping and retrying); {RESUME_HINT}")
+
+
+def test_a_full_controller_is_not_retried_nor_taken_for_a_dead_one(tmp_path):
+    """sbatch that says "full" and exits, or is stopped at the 60 s timeout while still saying
+    so (it retries by itself for two minutes): ControllerFull after one call, never four 60 s
+    waits; a job found queued all the same is submitted. A timeout with nothing said (a dead
+    controller) keeps its handling: looked for, then tried again."""
+    from campaign.backends.slurm import ControllerFull, run_sbatch
+
+    calls, sleeps = [], []
+    with pytest.raises(ControllerFull, match="^Slurm temporarily unable to accept job, sleeping and retrying$"):
+        run_sbatch(tmp_path / "s.sh", runner=_runner([(1, "", FULL_STDERR)], calls), sleep=sleeps.append,
+                   find_queued=lambda: None)
+    assert len(calls) == 1 and sleeps == []
+    stopped = CommandError(["sbatch"], "no answer within 60 s", stderr=FULL_STDERR.splitlines()[0] + "\n")
+    calls.clear()
+    with pytest.raises(ControllerFull):
+        run_sbatch(tmp_path / "s.sh", runner=_runner([stopped, stopped], calls), sleep=sleeps.append,
+                   find_queued=lambda: None)
+    assert len(calls) == 1
+    with pytest.raises(ControllerFull):  # without a way to look in the queue: full all the same
+        run_sbatch(tmp_path / "s.sh", runner=_runner([stopped], []), sleep=sleeps.append)
+    assert run_sbatch(tmp_path / "s.sh", runner=_runner([stopped], []), sleep=sleeps.append,
+                      find_queued=lambda: "31") == "Submitted batch job 31\n"  # its last try got through
+    dead = CommandError(["sbatch"], "no answer within 60 s")
+    calls.clear()
+    assert run_sbatch(tmp_path / "s.sh", runner=_runner([dead, (0, "Submitted batch job 8\n", "")], calls),
+                      sleep=sleeps.append, find_queued=lambda: None) == "Submitted batch job 8\n"
+    assert len(calls) == 2
+    assert issubclass(ControllerFull, SubmitError)
+
+
+def test_a_timeout_keeps_what_the_program_said_until_then():
+    """proc.run stops a program at its timeout and keeps its stderr so far: how a full
+    controller is told from a dead one."""
+    from campaign.common.proc import run
+
+    with pytest.raises(CommandError, match="no answer within 3 s") as info:
+        run(["/bin/sh", "-c", "echo 'queue full' >&2; exec sleep 30"], timeout=3)
+    assert info.value.stderr == "queue full\n"

@@ -253,6 +253,35 @@ def is_transient(message: str) -> bool:
     return any(t in low for t in TRANSIENT)
 
 
+# A controller that answers "full": slurmctld refuses a job that would bring its records to
+# MaxJobCount (EAGAIN, "Resource temporarily unavailable"; its log: "MaxJobCount limit from
+# slurm.conf reached"), and sbatch, on EAGAIN or a full queue, says so at once, then sleeps
+# and retries by itself (1, 2, ... 15 s: two minutes) before it gives up. It is not a dead
+# controller: its points wait for the next wave instead of being rejected or retried.
+FULL = (
+    "maxjobcount",
+    "temporarily unable to accept job",  # sbatch: "Slurm temporarily unable to accept job, sleeping and retrying"
+    "job queue full",  # sbatch: "Slurm job queue full, sleeping and retrying"
+    "resource temporarily unavailable",  # sbatch's last word: "Batch job submission failed: Resource ..."
+)
+FULL_HINT = "campaign resume submits it when jobs end"  # as campaign/launch/waves.py's RESUME_HINT
+
+
+def controller_full(stderr: str) -> Optional[str]:
+    """The line of sbatch's ``stderr`` that says the controller takes no more jobs now
+    (``FULL``), without sbatch's prefixes, or None."""
+    for line in str(stderr).splitlines():
+        if any(f in line.lower() for f in FULL):
+            return sbatch_message(line).rstrip(".").replace("; ", ", ")  # one clause: reports split at "; "
+    return None
+
+
+def full_reason(line: str) -> str:
+    """A point's ``waiting`` reason when sbatch met a full controller (``line``:
+    ``controller_full``'s), in the form of campaign/launch/waves.py's reasons."""
+    return f"waiting for room: SLURM's controller takes no more jobs now (sbatch: {line}); {FULL_HINT}"
+
+
 def sbatch_message(stderr: str, returncode: Optional[int] = None) -> str:
     """SLURM's refusal on one line: ``sbatch: error:`` prefixes dropped, duplicates removed."""
     seen: list[str] = []

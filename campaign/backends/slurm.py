@@ -58,6 +58,15 @@ class SlurmJobEntry(JobEntry):
         return super().__call__()
 
 
+class ControllerFull(SubmitError):
+    """sbatch met a controller that takes no more jobs now (``sb.FULL``): its points wait
+    for the next wave (``line``: what sbatch said)."""
+
+    def __init__(self, line: str):
+        self.line = line
+        super().__init__(line)
+
+
 def run_sbatch(
     script: Path,
     *,
@@ -74,7 +83,12 @@ def run_sbatch(
     An sbatch that gets no answer in time (a saturated controller) may still have
     queued the job: ``find_queued`` (the job id of this very submission, found in the
     queue, or None) is asked after the back-off; a job found is taken as submitted,
-    otherwise sbatch is tried again. Without it, no answer is final."""
+    otherwise sbatch is tried again. Without it, no answer is final.
+
+    A controller that answers "full" (``sb.controller_full``: sbatch says so at once, then
+    retries by itself for two minutes, so it is stopped at the timeout while still saying
+    it) is not a dead one: ``ControllerFull`` at once, never retried (a job found queued
+    by ``find_queued`` still counts as submitted)."""
     env = sb.scrubbed_environ(os.environ)
     runner = runner or run
     message = ""
@@ -82,16 +96,23 @@ def run_sbatch(
         try:
             done = runner(["sbatch", str(script)], timeout=SBATCH_TIMEOUT_S, env=env, check=False)
         except CommandError as exc:  # missing, or no answer
-            if find_queued is None or not exc.detail.startswith("no answer"):
+            no_answer = exc.detail.startswith("no answer")
+            full = sb.controller_full(getattr(exc, "stderr", "")) if no_answer else None
+            if not no_answer or (find_queued is None and full is None):
                 raise SubmitError(exc.detail) from exc
             sleep(backoff_s * 2**i)
-            found = find_queued()
+            found = find_queued() if find_queued is not None else None
             if found:
                 return f"Submitted batch job {found}\n"
+            if full is not None:
+                raise ControllerFull(full) from exc
             message = f"sbatch: {exc.detail} (the job is not in the queue)"
             continue
         if done.returncode == 0:
             return done.stdout
+        full = sb.controller_full(done.stderr or done.stdout)
+        if full is not None:
+            raise ControllerFull(full)
         message = sb.sbatch_message(done.stderr or done.stdout, done.returncode)
         if not sb.is_transient(message) or i + 1 >= attempts:
             break
@@ -206,7 +227,8 @@ class SlurmBackend(Backend):
     def submit(self, items: Sequence[tuple[Any, dict]], folder: Path, python: Optional[str]) -> list[Submitted]:
         """One job array per resource group (split at MaxArraySize); a group sbatch
         refuses is reported on each of its points with SLURM's message, the other
-        groups still go."""
+        groups still go. Once sbatch meets a full controller (``ControllerFull``) that
+        array and every later one stay ``waiting`` (``Submitted.waiting``), untried."""
         folder = Path(folder).absolute()
         by_point: dict[int, Submitted] = {}
         try:
@@ -215,12 +237,17 @@ class SlurmBackend(Backend):
             return [Submitted(spec.point_id, None, error=str(exc)) for _, spec in items]
         groups = sb.group_items(items)
         max_array = self.max_array_size() if groups else sb.DEFAULT_MAX_ARRAY_SIZE
+        full: Optional[str] = None  # a waiting reason once sbatch met a full controller
         for group in groups:
             resources = group[0][0].resources
             campaign_id = group[0][1].campaign_id
             for part, chunk in enumerate(sb.chunks(group, max_array)):
+                if full is not None:  # the arrays after it would meet it too: they wait, untried
+                    by_point.update({spec.point_id: Submitted(spec.point_id, None, waiting=full) for _, spec in chunk})
+                    continue
                 for s in self._submit_chunk(chunk, resources, sb.job_name(campaign_id, resources, part), folder, python):
                     by_point[s.point_id] = s
+                    full = full or s.waiting
         return [by_point[spec.point_id] for _, spec in items]
 
     def _submit_chunk(self, chunk: Sequence[tuple[Any, dict]], resources: Resources, name: str,
@@ -232,6 +259,8 @@ class SlurmBackend(Backend):
                                        **({"max_num_timeout": MAX_TIME_LIMIT_REQUEUES} if resources.checkpoint else {}))
             ex.update_parameters(**params)
             jobs = ex.submit_array([entry_for(spec, SlurmJobEntry) for _, spec in chunk])
+        except ControllerFull as exc:  # not refused: the controller is full now; the next wave takes them
+            return [Submitted(pid, None, waiting=sb.full_reason(exc.line)) for pid in ids]
         except CampaignError as exc:
             return [Submitted(pid, None, error=str(exc)) for pid in ids]
         except (OSError, ValueError, RuntimeError) as exc:  # folder not writable, submitit's own checks

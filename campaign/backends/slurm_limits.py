@@ -1,18 +1,31 @@
 """How many more jobs SLURM takes now: the caps a launch reads and the room each leaves.
 
 - ``MaxJobCount`` (``scontrol show config``): job records the controller holds, every
-  user's, finished ones included until ``MinJobAge`` passes (``squeue -t all``);
+  user's, finished ones included until ``MinJobAge`` passes (``squeue -a -r -t all``);
 - ``MaxSubmitJobs`` of the user's association and ``MaxSubmitJobsPerUser`` of a QOS
   (``sacctmgr``, when accounting answers; a cluster without them has no such cap).
 
 An array task counts as one job (SLURM counts them so against MaxSubmitJobs), also
 while its array's pending rest is still one record: the room is never overstated.
 Parsing is pure; ``slurm_limits`` runs the queries (each failure just drops its cap).
+
+**Headroom under MaxJobCount.** How slurmctld counts (src/slurmctld/job_mgr.c,
+``_create_job_record``/``_add_job_record``): a new job of n records (a plain job 1, an
+array of n tasks n, counted whole at submission although it is one meta record until its
+tasks run; a task split off later adds 0) is refused when ``records + n >= MaxJobCount``,
+so at most ``MaxJobCount - 1`` records are ever held; an ended job keeps its record until
+``MinJobAge`` passes, and other users submit while a launch runs (their jobs, and those in
+hidden partitions or behind ``PrivateData``, may not all be in our ``squeue``). A launch
+therefore plans its wave to ``MaxJobCount - 1 - reserve - records``, ``reserve`` being
+``HEADROOM_SHARE`` (10 %) of MaxJobCount, rounded up: into an empty 10,000-record cluster
+8,999 go now and the rest wait for the next wave. An sbatch that meets the cap anyway
+waits too (campaign/backends/slurm.py, ``ControllerFull``).
 """
 
 from __future__ import annotations
 
 import getpass
+import math
 import re
 import time
 from typing import Any, Callable, Optional, Sequence
@@ -23,6 +36,14 @@ from campaign.common.proc import CommandError, Completed, run
 QUERY_TIMEOUT_S = 20.0  # sacctmgr waits on slurmdbd: a launch does not wait longer for a cap
 CAPS_TTL_S = 300.0  # caps change rarely: `status --wait --submit` asks sacctmgr every 5 min, not every refresh
 _caps_cache: dict[tuple, tuple[float, Optional[str]]] = {}
+HEADROOM_SHARE = 0.10  # of MaxJobCount kept free for other users' jobs and what squeue does not show
+
+
+def max_job_count_reserve(max_job_count: int) -> int:
+    """Records a launch leaves free under ``max_job_count`` (module docstring): the one the
+    controller's strict test (``records + n >= MaxJobCount`` refuses) never admits, and
+    ``HEADROOM_SHARE`` of it, rounded up."""
+    return 1 + math.ceil(max_job_count * HEADROOM_SHARE)
 
 
 def parse_config_value(text: str, key: str) -> Optional[int]:
@@ -65,7 +86,9 @@ def room_limits(plans: Sequence[Any], *, max_job_count: Optional[int], all_jobs:
     (``platform.max_submit`` is the campaign's own: campaign/launch/waves.py). Pure."""
     limits: list[Limit] = []
     if max_job_count is not None:
-        limits.append(Limit(f"the cluster's MaxJobCount={max_job_count}", max_job_count - all_jobs, used=all_jobs))
+        reserve = max_job_count_reserve(max_job_count)
+        limits.append(Limit(f"the cluster's MaxJobCount={max_job_count} ({reserve} kept free)",
+                            max_job_count - reserve - all_jobs, used=all_jobs))
     if assoc_max_submit is not None:
         limits.append(Limit(f"your association's MaxSubmitJobs={assoc_max_submit}", assoc_max_submit - len(mine),
                             used=len(mine)))
@@ -100,7 +123,8 @@ def slurm_limits(plans: Sequence[Any], config_text: Optional[str],
         return _caps_cache[key][1]
 
     max_job_count = parse_config_value(config_text or "", "MaxJobCount")
-    everyone = ask(["squeue", "-h", "-r", "-t", "all", "-o", "%i"]) if max_job_count else None
+    # -a: jobs in hidden partitions hold records too; -r: one line per array task, as counted
+    everyone = ask(["squeue", "-h", "-a", "-r", "-t", "all", "-o", "%i"]) if max_job_count else None
     queue = ask(["squeue", "-h", "-r", "-u", user, "-o", "%q|%a"])
     mine = parse_queue(queue or "")
     accounts = {p.config["platform"].get("account") for p in plans}

@@ -15,10 +15,11 @@ from campaign.common.text import printable
 class CommandError(CampaignError):
     """A command could not be run, timed out, or exited non-zero."""
 
-    def __init__(self, argv: Sequence[str], message: str, returncode: Optional[int] = None):
+    def __init__(self, argv: Sequence[str], message: str, returncode: Optional[int] = None, stderr: str = ""):
         self.argv = list(argv)
         self.returncode = returncode
         self.detail = message
+        self.stderr = stderr  # what the program wrote to stderr (by a timeout: what it had written until then)
         super().__init__(f"{argv[0]}: {message}")
 
 
@@ -70,7 +71,9 @@ def run(
     except FileNotFoundError as exc:
         raise CommandError(argv, "command not found on PATH") from exc
     except subprocess.TimeoutExpired as exc:
-        raise CommandError(argv, f"no answer within {timeout:g} s") from exc
+        # a client that retries by itself (sbatch meeting a full controller) said why before it was stopped
+        partial = decoded(exc.stderr, argv) if isinstance(exc.stderr, bytes) else ""
+        raise CommandError(argv, f"no answer within {timeout:g} s", stderr=partial) from exc
     done = Completed(argv, proc.returncode, decoded(proc.stdout, argv), decoded(proc.stderr, argv))
     if check and proc.returncode != 0:
         msg = one_line(proc.stderr) or one_line(proc.stdout) or f"exit status {proc.returncode}"

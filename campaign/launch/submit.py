@@ -186,7 +186,8 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
                       overrides: Optional[Sequence[str]] = None, fresh: bool = False) -> list[Submitted]:
     """Submit registered points as one submission each (an attempt opened per point,
     ``origin`` and the ``overrides`` applied to it recorded on it) and record the outcome:
-    job ids for the submitted ones, ``rejected`` with the reason for the others. Ctrl-C on
+    job ids for the submitted ones, ``waiting`` for those the backend held back (its scheduler
+    said it was full), ``rejected`` with the reason for the others. Ctrl-C on
     the way records what was submitted, rejects the rest, and raises ``Interrupted``
     saying how to submit them. ``fresh`` (the launch that makes the job folder): the
     folder must not exist yet; otherwise it must be this user's private folder
@@ -211,9 +212,14 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
             if s.job_id is not None
         ]
     )
+    held: dict[str, list[int]] = {}  # the scheduler had no room after all (a full controller): the next wave's
     for s in submitted:
-        if s.job_id is None:
+        if s.job_id is None and s.waiting:
+            held.setdefault(s.waiting, []).append(s.point_id)
+        elif s.job_id is None:
             store.reject(s.point_id, redact(s.error), numbers.get(s.point_id))
+    for why, pids in held.items():  # each keeps the attempt opened above, now waiting
+        store.hold(pids, why, origin=origin)
     if interrupted:
         left = sum(1 for s in submitted if s.job_id is None)
         raise Interrupted(f"interrupted while submitting campaign {campaign_id}: {len(ids) - left} of {len(ids)} "

@@ -8,6 +8,13 @@ most that many of the campaign's points of that platform in the scheduler at onc
 wave is the points, in sweep order, that fit in every cap that applies to them. The rest
 stay ``waiting``, with the cap that holds them back; ``campaign resume`` (or ``campaign
 status --wait --submit``) submits the next wave once jobs have ended.
+
+A cap's room is what the scheduler admits, less what it needs for itself: under SLURM's
+MaxJobCount a wave leaves ``1 + 10 %`` of it free (the controller never holds the last
+record; other users' jobs arrive and ended ones linger for MinJobAge:
+campaign/backends/slurm_limits.py). A submission that meets a full scheduler anyway (sbatch:
+"temporarily unable to accept job") leaves its points, and those after it, ``waiting`` for
+the next wave (``Submitted.waiting`` from the backend), never ``rejected``.
 """
 
 from __future__ import annotations
