@@ -78,3 +78,13 @@ def test_epoch_rows_share_the_whole_run_not_the_timed_window():
     assert share == {"epoch_0": pytest.approx(2.46 / 3.0), "epoch_1": pytest.approx(0.54 / 3.0), "iteration": 0.9983}
     shares = breakdown_table(p, eng)["share"].drop_nulls().to_list()
     assert shares and all(0.0 <= s <= 1.0 for s in shares)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_non_finite_loss_threshold_is_refused_in_one_line(value):
+    # nan: every window's "mean < threshold" is False, so the table said never reached
+    from campaign.common.errors import ConfigError
+    from campaign.harvest.run import harvest
+
+    with pytest.raises(ConfigError, match=r"^--loss-threshold (nan|inf): give a finite number, e\.g\. 0\.5$"):
+        harvest(None, store_url="sqlite:////nonexistent/never-opened.db", table="convergence", loss_threshold=value)

@@ -34,6 +34,11 @@ def test_int64_bounds_are_exact():
     assert parse_int64(" 007 ", "gpus") == 7
     with pytest.raises(ConfigError, match=r"^gpus=9999999999\.\.\.9999 \(4000 digits\) is beyond a 64-bit"):
         parse_int64("9" * 4000, "gpus")  # refused before int(): no digit-limit ValueError
+    # a long word is not an integer, not a large one (it read "(26 digits) is beyond a 64-bit integer")
+    with pytest.raises(ConfigError, match=r"^gpus takes an integer, got 'abcdefghij\.\.\.wxyz \(26 characters\)'$"):
+        parse_int64("abcdefghijklmnopqrstuvwxyz", "gpus")
+    with pytest.raises(ConfigError, match=r"^gpus=1_00000000\.\.\.0000 \(4002 digits\) is beyond a 64-bit"):
+        parse_int64("1_" + "0" * 4000, "gpus")  # underscores as int() reads them, still refused before int()
     with pytest.raises(ConfigError, match=r"^seed=<an integer of about 1,505 digits> is beyond"):
         int64(10**1505, "seed")  # str() of it is never taken
 

@@ -175,3 +175,13 @@ def test_one_unsampled_repeat_beside_repeated_points_is_kept_as_measured():
     f = pl.concat([frame([1, 2], LAW, reps=3, noise=0.02), frame([4], LAW)])
     four = model_table(f).filter(pl.col("gpus") == 4).row(0, named=True)
     assert four["repeats"] == 1 and four["fit_lo_s"] <= four["fit_t_image_s"] <= four["fit_hi_s"]
+
+
+def test_student_t_quantiles_past_the_table_are_students_not_the_normals():
+    # a printed t table's 97.5 % points: beyond 10 degrees of freedom the intervals widen by
+    # these, not by the normal's 1.96 (11 repeats: 12 % wider)
+    from campaign.harvest.model import _t_quantile
+
+    for df, t in ((10, 2.228), (11, 2.201), (15, 2.131), (20, 2.086), (30, 2.042), (60, 2.000), (120, 1.980)):
+        assert _t_quantile(df) == pytest.approx(t, abs=6e-4), df
+    assert _t_quantile(0) == pytest.approx(1.959964)

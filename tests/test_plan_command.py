@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
+import polars as pl
 import pytest
 
 from campaign.harvest.model import model_table
@@ -87,3 +88,21 @@ def test_harvest_efficiency_floor_bad_input_is_one_line(ws, argv, message):
     build(ws.store_url, ws.results)
     res = ws.campaign("harvest", *argv)
     assert res.returncode == 2 and res.stderr == f"error: {message}\n"
+
+
+def test_an_inter_node_choice_launches_on_its_nodes():
+    # an inter-node series measured at 8, 16 and 32 GPUs on 2, 4 and 8 nodes (4 GPUs each),
+    # beside an intra-node one at 1, 2, 4: the printed line is the placement that was fitted
+    from campaign.harvest.views import scaling_table
+    from test_model import LAW
+
+    points = pl.concat([frame([1, 2, 4], LAW)] + [frame([n], LAW, nodes=n // 4) for n in (8, 16, 32)])
+    rows = candidates(model_table(points), scaling_table(points))
+    inter = rows.filter(pl.col("span") == "inter-node")
+    assert inter.select("gpus", "kind", "nodes").rows() == [
+        (8, "measured", 2), (16, "measured", 4), (32, "measured", 8), (64, "predicted", 16), (128, "predicted", 32)]
+    assert set(rows.filter(pl.col("span") == "intra-node")["nodes"]) == {1}
+    line = launch_line(inter.filter(pl.col("gpus") == 64).row(0, named=True))
+    assert "gpus=64 nodes=16 experiment.sample_iterations=null" in line
+    assert "nodes=" not in launch_line(rows.filter(pl.col("gpus") == 16, pl.col("span") == "intra-node")
+                                       .row(0, named=True))

@@ -175,6 +175,17 @@ def test_resume_and_the_report_agree_on_what_reruns():
     assert RESUMABLE == resume_states
 
 
+def test_provenance_of_any_stored_shape_is_shown_not_a_traceback():
+    # rank_nodes is stored JSON: a number there was unpacked with * (TypeError, a traceback)
+    from campaign.report.data import ReportData
+    from campaign.report.sections import provenance
+
+    raw = [{"node_list": "n1", "provenance": {"rank_nodes": 3, "host": "h<1>"}},
+           {"provenance": {"rank_nodes": ["n2", "n3"]}}]
+    html = provenance(ReportData({"id": "c"}, [{"gpus": 2}], {}, pl.DataFrame(), raw))
+    assert "<dt>nodes</dt><dd>h&lt;1&gt;, n1, n2, n3</dd>" in html
+
+
 def test_gpu_hours_used_is_every_attempts_elapsed_times_its_gpus():
     df = pl.DataFrame({"gpus": [1, 2, 4], "elapsed_s": [3600.0, 1800.0, None]})
     assert gpu_hours_used(df) == pytest.approx(1.0 + 1.0)

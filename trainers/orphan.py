@@ -14,7 +14,7 @@ seconds starting (Python, submitit, torch) before it can ask, and a controller k
 meanwhile has already handed the rank to init. So the rank first checks that its parent
 is still submitit's controller (``submitit.local._local`` in its command line) and fails
 at once when it is not. And since a signal that never comes leaves the rank running
-forever, a daemon thread also looks at the parent once a second (one getppid) and
+forever, a daemon thread also looks at the parent every ``POLL_S`` (one getppid) and
 raises the same hang-up itself when the controller is gone; the rank raises
 ``ControllerGone`` once, whichever comes first. The thread is also the portable fallback
 where there is no prctl (not Linux) or it is refused. It compares ``getppid()`` with the

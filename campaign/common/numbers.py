@@ -26,7 +26,8 @@ def _shown(value: Any) -> str:
     if isinstance(value, int) and value.bit_length() > 256:
         return f"<an integer of about {int(value.bit_length() * 0.30103):,} digits>"
     text = str(value)
-    return text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text)} digits)"
+    unit = "digits" if text.lstrip("+-").replace("_", "").isdigit() else "characters"
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-4:]} ({len(text)} {unit})"
 
 
 def int64(value: Any, what: str) -> int:
@@ -42,7 +43,8 @@ def parse_int64(text: str, what: str) -> int:
     """The integer ``text`` spells, within 64 bits; ``ConfigError`` otherwise (no digit-count
     limit is reached: a text longer than any 64-bit integer is refused before ``int``)."""
     text = str(text).strip()
-    if len(text.lstrip("+-").lstrip("0")) > 19:  # 2**63 has 19 digits: no need to convert it
+    digits = text.lstrip("+-").replace("_", "")  # int() takes 1_000; a word is not a large number
+    if digits.isdigit() and len(digits.lstrip("0")) > 19:  # 2**63 has 19 digits: no need to convert it
         raise ConfigError(f"{what}={_shown(text)} is beyond a 64-bit integer ({INT64_MIN} to {INT64_MAX})")
     try:
         value = int(text)

@@ -121,7 +121,16 @@ def select(x: np.ndarray, y: np.ndarray, tolerance: float) -> Fit:
 
 
 def _t_quantile(df: int) -> float:
-    return _T975.get(df, Z95) if df >= 1 else Z95
+    """Student's t 97.5 % quantile at ``df`` degrees of freedom: the table to 10, then the
+    Cornish-Fisher expansion about the normal's (within 2e-4 from 11 on; the normal's own
+    1.96 would make 11 to 30 repeats' intervals up to 11 % too narrow)."""
+    if df < 1:
+        return Z95
+    if df in _T975:
+        return _T975[df]
+    z = Z95
+    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
 
 
 def fabric_gbs(platform: str) -> Optional[float]:

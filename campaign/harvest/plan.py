@@ -43,7 +43,29 @@ def candidates(model: pl.DataFrame, scaling: Optional[pl.DataFrame] = None) -> p
                                           (pl.col("time_s") * pl.col("gpus") / 3600.0).alias("gpu_hours")]))
     if not parts:
         return pl.DataFrame(schema={c: pl.Utf8 for c in SHOWN})
-    return pl.concat(parts, how="vertical_relaxed").sort(KEYS + ["gpus"], nulls_last=True)
+    rows = pl.concat(parts, how="vertical_relaxed").sort(KEYS + ["gpus"], nulls_last=True)
+    return _with_nodes(rows, scaling)
+
+
+def _with_nodes(rows: pl.DataFrame, scaling: Optional[pl.DataFrame]) -> pl.DataFrame:
+    """``rows`` with ``nodes``: a measured N's own node count; a predicted N of an
+    inter-node series as many nodes as it needs at the GPUs per node of the series'
+    largest measured N (an inter-node choice launched without ``nodes=`` would run on
+    one node, or be refused: not the placement the model measured or predicted)."""
+    if scaling is None or not scaling.height or "nodes" not in scaling.columns:
+        return rows.with_columns(pl.lit(None, dtype=pl.Int64).alias("nodes"))
+    placed = (scaling.with_columns(pl.when(pl.col("nodes") > 1).then(pl.lit("inter-node"))
+                                   .otherwise(pl.lit("intra-node")).alias("span"))
+              .group_by(KEYS + [pl.col("gpus").cast(pl.Int64)]).agg(pl.col("nodes").max().cast(pl.Int64)))
+    per_node = (placed.sort("gpus").group_by(KEYS, maintain_order=True)
+                .agg((pl.col("gpus").last() / pl.col("nodes").last()).alias("_per_node")))
+    out = (rows.with_columns(pl.col("gpus").cast(pl.Int64))
+           .join(placed, on=KEYS + ["gpus"], how="left", nulls_equal=True)
+           .join(per_node, on=KEYS, how="left", nulls_equal=True))
+    predicted = (pl.col("gpus") / pl.col("_per_node")).ceil().cast(pl.Int64)
+    return out.with_columns(
+        pl.coalesce("nodes", pl.when(pl.col("span") == "inter-node").then(predicted).otherwise(pl.lit(1)))
+        .alias("nodes")).drop("_per_node")
 
 
 def choose(rows: pl.DataFrame, hours: Optional[float], budget: Optional[float]) -> dict:
@@ -60,9 +82,13 @@ def choose(rows: pl.DataFrame, hours: Optional[float], budget: Optional[float]) 
 
 
 def launch_line(row: dict) -> str:
-    """The ``campaign launch`` line that runs the chosen point's full schedule (sampling off)."""
+    """The ``campaign launch`` line that runs the chosen point's full schedule (sampling off,
+    on the chosen point's nodes)."""
     args = [f"platform={row['platform']}", f"trainer={row['trainer']}", f"experiment={row['experiment']}",
-            f"gpus={row['gpus']}", "experiment.sample_iterations=null"]
+            f"gpus={row['gpus']}"]
+    if (row.get("nodes") or 1) > 1:  # an inter-node choice: its own placement (the default is one node)
+        args.append(f"nodes={row['nodes']}")
+    args.append("experiment.sample_iterations=null")
     if row.get("variant"):
         args += str(row["variant"]).split()  # the varying overrides, as derive's label joins them
     return "campaign launch " + " ".join(shlex.quote(a) for a in args)

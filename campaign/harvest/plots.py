@@ -74,6 +74,17 @@ def utilisation_figure(util: pl.DataFrame):
                                  for col, what in (("gpu_util", "GPU"), ("cpu_util", "CPU"))])
 
 
+def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.DataFrame:
+    """Per platform and GPU count: the median over the platform's series of speedup,
+    efficiency, GPU and CPU utilisation (the platform comparison's bars, here and in
+    campaign.report.svg: one computation, the same numbers)."""
+    merged = scaling.select(["platform", "gpus", "speedup", "efficiency"]).group_by(["platform", "gpus"]).agg(
+        pl.col("speedup").median(), pl.col("efficiency").median())
+    u = util.select(["platform", "gpus", "gpu_util", "cpu_util"]).group_by(["platform", "gpus"]).agg(
+        pl.col("gpu_util").median(), pl.col("cpu_util").median())
+    return merged.join(u, on=["platform", "gpus"], how="left")
+
+
 def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platforms: Optional[list[str]] = None):
     """Speedup, efficiency, GPU and CPU utilisation side by side for two (or more) platforms:
     grouped bars per GPU count. None when fewer than two platforms were measured."""
@@ -81,11 +92,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
     if len(plats) < 2:
         return None
     plt = pyplot()
-    merged = scaling.select(["platform", "gpus", "speedup", "efficiency"]).group_by(["platform", "gpus"]).agg(
-        pl.col("speedup").median(), pl.col("efficiency").median())
-    u = util.select(["platform", "gpus", "gpu_util", "cpu_util"]).group_by(["platform", "gpus"]).agg(
-        pl.col("gpu_util").median(), pl.col("cpu_util").median())
-    merged = merged.join(u, on=["platform", "gpus"], how="left")
+    merged = platform_comparison_data(scaling, util)
     gpus = sorted(set(merged["gpus"].to_list()))
     panels = [("speedup", "speedup T(1)/T(N) (×)", 1.0), ("efficiency", "parallel efficiency (%)", 100.0),
               ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Optional, Sequence
 
@@ -166,6 +167,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     where = parse_where(where_items, where)
     if loss_threshold is not None and table != "convergence":
         raise ConfigError(f"--loss-threshold goes with --table convergence, not --table {table}")
+    if loss_threshold is not None and not math.isfinite(loss_threshold):  # nan: no loss is ever below it
+        raise ConfigError(f"--loss-threshold {loss_threshold}: give a finite number, e.g. 0.5")
     if x is not None and plots is None:
         raise ConfigError(f"--x {x} sets the figures' x axis; add --plots DIR")
     if efficiency_floor is not None:

@@ -183,7 +183,8 @@ def provenance(data: ReportData) -> str:
     nodes = set()
     for a in data.raw_attempts:
         p = a.get("provenance") if isinstance(a.get("provenance"), dict) else {}
-        for n in [a.get("node_list"), p.get("slurm_nodelist"), p.get("host"), *(p.get("rank_nodes") or [])]:
+        ranks = p.get("rank_nodes") if isinstance(p.get("rank_nodes"), list) else []  # stored JSON: any shape
+        for n in [a.get("node_list"), p.get("slurm_nodelist"), p.get("host"), *ranks]:
             if n:
                 nodes.add(str(n))
     if nodes:

@@ -144,14 +144,12 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
     """Speedup, efficiency, GPU and CPU utilisation: per GPU count one bar per platform, each
     the median over the platform's series (harvest.plots.platform_comparison_figure's).
     None when fewer than two platforms were measured."""
+    from campaign.harvest.plots import platform_comparison_data
+
     plats = sorted(set(scaling["platform"].to_list()))
     if len(plats) < 2:
         return None
-    merged = scaling.select(["platform", "gpus", "speedup", "efficiency"]).group_by(["platform", "gpus"]).agg(
-        pl.col("speedup").median(), pl.col("efficiency").median())
-    u = util.select(["platform", "gpus", "gpu_util", "cpu_util"]).group_by(["platform", "gpus"]).agg(
-        pl.col("gpu_util").median(), pl.col("cpu_util").median())
-    merged = merged.join(u, on=["platform", "gpus"], how="left")
+    merged = platform_comparison_data(scaling, util)
     at = {(r["platform"], r["gpus"]): r for r in merged.iter_rows(named=True)}
     gpus = sorted(set(merged["gpus"].to_list()))
     width = 0.8 / len(plats)
