@@ -375,6 +375,9 @@ def test_status_imports_no_trainer_module_the_store_names(ws, trainer):
     assert view["eta_source"].startswith("unknown: ")
     assert "a module named in the store is not imported" in view["eta_source"]
     assert ws.campaign("status").returncode == 0 and not marker.exists()
+    for command in (["harvest", CID_A], ["plan", CID_A], ["report", CID_A, "--out", str(ws.path / "r.html")]):
+        res = ws.campaign(*command)  # nothing completed: they say so; none imports what the store names
+        assert "Traceback" not in res.stderr and not marker.exists(), (command, res.stderr)
 
 
 def test_a_built_in_trainer_still_gets_its_declared_estimate(ws):

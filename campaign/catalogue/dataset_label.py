@@ -28,19 +28,24 @@ def names_dataset(overrides: Sequence[str]) -> bool:
 
 @functools.lru_cache(maxsize=64)
 def _study(name: str, module: Optional[str]) -> Optional[str]:
+    """The study dataset of a built-in trainer. A read command words points from stored data
+    and never imports a module the store names (tests/test_trust_values.py): a trainer
+    declared in a module of its own (``trainer.module`` other than its built-in one), or a
+    name that is not one of campaign's own declarations (trainers/specs), has no study
+    named here."""
     from trainers import registry
 
-    section = {"name": name, **({"module": module} if module else {})}
+    if name not in registry.builtin_names() or (module and module != f"{registry.BUILTIN}.{name}"):
+        return None
     try:
-        return registry.spec_of(section).dataset or None
+        return registry.spec_of(name).dataset or None
     except (registry.UnknownTrainer, ImportError):
-        # a store written where another trainer's declaration lives: no study to name
         return None
 
 
 def study_of(config: Mapping[str, Any]) -> Optional[str]:
     """The dataset of the study the point's trainer reproduces (``TrainerDef.dataset``);
-    None without one, or where the trainer's declaration cannot be found here."""
+    None without one, or for a trainer that is not one of campaign's built-ins."""
     trainer = config.get("trainer") if isinstance(config, Mapping) else None
     if not isinstance(trainer, Mapping) or not trainer.get("name"):
         return None
