@@ -10,7 +10,9 @@ plots 1..32 nodes x 1 GPU as one line.
 A series is what the points of one line share: the tables' series key (views.SERIES)
 less what the axis sweeps. Against GPUs, ``nodes`` leaves the key, so N nodes x 1 GPU is
 one line; only where a series holds two placements of one GPU count (1x4 and 2x2) do its
-lines split, by GPUs per node (the placement table and figure compare those). Against
+lines split, by nodes or by GPUs per node, whichever draws fewer lines (1 node and 2
+nodes as intra- vs inter-node lines; GPUs per node on a tie; the placement table and
+figure compare placements at equal GPU counts). Against
 ``nodes`` the lines are GPUs per node; against an override they are the other varying
 overrides, GPU counts and nodes (a label names only those that differ).
 """
@@ -98,8 +100,14 @@ def axis_frame(df: pl.DataFrame, key: str = GPUS) -> tuple[pl.DataFrame, XAxis]:
     names = varying_names(df)
     if key == GPUS:
         series = BASE + ["variant", "image"]
-        if df.height and df.select(series + [GPUS]).unique().height < df.select(series + [GPUS, NODES]).unique().height:
-            series.append(PER_NODE)  # two placements of one GPU count in a series: one line per GPUs per node
+        present = [c for c in series if c in df.columns]
+        if df.height and df.select(present + [GPUS]).unique().height < df.select(present + [GPUS, NODES]).unique().height:
+            # two placements of one GPU count in a series: split it by nodes (1 node, 2 nodes: intra
+            # vs inter-node lines) or by GPUs per node (N nodes x 1 GPU: one line, the ViT study's
+            # Fig 14), whichever draws fewer lines; GPUs per node on a tie
+            by_nodes = df.select(present + [NODES]).unique().height
+            by_per_node = df.select(present + [PER_NODE]).unique().height
+            series.append(NODES if by_nodes < by_per_node else PER_NODE)
     elif key == NODES:
         series = BASE + ["variant", "image", PER_NODE]
     else:
