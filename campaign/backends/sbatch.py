@@ -264,7 +264,7 @@ FULL = (
     "job queue full",  # sbatch: "Slurm job queue full, sleeping and retrying"
     "resource temporarily unavailable",  # sbatch's last word: "Batch job submission failed: Resource ..."
 )
-FULL_HINT = "campaign resume submits it when jobs end"  # as campaign/launch/waves.py's RESUME_HINT
+FULL_HINT = "campaign resume submits it when jobs end"  # campaign/launch/waves.py's RESUME_HINT too
 
 
 def controller_full(stderr: str) -> Optional[str]:

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from campaign.backends.base import Limit
+from campaign.backends.sbatch import FULL_HINT
 
-RESUME_HINT = "campaign resume submits it when jobs end"
+RESUME_HINT = FULL_HINT  # one wording for a point waiting for room, whatever said there was none
 IN_FLIGHT = ("pending", "running", "requeued")  # a point's job is in its scheduler
 
 
