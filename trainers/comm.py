@@ -2,8 +2,8 @@
 moves and the bus bandwidth it achieves. (Communication in the profiler window comes
 from its trace: campaign_trace.)
 
-``AllReduceTimer`` is a DDP communication hook doing what DDP's default does (divide
-the bucket by the world size, all-reduce it) and reporting to the Recorder one span
+``AllReduceTimer`` is a DDP communication hook doing what DDP's default does (the mean
+of the bucket over the ranks: gloo's own average on CPU, divide then sum on CUDA) and reporting to the Recorder one span
 per bucket: launch -> completion, with the Recorder's clock. On CPU (gloo) both are
 ``perf_counter`` readings, the completion taken in the future's callback (for the
 last bucket of an iteration: when the hook's own wait returns); on CUDA
@@ -40,6 +40,36 @@ class AllReduceTimer:
     def __init__(self, recorder: Recorder, *, inject_delay_s: float = 0.0):
         self.recorder = recorder
         self.inject_delay_s = float(inject_delay_s or 0.0)
+        # On CPU (gloo) the mean is gloo's own ReduceOp.AVG: no separate division of the
+        # bucket from Python (a dispatcher call per bucket, the hook's largest cost after
+        # its own call); DDP's builtin path fuses that division into the gradient copy.
+        # CUDA keeps DDP's order, divide then sum (a half-precision sum of undivided
+        # gradients could overflow). ``None``: not tried yet; False: refused, divide.
+        self._avg: Optional[bool] = None
+        self._avg_opts = None
+
+    def _allreduce_mean(self, process_group, tensor: torch.Tensor):
+        """Launch the all-reduce that leaves the mean of ``tensor`` over the group in it."""
+        if self._avg is None:
+            self._avg = False
+            if not tensor.is_cuda:
+                import torch.distributed as dist
+
+                opts = dist.AllreduceOptions()
+                opts.reduceOp = dist.ReduceOp.AVG
+                try:  # a backend without AVG refuses before anything is sent (every rank alike)
+                    work = process_group.allreduce([tensor], opts)
+                except (RuntimeError, ValueError):
+                    pass
+                else:
+                    self._avg, self._avg_opts = True, opts
+                    return work
+        if self._avg:
+            return process_group.allreduce([tensor], self._avg_opts)
+        tensor.div_(process_group.size())
+        # The process group's own allreduce (SUM), as DDP's builtin path calls it: no
+        # Python-level checks of dist.all_reduce on the hot path.
+        return process_group.allreduce([tensor])
 
     def hook(self, process_group, bucket):  # no annotations: DDP checks them against its own types
         """DDP comm hook: (process group or None, GradBucket) -> future of the reduced bucket."""
@@ -48,12 +78,9 @@ class AllReduceTimer:
 
             process_group = dist.group.WORLD
         tensor = bucket.buffer()
-        tensor.div_(process_group.size())
         rec = self.recorder
         span = rec.comm_span(tensor.numel() * tensor.element_size())
-        # The process group's own allreduce (SUM), as DDP's builtin path calls it: no
-        # Python-level checks of dist.all_reduce on the hot path.
-        work = process_group.allreduce([tensor])
+        work = self._allreduce_mean(process_group, tensor)
         last = bucket.is_last()
         delay = self.inject_delay_s if last else 0.0
         if last and not tensor.is_cuda:
