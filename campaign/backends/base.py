@@ -103,6 +103,13 @@ class Backend(Protocol):
         one line with the fix). A dry run shows the refusal as a note. None by default."""
         return None
 
+    def placement_refusals(self, plans: Sequence[Any]) -> dict[int, str]:
+        """The points (by position in ``plans``) the scheduler could never place, each with
+        its reason, so that a sweep leaves them out alone before anything is stored (SLURM:
+        more nodes than the partition has). Nothing by default, and nothing where the scheduler
+        does not answer (``preflight`` says why)."""
+        return {}
+
     def dry_run_groups(self, plans: Sequence[Any], campaign_id: str) -> list[JobGroup]:
         """The jobs ``plans`` go in, as ``submit`` makes them; by default one job per point,
         grouped by resources for reading and labelled with the executor's initial."""

@@ -300,6 +300,26 @@ class SlurmBackend(Backend):
                 raise ConfigError(f"platform {p.platform}: SLURM has no partition '{part}'; "
                                   f"available: {', '.join(partitions)} (set platform.partition)")
 
+    def placement_refusals(self, plans: Sequence[Any]) -> dict[int, str]:
+        """Points asking more nodes than their partition has (``sinfo``: nodes per
+        partition): sbatch would only say "Node count specification invalid"."""
+        wanted = {p.resources.partition for p in plans if p.resources.partition and p.nodes > 1}
+        if not wanted or shutil.which("sinfo") is None:
+            return {}
+        try:
+            out = run(["sinfo", "-h", "-a", "-o", "%R %D"], timeout=30.0, env=sb.scrubbed_environ(os.environ)).stdout
+        except CommandError:
+            return {}
+        nodes: dict[str, int] = {}
+        for line in out.splitlines():  # one line per partition and node state: their counts add up
+            part, _, count = line.strip().partition(" ")
+            if part in wanted and count.strip().isdigit():
+                nodes[part] = nodes.get(part, 0) + int(count)
+        return {i: f"SLURM partition '{p.resources.partition}' has {nodes[p.resources.partition]} node(s); "
+                   f"nodes={p.nodes} cannot be placed there (use nodes<={nodes[p.resources.partition]} "
+                   f"or another platform.partition)"
+                for i, p in enumerate(plans) if nodes.get(p.resources.partition, p.nodes) < p.nodes}
+
     def dry_run_groups(self, plans: Sequence[Any], campaign_id: str) -> list[JobGroup]:
         """The job arrays ``submit`` makes (grouped by resources, split at SLURM's default
         MaxArraySize: a dry run asks no cluster), ``A1``, ``A2``..."""

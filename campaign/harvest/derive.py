@@ -6,7 +6,8 @@ shapes it keeps: campaign.catalogue.dataset_label), ``variant`` (the overrides t
 ``varying`` struct holds them one field per override, campaign.common.varying), its ``image``
 (the container image its harvested attempt ran in: the sha256's first 12 hex digits,
 the path where no sha256 was recorded, null without a container) and, for a sampled
-run, the projection to its full schedule (projection.py). The tables
+run, the projection to its full schedule (projection.py), and its ``global_batch`` (the
+images one iteration takes over all GPUs: global_batches). The tables
 themselves: views.py (time to solution, throughput), utilisation.py.
 """
 
@@ -69,6 +70,23 @@ def dataset_labels(configs: Sequence[object], all_overrides: Sequence[object], n
     return out
 
 
+def global_batches(configs: Sequence[object], batch_per_gpu: Sequence[object], gpus: Sequence[object]) -> list:
+    """Per point, the images one iteration takes over all its GPUs: a strong-scaling point's
+    ``experiment.global_batch`` from its stored config (one process scattering it as
+    nn.DataParallel does splits 1,024 over 3 GPUs as 342, 342, 340, and the store's
+    ``batch_per_gpu`` is the largest share, 342: x 3 would say 1,026), else
+    ``batch_per_gpu x gpus`` (an even split, or a batch per GPU)."""
+    out = []
+    for config, batch, n in zip(configs, batch_per_gpu, gpus):
+        exp = config.get("experiment") if isinstance(config, dict) else None
+        gb = exp.get("global_batch") if isinstance(exp, dict) and exp.get("scaling") == "strong" else None
+        if isinstance(gb, int) and not isinstance(gb, bool) and gb > 0:
+            out.append(gb)
+        else:
+            out.append(batch * n if batch is not None and n is not None else None)
+    return out
+
+
 def image_label() -> pl.Expr:
     """``image`` from ``image_sha256`` and ``image_path``: short sha, else path, else null."""
     return pl.coalesce(pl.col("image_sha256").str.slice(0, IMAGE_SHORT), pl.col("image_path")).alias("image")
@@ -115,9 +133,12 @@ def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None
         iters = _frame(conn, job_iterations_query(sampled)) if sampled else None
     overrides = df["overrides"].to_list()
     names, columns = varying_columns(overrides)
-    datasets = dataset_labels(df["config"].to_list(), overrides, df["dataset"].to_list())
+    configs = [_stored(c) for c in df["config"].to_list()]  # parsed once, read twice
+    datasets = dataset_labels(configs, overrides, df["dataset"].to_list())
+    batches = global_batches(configs, df["batch_per_gpu"].to_list(), df["gpus"].to_list())
     df = df.drop("overrides", "config").with_columns(pl.Series("variant", variants(overrides), dtype=pl.Utf8),
-                                                     pl.Series("dataset", datasets, dtype=pl.Utf8), image_label())
+                                                     pl.Series("dataset", datasets, dtype=pl.Utf8), image_label(),
+                                                     pl.Series("global_batch", batches, dtype=pl.Int64))
     if names:  # one struct column, so that the tables' group-bys leave it alone (run.py puts it back as columns)
         df = df.with_columns(pl.DataFrame(columns).to_struct(VARYING))
     return project_points(df, iters)

@@ -1,7 +1,7 @@
 """A fitted scaling model per series: t(N), its knee, and the communication bound (docs/model.md).
 
 The quantity is the time per image of the training set, t(N) = time to solution / images of
-the schedule (views.py's T(N) over ``batch_per_gpu x gpus x iterations``; a sampled run's
+the schedule (views.py's T(N) over ``global_batch x iterations``; a sampled run's
 projected T(N), projection.py): strong and weak scaling share it. The family:
 
     t(N) = a + b/N + c*log2(N) + d*r(N)
@@ -38,7 +38,7 @@ from typing import Optional, Sequence
 import numpy as np
 import polars as pl
 
-from campaign.harvest.views import with_optional
+from campaign.harvest.views import global_batch, with_optional
 
 TERMS = ("a", "b", "c", "d")
 SERIES = ["platform", "trainer", "experiment", "dataset", "variant", "image", "span"]
@@ -153,8 +153,8 @@ def _per_point(points: pl.DataFrame) -> pl.DataFrame:
              "interconnect_bandwidth_gbs": pl.Float64, "nodes": pl.Int64}
     p = with_optional(with_optional(points), extra)
     return p.with_columns(
-        (pl.col("batch_per_gpu") * pl.col("gpus") * pl.col("iterations")).alias("images_planned"),
-        (pl.col("batch_per_gpu") * pl.col("gpus")).alias("global_batch"),
+        (global_batch() * pl.col("iterations")).alias("images_planned"),
+        global_batch(),
         pl.when(pl.col("nodes") > 1).then(pl.lit("inter-node")).otherwise(pl.lit("intra-node")).alias("span"),
         (pl.col("comm_s") / pl.col("timed_iterations")).alias("comm_per_iter_s"),
         # a window's 95 % half-width as a relative normal spread of the point's time
@@ -199,7 +199,8 @@ def series_rows(key: dict, g: pl.DataFrame, efficiency_floor: float = EFFICIENCY
     """The model table's rows of one series (``g``: its points, with t_image_s)."""
     by_n = {int(n): grp for (n,), grp in g.group_by(["gpus"])}
     ns = np.array(sorted(by_n), dtype=float)
-    base_batch = float(g.filter(pl.col("gpus") == int(ns[0]))["batch_per_gpu"].median())
+    # one GPU's share of the smallest N's global batch (1,024 over 3 is 341.3, not the largest share 342)
+    base_batch = float(g.filter(pl.col("gpus") == int(ns[0]))["global_batch"].median()) / ns[0]
     reps = [by_n[int(n)]["t_image_s"].to_numpy() for n in ns]
     batch = np.array([by_n[int(n)]["global_batch"].median() for n in ns], dtype=float)
     y = np.array([r.mean() for r in reps])

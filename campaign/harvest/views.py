@@ -50,7 +50,7 @@ _OPTIONAL = {
     "sampled_time_s": pl.Float64, "timed_iterations": pl.Int64, "warmup_s": pl.Float64,
     "gpu_util": pl.Float64, "cpu_util": pl.Float64, "iter_median_s": pl.Float64, "images": pl.Int64,
     "batch_per_gpu": pl.Int64, "iterations": pl.Int64, "dataset": pl.Utf8, "image": pl.Utf8, "image_sha256": pl.Utf8,
-    "image_path": pl.Utf8,
+    "image_path": pl.Utf8, "global_batch": pl.Int64,
 }
 
 
@@ -71,6 +71,13 @@ def with_placement(points: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(pl.format("{}x{}", pl.col("nodes"), pl.col("gpus") // pl.col("nodes")).alias("placement"))
 
 
+def global_batch() -> pl.Expr:
+    """The images one iteration takes over all GPUs: the point's ``global_batch`` (derive.py:
+    a strong-scaling point's own, 1,024 over 3 GPUs as DataParallel splits it unevenly), else
+    ``batch_per_gpu x gpus``."""
+    return pl.coalesce("global_batch", pl.col("batch_per_gpu") * pl.col("gpus")).alias("global_batch")
+
+
 def _baseline(g: pl.DataFrame, *cols) -> pl.DataFrame:
     """Each series' 1-GPU point (on one node): what its speedups are measured against."""
     return g.filter((pl.col("gpus") == 1) & (pl.col("nodes") == 1)).select(BASELINE_KEYS + list(cols))
@@ -87,7 +94,7 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
         return pl.DataFrame()
     p = with_optional(points).with_columns(
         (pl.col("images") / pl.coalesce("sampled_time_s", "time_s")).alias("images_per_s"),
-        (pl.col("batch_per_gpu") * pl.col("gpus") * pl.col("iterations")).alias("images_planned"),
+        (global_batch() * pl.col("iterations")).alias("images_planned"),
     )
     g = (
         p.group_by(KEYS)
@@ -159,23 +166,22 @@ def throughput_table(points: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.len().alias("repeats"),
             pl.col("batch_per_gpu").first(),
+            global_batch().first(),
             *repeat_stats("iter_median_s", "iter"),
             *repeat_stats("images_per_s", "images_per_s", unit=""),
             pl.col("projected").fill_null(False).any().alias("sampled"),
         )
-        .with_columns(
-            (pl.col("batch_per_gpu") * pl.col("gpus")).alias("global_batch"),
-            (pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"),
-        )
+        .with_columns((pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"))
     )
     base = _baseline(g, pl.col("images_per_s").alias("ips1"), pl.col("iter_s").alias("iter1_s"),
-                     pl.col("batch_per_gpu").alias("b1"))
+                     pl.col("global_batch").alias("b1"))
     out = (
         g.join(base, on=BASELINE_KEYS, how="left", nulls_equal=True)
         .with_columns(
             (pl.col("images_per_s") / pl.col("ips1")).alias("throughput_speedup"),
             pl.col("ips1").alias("ideal_images_per_s_per_gpu"),
-            (pl.col("iter1_s") * pl.col("batch_per_gpu") / pl.col("b1")).alias("ideal_iter_s"),
+            # constant images/s per GPU: a GPU's share of the real global batch (not the largest share)
+            (pl.col("iter1_s") * pl.col("global_batch") / pl.col("gpus") / pl.col("b1")).alias("ideal_iter_s"),
         )
         .with_columns(
             (pl.col("throughput_speedup") / pl.col("gpus")).alias("throughput_efficiency"),

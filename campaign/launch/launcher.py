@@ -27,7 +27,7 @@ from omegaconf import OmegaConf
 
 from campaign.catalogue.config import is_campaign_config
 from campaign.common.errors import ConfigError, InfeasiblePoint
-from campaign.launch.plan import PointPlan, plan_point
+from campaign.launch.plan import PointPlan, leave_out_unplaceable, plan_point, point_where
 from campaign.launch.validate import check_point_count
 
 
@@ -90,7 +90,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
     check_point_count(len(job_overrides), launcher.config)  # before composing any (max_points)
     for overrides in job_overrides:
         overrides = list(overrides)
-        where = " ".join(o for o in overrides if not o.startswith("dry_run=")) or "(defaults)"
+        where = point_where(overrides)
         try:
             cfg = composer.compose(overrides)
         except (HydraException, OmegaConfBaseException, ValueError, ConfigError) as exc:
@@ -113,6 +113,8 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
     if errors:
         more = f" (and {len(errors) - 1} more invalid point(s); nothing was submitted)" if len(errors) > 1 else ""
         raise ConfigError(errors[0] + more)
+    points, unplaceable = leave_out_unplaceable(points)  # the cluster's own limits (SLURM: nodes per partition)
+    refused += unplaceable
     if not points:
         more = f" (and {len(refused) - 1} more point(s) that do not fit)" if len(refused) > 1 else ""
         raise InfeasiblePoint(refused[0] + more)

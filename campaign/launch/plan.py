@@ -7,13 +7,13 @@ the reason and the fix (``v100 has 4 GPUs per node; 8 needs nodes=2``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from campaign.backends import EXECUTORS
+from campaign.backends import EXECUTORS, by_executor
 from campaign.backends.resources import Resources
 from campaign.catalogue.container import point_image
 from campaign.common.errors import ConfigError, InfeasiblePoint
@@ -55,7 +55,10 @@ class PointPlan:
     def label(self) -> str:
         c = self.config
         rep = f" repeat={self.repeat}" if c.get("repeats", 1) > 1 else ""
-        return f"platform={self.platform} gpus={self.gpus} trainer={c['trainer']['name']} experiment={c['experiment']['name']}{rep}"
+        # a nodes x gpus grid holds 4 GPUs twice (1x4, 2x2): a point over several nodes says so
+        nodes = f" nodes={self.nodes}" if self.nodes > 1 else ""
+        return (f"platform={self.platform} gpus={self.gpus}{nodes} trainer={c['trainer']['name']} "
+                f"experiment={c['experiment']['name']}{rep}")
 
     def store_row(self) -> dict[str, Any]:
         """The point as the store registers it (secrets redacted; ``Store.register`` signs
@@ -326,6 +329,27 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     check_point_arch(c)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
                      batch_per_gpu=batch, iterations=iters, resources=plan_resources(c, trainer))
+
+
+def point_where(overrides: Sequence[str]) -> str:
+    """A point named by its overrides, as a refusal names it (``dry_run`` left out)."""
+    return " ".join(o for o in overrides if not o.startswith("dry_run=")) or "(defaults)"
+
+
+def leave_out_unplaceable(points: Sequence[PointPlan]) -> tuple[list[PointPlan], list[str]]:
+    """The points their scheduler can place (renumbered from the first one's index), and a
+    ``point <overrides>: <reason>`` line per point it never could (its backend's
+    placement_refusals: SLURM, more nodes than the partition has): a nodes x gpus grid runs
+    the rest, as it does without the points the platform cannot hold."""
+    bad: dict[int, str] = {}
+    for backend, mine in by_executor(points):
+        bad.update({id(mine[i]): why for i, why in backend.placement_refusals(mine).items()})
+    if not bad:
+        return list(points), []
+    kept = [p for p in points if id(p) not in bad]
+    first = points[0].idx
+    lines = [f"point {point_where(p.overrides)}: {bad[id(p)]}" for p in points if id(p) in bad]
+    return [replace(p, idx=first + k) for k, p in enumerate(kept)], list(dict.fromkeys(lines))  # repeats: once
 
 
 def uneven_split(c: dict[str, Any], spec: Any) -> bool:

@@ -29,7 +29,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from campaign.backends import Submitted
-from campaign.common.errors import Interrupted, LaunchIncomplete, PointFailed, one_line
+from campaign.common.errors import InfeasiblePoint, Interrupted, LaunchIncomplete, PointFailed, one_line
 from campaign.launch.plan import PointPlan
 from campaign.common.redact import redact
 
@@ -248,11 +248,14 @@ def run_single(cfg: DictConfig) -> LaunchResult:
     """
     from hydra.core.hydra_config import HydraConfig
 
-    from campaign.launch.plan import plan_point
+    from campaign.launch.plan import leave_out_unplaceable, plan_point
     from campaign.launch.submit import absolute_store_url
 
     overrides = list(HydraConfig.get().overrides.task)  # what Hydra composed this point from
     points = [plan_point(cfg, r, overrides, repeat=r) for r in range(max(1, int(cfg.repeats)))]
+    points, unplaceable = leave_out_unplaceable(points)  # the cluster's own limits (SLURM: nodes per partition)
+    if unplaceable:
+        raise InfeasiblePoint(unplaceable[0])
     result = launch_campaign(points, cfg, sweep_overrides=overrides, multirun=False, wait=True)
     if result.campaign_id and any(s.job_id for s in result.submitted):
         from campaign.observe.status import show_status
