@@ -11,7 +11,8 @@ import polars as pl
 from campaign.common.errors import ConfigError
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
-from campaign.harvest.tables import POINT_TABLES, TABLE_CHOICES, TABLES, build_tables, table_function
+from campaign.harvest import tables as registry
+from campaign.harvest.tables import TABLE_CHOICES, TABLES, build_tables, table_function
 from campaign.harvest.xaxis import varying_names
 from campaign.common.text import printable
 
@@ -179,7 +180,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     if table in TABLES and not TABLES[table].of_points:
         options = {"loss_threshold": loss_threshold} if loss_threshold is not None else {}
         return _campaign_table(table, ref, store_url, fmt, out, options, plots)
-    wanted = POINT_TABLES if table == "all" else (table,)
+    wanted = registry.POINT_TABLES if table == "all" else (table,)  # read now: a table registered later counts
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
         campaign = find_campaign_noted(store, ref)  # a name several share: the latest, said on stderr
