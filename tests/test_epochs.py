@@ -103,3 +103,12 @@ def test_a_study_dataset_stood_in_by_synthetic_keeps_its_sizes(ws, trainer, expe
                       "--dry-run", "--json")
     [point] = [json.loads(line) for line in named.stdout.splitlines() if line.startswith("{")]
     assert point["config"]["dataset"]["length"] == 640 and "test_length" not in point["config"]["dataset"]
+
+
+def test_an_uneven_split_counts_epochs_in_global_batches():
+    # DataParallel scatters 1,024 over 3 GPUs (342, 342, 340): one loader of 1,024-image batches,
+    # so 2,050 images are 2 iterations an epoch (2 x 1,026 = 2,052 would make it 1)
+    c = _c(3, {"name": "synthetic", "length": 2_050}, epochs=3, scaling="strong", global_batch=1024,
+           warmup_iterations=1)
+    assert training_images(c) == 2_050
+    assert epoch_schedule(c, 342) == 3 * 2 - 1

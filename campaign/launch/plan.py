@@ -170,7 +170,11 @@ def epoch_schedule(c: dict[str, Any], batch: int) -> int:
         raise ConfigError(f"dataset={name} declares no training-set size, so experiment.epochs cannot be "
                           f"counted; set experiment.iterations instead")
     gpus, accum = int(c["gpus"]), int(exp.get("grad_accum") or 1)
-    per_epoch = iterations_per_epoch(images, batch, gpus, accum)
+    gb = exp.get("global_batch") if exp.get("scaling") == "strong" else None
+    if gb and gb % gpus:  # an uneven split (schedule): one loader takes the global batch, not gpus x the largest share
+        per_epoch = iterations_per_epoch(images, int(gb), 1, accum)
+    else:
+        per_epoch = iterations_per_epoch(images, batch, gpus, accum)
     if per_epoch <= 0:
         raise ConfigError(f"dataset={name}'s training share of {images} images gives no full batch of "
                           f"{batch} on each of {gpus} GPUs; lower the batch or raise the share")
