@@ -356,6 +356,7 @@ def _record(resolve_every: int, iterations: int = 11, lag: int = 20) -> Recorder
     clock = _FakeClock(lag)
     rec = Recorder(torch.device("cpu"), warmup=1, resolve_every=resolve_every)
     rec.stamp = rec._mark = clock.stamp  # marks and the hook's stamps alike
+    rec._host_loss = False  # losses kept as tensors, as on a device
     for i in range(iterations):
         rec.begin()
         rec.mark("data")

@@ -47,6 +47,21 @@ class AllReduceTimer:
         # gradients could overflow). ``None``: not tried yet; False: refused, divide.
         self._avg: Optional[bool] = None
         self._avg_opts = None
+        self._last: Optional[tuple[int, int, torch.futures.Future]] = None  # see _completed
+
+    def _completed(self, tensor: torch.Tensor, nbytes: int) -> torch.futures.Future:
+        """A completed future of ``tensor`` (reduced in place). The last bucket's buffer is the
+        same memory every iteration (until DDP rebuilds its buckets: then its address or size
+        changes), and a completed future answers ``wait``/``value`` as often as asked, so one
+        future serves every iteration: a new one costs ~3.5 us a step."""
+        key = tensor.data_ptr()
+        last = self._last
+        if last is not None and last[0] == key and last[1] == nbytes:
+            return last[2]
+        fut = torch.futures.Future()
+        fut.set_result(tensor)
+        self._last = (key, nbytes, fut)
+        return fut
 
     def _allreduce_mean(self, process_group, tensor: torch.Tensor):
         """Launch the all-reduce that leaves the mean of ``tensor`` over the group in it."""
@@ -79,7 +94,8 @@ class AllReduceTimer:
             process_group = dist.group.WORLD
         tensor = bucket.buffer()
         rec = self.recorder
-        span = rec.comm_span(tensor.numel() * tensor.element_size())
+        nbytes = tensor.nbytes
+        span = rec.comm_span(nbytes)
         work = self._allreduce_mean(process_group, tensor)
         last = bucket.is_last()
         delay = self.inject_delay_s if last else 0.0
@@ -92,9 +108,7 @@ class AllReduceTimer:
             if delay:
                 time.sleep(delay)
             span[1] = rec.stamp()
-            fut = torch.futures.Future()
-            fut.set_result(tensor)
-            return fut
+            return self._completed(tensor, nbytes)
 
         def done(f: torch.futures.Future) -> torch.Tensor:
             if delay:

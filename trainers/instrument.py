@@ -81,6 +81,7 @@ class Recorder:
         self._prior_wall = 0.0
         self._excluded = 0.0
         self._clock: Optional[EventClock] = None
+        self._host_loss = not self.cuda  # losses read at once (end), not kept as tensors
         if self.cuda:  # events for the iterations it will hold at most (trainers/events.py)
             held = min(int(expected_iterations), 2 * self.resolve_every if self.resolve_every else expected_iterations)
             self._clock = EventClock(device, prefill=held * EVENTS_PER_ITERATION)
@@ -139,7 +140,15 @@ class Recorder:
     def end(self, loss: Optional[torch.Tensor | float] = None, images: int = 0) -> None:
         self._cur.append(("end", self._mark()))
         if isinstance(loss, torch.Tensor):
-            loss = loss.detach()
+            # On CPU the value is there already: a float now is cheaper than a detached
+            # tensor (0.3 vs 1.4 us) and holds no tensor; on CUDA reading it would wait.
+            if self._host_loss and loss.is_cpu:
+                try:
+                    loss = loss.item()
+                except RuntimeError:  # not one value
+                    loss = loss.detach()
+            else:
+                loss = loss.detach()
         self._loss[-1] = loss
         self._images[-1] = images
         if self._it == 0 and self._flops is not None:
