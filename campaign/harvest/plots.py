@@ -56,7 +56,9 @@ def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS):
     ax.axhline(100.0, color="k", linestyle="--", alpha=0.6, label="ideal (100 %)")
     draw_axis(ax, axis)
     ax.set_ylabel("parallel efficiency S/N (%)")
-    ax.set_ylim(0, max(110.0, *(v * 100 + 10 for v in scaling["efficiency"].drop_nulls().to_list())))
+    # a list, not max(110.0, *values): with no efficiency at all (no T(1) of the same work
+    # in any series) that is max(110.0), which raises
+    ax.set_ylim(0, max([110.0, *(v * 100 + 10 for v in scaling["efficiency"].drop_nulls().to_list())]))
     finish(fig, ax, "Parallel efficiency (eq. 3.2)")
     return fig
 
