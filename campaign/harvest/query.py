@@ -113,6 +113,18 @@ def _latest_attempts(campaign_ids: Sequence[str], where: Optional[dict]):
     return latest.cte("latest")
 
 
+def point_indices_query(campaign_id: str, where: dict):
+    """The campaign's points (their ``idx``) that ``where``'s point filters select, in any
+    state: the tables built from the store rather than the completed points (attempts,
+    convergence) are narrowed by these."""
+    q = select(point.c.idx).where(point.c.campaign_id == campaign_id)
+    for key, values in where.items():
+        if key not in POINT_FILTERS:
+            raise KeyError(key)
+        q = q.where(getattr(point.c, key).in_(list(values)))
+    return q
+
+
 def _hardware_aggregates() -> list:
     """How hard a job's ranks drove the hardware (hardware.py): per rank, averaged or the largest."""
     def agg_extra(key: str, agg=func.avg):

@@ -179,7 +179,10 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
             raise ConfigError(f"--efficiency-floor {efficiency_floor}: give a number in (0, 1], e.g. 0.8")
     if table in TABLES and not TABLES[table].of_points:
         options = {"loss_threshold": loss_threshold} if loss_threshold is not None else {}
-        return _campaign_table(table, ref, store_url, fmt, out, options, plots)
+        if "image" in where:  # an attempt's image is the point tables' filter (the attempt they read)
+            raise ConfigError(f"--where image= narrows the tables of completed points, not --table {table}; "
+                              f"use --where with {', '.join(k for k in FILTERS if k != 'image')}")
+        return _campaign_table(table, ref, store_url, fmt, out, options, plots, where)
     wanted = registry.POINT_TABLES if table == "all" else (table,)  # read now: a table registered later counts
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
@@ -270,15 +273,21 @@ def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict
 
 
 def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out: Optional[str],
-                    options: Optional[dict] = None, plots: Optional[str] = None) -> int:
+                    options: Optional[dict] = None, plots: Optional[str] = None, where: Optional[dict] = None) -> int:
     """A table built from the store and the campaign, not its completed points (``attempts``:
-    every attempt, whatever its state; campaign/harvest/attempts.py)."""
+    every attempt, whatever its state; campaign/harvest/attempts.py), narrowed to the points
+    ``where`` (--gpus, --platform, --where) selects, by their ``idx``."""
+    from campaign.harvest.query import point_indices_query
     from campaign.store import open_store
 
     title = TABLES[name].title
     with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
         df, warnings = table_function(name)(store, campaign, **(options or {}))
+        if where:
+            with store.engine.connect() as conn:
+                chosen = [r[0] for r in conn.execute(point_indices_query(campaign["id"], where))]
+            df = df.filter(pl.col("idx").is_in(chosen))
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if fmt == "table" and out is None:
