@@ -110,3 +110,24 @@ def test_each_point_looks_its_trainer_declaration_up_once(monkeypatch):
     layout = {(p.config["trainer"]["name"], p.gpus): (p.resources.tasks_per_node, p.resources.gpus_per_node)
               for p in points}
     assert layout[("frozen_backbone", 4)] == (1, 4) and layout[("synthetic", 4)] == (4, 4)
+
+
+def test_plain_copy_is_a_deep_copy_of_a_plain_config():
+    """compose.plain_copy (marshal, issue 26's cut): equal, nothing shared, types kept;
+    what marshal refuses still copies (copy.deepcopy)."""
+    import enum
+
+    from campaign.launch.compose import plain_copy
+
+    cfg = {"a": {"b": [1, 2.5, "x", None, True, {"c": (1, 2)}]}, "big": 2**70, "f": float("inf")}
+    got = plain_copy(cfg)
+    assert got == cfg and got is not cfg and got["a"]["b"] is not cfg["a"]["b"]
+    assert [type(v) for v in got["a"]["b"]] == [int, float, str, type(None), bool, dict]
+    got["a"]["b"][5]["c"] = 0
+    assert cfg["a"]["b"][5]["c"] == (1, 2)
+
+    class Kind(enum.Enum):
+        A = 1
+
+    odd = {"k": Kind.A, "s": {1, 2}}
+    assert plain_copy(odd) == odd and plain_copy(odd)["s"] is not odd["s"]

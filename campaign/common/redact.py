@@ -35,6 +35,7 @@ Stdlib only.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Optional
 
@@ -66,6 +67,13 @@ _SECRET_KEY_KINDS = ("access", "secret", "private", "auth", "ssh", "hmac", "sign
 
 def is_secret_key(name: Any) -> bool:
     """Whether a config key (its last component) is named like a secret (module docstring)."""
+    return _is_secret_name(str(name))
+
+
+# A launch asks about the same few hundred key names for every one of its points (a
+# 10,000-point launch: two million times): each answer is worked out once.
+@functools.lru_cache(maxsize=4096)
+def _is_secret_name(name: str) -> bool:
     compact = re.sub(r"[\s_.\-]", "", str(name).rsplit(".", 1)[-1]).lower()
     if compact.endswith(_SECRET_ENDINGS) or compact == "key":
         return True
@@ -92,6 +100,21 @@ def redact(text: Any) -> str:
     """``text`` with every URL password and secret-named ``key=value`` replaced by ``***``
     (idempotent)."""
     text = str(text)
+    return _redact_short(text) if len(text) <= _CACHED_LEN else _redact_text(text)
+
+
+# The points of a launch share most of their config's strings (names, paths, options):
+# each distinct short one is redacted once (a pure function of the text); long texts
+# (logs, messages) are not kept.
+_CACHED_LEN = 512
+
+
+@functools.lru_cache(maxsize=16384)
+def _redact_short(text: str) -> str:
+    return _redact_text(text)
+
+
+def _redact_text(text: str) -> str:
     whole = _one_url(text)
     if whole is not None:
         return whole

@@ -16,6 +16,7 @@ plain override with) and item assignment for a leaf's conversion.
 from __future__ import annotations
 
 import copy
+import marshal
 import re
 from typing import Any, Sequence
 
@@ -190,11 +191,22 @@ class PointComposer:
             else:  # +key / ++key / ~key: Hydra composes the point in full
                 cfg = self._load([o.input_line for o in parsed])
             return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
-        plain = copy.deepcopy(base.plain)
+        plain = plain_copy(base.plain)
         for o in values:
             *path, last = o.key_or_group.split(".")
             node = plain
             for part in path:
                 node = node[part]
-            node[last] = copy.deepcopy(self._value(base, o))
+            node[last] = plain_copy(self._value(base, o))
         return plain
+
+
+def plain_copy(value: Any) -> Any:
+    """A deep copy of a plain config (dicts, lists, strings, numbers, booleans, None), as
+    ``copy.deepcopy`` makes it, in a fraction of its time: ``marshal`` copies those types
+    exactly (a 10,000-point launch copied its base config 10,000 times). Anything else
+    marshal refuses goes through ``copy.deepcopy``."""
+    try:
+        return marshal.loads(marshal.dumps(value))
+    except ValueError:
+        return copy.deepcopy(value)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, bindparam, func, insert, select, update
 
 from campaign_sql.schema import ACTIVE_STATES, attempt, point
 
@@ -63,22 +63,27 @@ class Submissions:
         """Record job ids and folders of submitted points (and of their attempts, given
         ``attempt_no``); a point a job already moved on stays as the job left it."""
         now = time.time()
+        # One statement per kind of change, executed for every point at once (executemany):
+        # a launch of 10,000 points made 40,000 round trips. Each statement touches its own
+        # point's rows only, and the state guards read no column an earlier one sets, so
+        # the order of the four kinds is as free as it was per point.
+        rows = [{"b_id": u["point_id"], "b_job": u["job_id"], "b_folder": u.get("job_folder"),
+                 "b_log": u.get("log_path"), "b_state": u.get("state", "pending"), "b_reason": u.get("reason"),
+                 "b_attempt": u.get("attempt_no")} for u in updates]
+        if not rows:
+            return
+        tried = [r for r in rows if r["b_attempt"] is not None]
+        key = and_(attempt.c.point_id == bindparam("b_id"), attempt.c.attempt_no == bindparam("b_attempt"))
         with self._begin() as conn:  # type: ignore[attr-defined]
-            for u in updates:
-                conn.execute(
-                    update(point)
-                    .where(point.c.id == u["point_id"])
-                    .values(job_id=u["job_id"], job_folder=u.get("job_folder"), log_path=u.get("log_path"), submitted_at=now)
-                )
-                conn.execute(
-                    update(point)
-                    .where(and_(point.c.id == u["point_id"], point.c.state == "registered"))
-                    .values(state=u.get("state", "pending"), reason=u.get("reason"))
-                )
-                if u.get("attempt_no") is not None:
-                    key = and_(attempt.c.point_id == u["point_id"], attempt.c.attempt_no == u["attempt_no"])
-                    conn.execute(update(attempt).where(key).values(job_id=u["job_id"], submitted_at=now))
-                    conn.execute(update(attempt).where(and_(key, attempt.c.state == "registered")).values(state="pending"))
+            conn.execute(update(point).where(point.c.id == bindparam("b_id"))
+                         .values(job_id=bindparam("b_job"), job_folder=bindparam("b_folder"),
+                                 log_path=bindparam("b_log"), submitted_at=now), rows)
+            conn.execute(update(point).where(and_(point.c.id == bindparam("b_id"), point.c.state == "registered"))
+                         .values(state=bindparam("b_state"), reason=bindparam("b_reason")), rows)
+            if tried:
+                conn.execute(update(attempt).where(key).values(job_id=bindparam("b_job"), submitted_at=now), tried)
+                conn.execute(update(attempt).where(and_(key, attempt.c.state == "registered")).values(state="pending"),
+                             tried)
 
     def reject(self, point_id: int, reason: Optional[str], attempt_no: Optional[int] = None) -> None:
         """A point its scheduler refused (or that could not be handed to it): ``rejected``
