@@ -116,3 +116,50 @@ def test_a_launch_into_a_full_controller_leaves_its_points_waiting_and_resume_su
     assert all(re.fullmatch(r"50\d_0", r[2]) for r in rows[:3]) and rows[3][2] is None
     # each point kept its one attempt (attempt 0: opened at launch, used when it went)
     assert ws.query("select count(*), max(attempt_no) from attempt") == [(4, 0)]
+
+
+@pytest.mark.skipif(shutil.which("srun") is None, reason="submitit's SlurmExecutor needs srun on PATH")
+def test_a_hydra_apps_array_into_a_full_controller_is_left_unsubmitted_with_one_line(tmp_path, monkeypatch):
+    """``submit_callables`` (a Hydra app's points, campaign/launch/generic.py): sbatch meets
+    a full controller once, never retried; every call comes back unsubmitted with one line
+    naming the controller and what to do; nothing of the array is left in its folder; the
+    campaign sweeper's error says the same, not "failed, see the logs"."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from campaign.backends import slurm
+    from campaign.common.errors import LaunchIncomplete, SubmitError
+    from campaign.launch.generic import _return
+    from campaign.launch.sweep import check_returns
+    from omegaconf import OmegaConf
+
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(list(argv))
+        if argv[0] == "squeue":
+            return Completed(list(argv), 0, "", "")
+        return Completed(list(argv), 1, "", FULL)
+
+    monkeypatch.setattr(slurm, "run", fake_run)
+    res = Resources(nodes=1, tasks_per_node=1, gpus_per_node=0, cpus_per_task=1, timeout_min=5, partition="v100",
+                    constraint=None, account=None, qos=None, mem_gb=None, extra_sbatch=())
+    (tmp_path / "jobs").mkdir(mode=0o700)
+    out = slurm.SlurmBackend().submit_callables([print, print, print], tmp_path / "jobs", res, "my app")
+    assert [c[0] for c in calls] == ["sbatch"]
+    why = ("SLURM's controller takes no more jobs now (sbatch: Slurm temporarily unable to accept job, sleeping and "
+           "retrying); none of the array's 3 job(s) went: launch the sweep again when jobs end")
+    assert [(job, type(err), str(err)) for job, err in out] == [(None, SubmitError, why)] * 3
+    assert [p.name for p in (tmp_path / "jobs").iterdir() if not p.name.startswith(".")] == []
+    assert list((tmp_path / "jobs").glob(".submission_file_*")) == []
+
+    cfg = OmegaConf.create({"a": 1, "hydra": {"job": {"name": "my_app"}}})
+    returns = [_return(cfg, [f"+a={i}"], outcome, wait=True) for i, outcome in enumerate(out[:2])]
+    assert [r.status for r in returns] == [JobStatus.FAILED] * 2
+    assert str(returns[0]._return_value) == f"job not submitted: {why}"
+    with pytest.raises(LaunchIncomplete) as info:
+        check_returns(SimpleNamespace(), returns)
+    assert str(info.value) == f"2 of 2 job(s) failed (+a=0; +a=1): job not submitted: {why}"
+    failed = JobReturn(overrides=["+a=2"], status=JobStatus.FAILED)
+    failed.return_value = ValueError("boom")
+    with pytest.raises(LaunchIncomplete, match=r"^3 of 3 job\(s\) failed \(.*\); their logs are in"):
+        check_returns(SimpleNamespace(), [*returns, failed])  # a job that ran and failed: its logs, as before

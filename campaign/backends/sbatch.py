@@ -265,6 +265,7 @@ FULL = (
     "resource temporarily unavailable",  # sbatch's last word: "Batch job submission failed: Resource ..."
 )
 FULL_HINT = "campaign resume submits it when jobs end"  # campaign/launch/waves.py's RESUME_HINT too
+FULL_APP_HINT = "launch the sweep again when jobs end"  # a Hydra app's jobs (submit_callables): no store, no resume
 
 
 def controller_full(stderr: str) -> Optional[str]:
@@ -280,6 +281,14 @@ def full_reason(line: str) -> str:
     """A point's ``waiting`` reason when sbatch met a full controller (``line``:
     ``controller_full``'s), in the form of campaign/launch/waves.py's reasons."""
     return f"waiting for room: SLURM's controller takes no more jobs now (sbatch: {line}); {FULL_HINT}"
+
+
+def full_error(line: str, jobs: int) -> str:
+    """The one-line error of ``jobs`` calls left unsubmitted because sbatch met a full
+    controller (``line``: ``controller_full``'s): a Hydra app's array has no store to wait
+    in, so the hint is to launch again, not ``FULL_HINT``'s resume."""
+    return (f"SLURM's controller takes no more jobs now (sbatch: {line}); none of the array's "
+            f"{jobs} job(s) went: {FULL_APP_HINT}")
 
 
 def sbatch_message(stderr: str, returncode: Optional[int] = None) -> str:

@@ -271,11 +271,16 @@ class SlurmBackend(Backend):
     def submit_callables(self, calls: Sequence[Callable[[], Any]], folder: Path, resources: Resources,
                          name: str) -> list[tuple[Any, Optional[BaseException]]]:
         """One job array for ``calls`` (a Hydra app's points); an array sbatch refuses is
-        every call's error."""
+        every call's error. A full controller (``ControllerFull``) is not a refusal: the
+        calls stay unsubmitted, each with one line that says so and what to do
+        (``sb.full_error``)."""
         try:
             ex = CampaignSlurmExecutor(folder)
             ex.update_parameters(**sb.sbatch_parameters(resources, sb.safe_name(name)))
             return [(job, None) for job in ex.submit_array(list(calls))]
+        except ControllerFull as exc:  # nothing went; no store to wait in: the sweep is launched again
+            error = SubmitError(sb.full_error(exc.line, len(calls)))
+            return [(None, error) for _ in calls]
         except Exception as exc:  # sbatch refused the array: every point of it
             return [(None, exc) for _ in calls]
 
