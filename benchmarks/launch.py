@@ -46,6 +46,10 @@ each run and again at exit.
     .venv/bin/python benchmarks/launch.py                        # N=10, 2 rounds: ~20 s
     .venv/bin/python benchmarks/launch.py --sizes 10,100,1000    # the full figure (~10 min here)
     .venv/bin/python benchmarks/launch.py --sizes 100 --rounds 4 --hydra-jobs cancel
+    .venv/bin/python benchmarks/launch.py --variant floor --sizes 1000,10000   # campaign / its floor
+
+``--variant floor`` measures campaign's launch against the same sbatch calls issued
+directly from a shell loop (benchmarks/launch_floor.py; issue 26).
 
 Needs the local SLURM (``bash scripts/local-slurm.sh status``) and hydra-submitit-launcher.
 """
@@ -96,7 +100,7 @@ def sweep(n: int) -> list[str]:
 SHIM = """#!/bin/bash
 # benchmarks/launch.py: record when each sbatch starts and ends, then hand its answer on.
 start=$EPOCHREALTIME
-out=$({real} "$@")
+{copy}out=$({real} "$@")
 rc=$?
 end=$EPOCHREALTIME
 array=-
@@ -109,11 +113,26 @@ exit $rc
 """
 
 
-def write_shim(folder: Path, real_sbatch: str, log: Path) -> Path:
-    """An ``sbatch`` in ``folder`` that appends ``start end rc array stdout`` to ``log``."""
+# --variant floor: each call's script (its last argument) and its other arguments kept as
+# <scripts>/<start>.sh and <start>.sh.args, before sbatch runs (submitit renames or deletes
+# the script once sbatch answers), to be submitted again by a plain shell loop.
+COPY = """copy={scripts}/$start.sh
+cp -- "${{!#}}" "$copy"
+: > "$copy.args"
+[ $# -gt 1 ] && printf '%q ' "${{@:1:$#-1}}" > "$copy.args"
+"""
+
+
+def write_shim(folder: Path, real_sbatch: str, log: Path, scripts: Path | None = None) -> Path:
+    """An ``sbatch`` in ``folder`` that appends ``start end rc array stdout`` to ``log``
+    (and, with ``scripts``, keeps each call's script and arguments there: ``COPY``)."""
     folder.mkdir(parents=True, exist_ok=True)
     shim = folder / "sbatch"
-    shim.write_text(SHIM.format(real=shlex.quote(real_sbatch), log=shlex.quote(str(log))))
+    copy = ""
+    if scripts is not None:
+        scripts.mkdir(parents=True, exist_ok=True)
+        copy = COPY.format(scripts=shlex.quote(str(scripts)))
+    shim.write_text(SHIM.format(real=shlex.quote(real_sbatch), log=shlex.quote(str(log)), copy=copy))
     shim.chmod(0o755)
     return shim
 
@@ -125,6 +144,7 @@ class Sbatch:
     rc: int
     array: str  # "0-99%256" or "-"
     job_id: str | None
+    key: str = ""  # the start time as the shim wrote it: its copy of the script is <scripts>/<key>.sh
 
     @property
     def tasks(self) -> int:
@@ -139,7 +159,7 @@ def read_shim_log(log: Path) -> list[Sbatch]:
     for line in log.read_text().splitlines():
         start, end, rc, array, *rest = line.split(" ")
         m = re.search(r"Submitted batch job (\d+)", " ".join(rest))
-        out.append(Sbatch(float(start), float(end), int(rc), array, m.group(1) if m else None))
+        out.append(Sbatch(float(start), float(end), int(rc), array, m.group(1) if m else None, start))
     return out
 
 
@@ -160,6 +180,7 @@ class Run:
     sbatches: list[Sbatch] = field(default_factory=list)
     returncode: int = 0
     output: str = ""
+    folder: Path | None = None  # the run's own folder (its shim's log, kept scripts, store)
 
     @property
     def tasks(self) -> int:
@@ -181,11 +202,12 @@ def command(launcher: str, n: int, folder: Path, hydra_jobs: str) -> list[str]:
 
 
 def run_once(launcher: str, n: int, work: Path, real_sbatch: str, hydra_jobs: str, seen: list[str],
-             timeout: float) -> Run:
-    """Launch the sweep of ``n`` points with ``launcher``, time it, cancel what it submitted."""
+             timeout: float, keep_scripts: bool = False) -> Run:
+    """Launch the sweep of ``n`` points with ``launcher``, time it, cancel what it submitted
+    (``keep_scripts``: each sbatch's script and arguments kept in ``<run folder>/scripts``)."""
     folder = Path(tempfile.mkdtemp(prefix=f"{launcher}-{n}-", dir=work))
     log = folder / "sbatch.log"
-    shim_dir = write_shim(folder / "bin", real_sbatch, log).parent
+    shim_dir = write_shim(folder / "bin", real_sbatch, log, folder / "scripts" if keep_scripts else None).parent
     env = clean_env(CAMPAIGN_RESULTS=str(folder / "results"), HYDRA_FULL_ERROR="1")
     env["PATH"] = f"{shim_dir}:{env.get('PATH', '')}"
     cancel_early = launcher == "hydra" and hydra_jobs == "cancel"
@@ -222,7 +244,8 @@ def run_once(launcher: str, n: int, work: Path, real_sbatch: str, hydra_jobs: st
     if launcher == "campaign" or hydra_jobs == "run":
         if proc.returncode != 0:
             raise SystemExit(f"error: the {launcher} launcher failed (exit {proc.returncode}):\n{text[-3000:]}")
-    return Run(launcher, n, min(s.start for s in sbatches) - t0, t_ret - t0, sbatches, proc.returncode, text)
+    return Run(launcher, n, min(s.start for s in sbatches) - t0, t_ret - t0, sbatches, proc.returncode, text,
+               folder)
 
 
 # ---------------------------------------------------------------- the Hydra app Hydra's launcher runs
@@ -242,14 +265,16 @@ def hydra_app() -> None:
 
 # ---------------------------------------------------------------- main
 
-def preflight() -> str:
-    """The real sbatch, or exit saying what is missing."""
+def preflight(hydra: bool = True) -> str:
+    """The real sbatch, or exit saying what is missing (``hydra``: and Hydra's launcher)."""
     real = shutil.which("sbatch")
     if real is None:
         raise SystemExit("error: sbatch not on PATH; start the local cluster: sudo bash scripts/local-slurm.sh start")
     status = subprocess.run(["bash", str(REPO / "scripts" / "local-slurm.sh"), "status"], capture_output=True, timeout=60)
     if status.returncode != 0:
         raise SystemExit("error: the local SLURM cluster does not answer (bash scripts/local-slurm.sh status)")
+    if not hydra:
+        return real
     try:
         import hydra_plugins.hydra_submitit_launcher  # noqa: F401
     except ImportError:
@@ -282,12 +307,27 @@ def report(res: dict) -> list[str]:
     return lines
 
 
+def floor_size(n: int, rounds: int, work: Path, real: str, seen: list[str], timeout: float) -> list[dict]:
+    """``--variant floor`` at ``n`` points: prints its lines, returns its figures."""
+    if __package__ in (None, ""):
+        import launch_floor as lf
+    else:
+        from benchmarks import launch_floor as lf
+    res = lf.measure(n, rounds, work, real, seen, timeout)
+    for line in lf.report(res):
+        print(line, flush=True)
+    return lf.figures(res)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  epilog="example: .venv/bin/python benchmarks/launch.py --sizes 10,100,1000",
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10", help="sweep sizes in points, e.g. 10,100,1000 (default: 10)")
-    ap.add_argument("--rounds", type=int, default=2, help="A/B rounds per size (default: 2)")
+    ap.add_argument("--variant", choices=("hydra", "floor"), default="hydra",
+                    help="campaign against Hydra's submitit launcher (default), or against the floor: the same "
+                    "sbatch scripts from a shell loop (benchmarks/launch_floor.py; --save: launch_floor.json)")
+    ap.add_argument("--rounds", default="2", help="A/B rounds per size, or one count per size: 2,1 (default: 2)")
     ap.add_argument("--hydra-jobs", choices=("auto", "run", "cancel"), default="auto",
                     help=f"let Hydra's trivial jobs run, or cancel them at once (auto: run up to {RUN_LIMIT} points)")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds one launcher run may take (default: 1200)")
@@ -295,13 +335,21 @@ def main(argv: list[str] | None = None) -> int:
     save_arg(ap)
     args = ap.parse_args(argv)
     sizes = parse_sizes(args.sizes)
-    real = preflight()
+    parts = args.rounds.split(",")
+    if not all(r.strip().isdigit() and int(r) > 0 for r in parts) or len(parts) not in (1, len(sizes)):
+        raise SystemExit(f"error: --rounds {args.rounds!r}: expected one positive count, or one per size "
+                         f"({len(sizes)}), e.g. 2 or 2,1")
+    rounds = [int(r) for r in parts] * (len(sizes) if len(parts) == 1 else 1)
+    real = preflight(hydra=args.variant == "hydra")
     work = Path(tempfile.mkdtemp(prefix="campaign-bench-launch-"))
     seen: list[str] = []
     load0, figures = load_average(), []
     try:
-        for n in sizes:
-            res = measure(n, args.rounds, args.hydra_jobs, work, real, seen, args.timeout)
+        for n, n_rounds in zip(sizes, rounds):
+            if args.variant == "floor":
+                figures += floor_size(n, n_rounds, work, real, seen, args.timeout)
+                continue
+            res = measure(n, n_rounds, args.hydra_jobs, work, real, seen, args.timeout)
             for line in report(res):
                 print(line, flush=True)
             h, c = res["hydra"], res["campaign"]
@@ -313,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                              [r.return_s for r in h], [r.return_s for r in c]),
             ]
         if args.save:
-            print("saved:", save("launch", command=command_line("launch.py", argv), figures=figures,
+            print("saved:", save("launch" if args.variant == "hydra" else "launch_floor",
+                                 command=command_line("launch.py", argv), figures=figures,
                                  load_start=load0), flush=True)
     finally:
         ids = sorted(set(seen), key=int)
