@@ -112,10 +112,42 @@ def recorder_cost_s(device, loops: int = 5, n: int = 5000) -> float:
     return statistics.median(out)
 
 
-def hook_cost_s(group, device, pairs: int = 80, n: int = 100) -> tuple[float, float, float]:
-    """(estimate, CI low, CI high) seconds the timing hook adds to one bucket's all-reduce
-    vs DDP's builtin one: a one-layer model, DDP over ``group`` (every rank calls it), blocks of
-    ``n`` steps alternating hooked/builtin."""
+def passthrough_hook(group):
+    """The least a Python DDP comm hook can do: DDP's mean of the bucket (the backend's own
+    average on CPU, as trainers.comm takes it), waited for, answered with one completed future
+    per bucket buffer; no clock read, nothing kept. What it costs over DDP's builtin C++
+    all-reduce is the price of any Python hook (DDP calls it with the GIL, wraps the bucket,
+    parses its answer), which campaign's timing pays too."""
+    import torch
+    import torch.distributed as dist
+
+    done: dict = {}
+    opts = None
+    if group is not None:
+        opts = dist.AllreduceOptions()
+        opts.reduceOp = dist.ReduceOp.AVG
+
+    def hook(process_group, bucket):
+        t = bucket.buffer()
+        if t.is_cuda:
+            t.div_(process_group.size())
+            process_group.allreduce([t]).wait()
+        else:
+            process_group.allreduce([t], opts).wait()
+        fut = done.get(t.data_ptr())
+        if fut is None:
+            fut = done[t.data_ptr()] = torch.futures.Future()
+            fut.set_result(t)
+        return fut
+
+    return hook
+
+
+def hook_cost_s(group, device, pairs: int = 80, n: int = 100, *, passthrough: bool = False) -> tuple[float, float, float]:
+    """(estimate, CI low, CI high) seconds the timing hook (``passthrough``: a Python hook
+    that times nothing, passthrough_hook) adds to one bucket's all-reduce vs DDP's builtin
+    one: a one-layer model, DDP over ``group`` (every rank calls it), blocks of ``n`` steps
+    alternating hooked/builtin."""
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -128,7 +160,7 @@ def hook_cost_s(group, device, pairs: int = 80, n: int = 100) -> tuple[float, fl
     builtin = DDP(torch.nn.Linear(16, 4).to(device), device_ids=ids, process_group=group)
     hooked = DDP(torch.nn.Linear(16, 4).to(device), device_ids=ids, process_group=group)
     rec = Recorder(device, warmup=0)
-    hooked.register_comm_hook(group, AllReduceTimer(rec).hook)
+    hooked.register_comm_hook(group, passthrough_hook(group) if passthrough else AllReduceTimer(rec).hook)
     x = torch.randn(8, 16, device=device)
 
     def block(model) -> float:
@@ -176,8 +208,12 @@ def _rank(rank: int, args) -> None:
     instrumented, bare = SyntheticTrainer(ctx, cfg, plan), SyntheticTrainer(ctx, cfg, plan)
     rec = (Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
            if not args.no_recorder else _NullRecorder())
-    if not args.no_hook:
-        comm.attach(instrumented, rec)
+    timer = None
+    if args.passthrough:  # the instrumented copy: a Python hook that times nothing, no Recorder
+        rec = _NullRecorder()
+        instrumented.model.register_comm_hook(dist.group.WORLD, passthrough_hook(dist.group.WORLD))
+    elif not args.no_hook:
+        timer = comm.attach(instrumented, rec)[0]
 
     def run_instrumented(n: int) -> None:
         for _ in range(n):
@@ -233,7 +269,7 @@ def _rank(rank: int, args) -> None:
     rec.rows()  # resolve what was recorded (after the window in a real job)
     if args.no_hook:
         buckets = 0
-    elif args.no_recorder:  # the hook ran, but nothing kept its spans: count one bucket
+    elif args.no_recorder or args.passthrough:  # the hook ran, but nothing kept its spans: count one bucket
         buckets = 1
     else:
         buckets = statistics.median([a["buckets"] for a in rec.allreduce_rows()] or [0])
@@ -241,8 +277,10 @@ def _rank(rank: int, args) -> None:
     # barrier); the hook on every rank at once, over the real process group (on a one-rank
     # group its completion is immediate and its cost looks smaller than it is).
     hook_s, hook_lo, hook_hi = hook_cost_s(dist.group.WORLD, device) if buckets and backend != "none" else (0.0, 0.0, 0.0)
+    pass_s, pass_lo, pass_hi = (hook_cost_s(dist.group.WORLD, device, passthrough=True) if buckets and backend != "none"
+                                else (0.0, 0.0, 0.0))
     if rank == 0:
-        rec_s = recorder_cost_s(device) if not args.no_recorder else 0.0
+        rec_s = recorder_cost_s(device) if not (args.no_recorder or args.passthrough) else 0.0
     if backend != "none":
         dist.barrier()
     if rank == 0:
@@ -252,7 +290,8 @@ def _rank(rank: int, args) -> None:
         print(f"instrumented/bare step time: {est:.3f} (trimmed mean of {len(wall):,} pairs; 95% CI {lo:.3f}-{hi:.3f}; "
               f"half-width {100 * half:.2f} %, {why}; bare {step_s * 1e3:.2f} ms/step; "
               f"{args.ranks} rank(s) on {args.device}, width {args.width}, depth {args.depth}, "
-              f"{args.batch}x{args.image_size}x{args.image_size} images/rank, {args.steps} step(s) per block)", flush=True)
+              f"{args.batch}x{args.image_size}x{args.image_size} images/rank, {args.steps} step(s) per block; "
+              f"the hook's mean: {'passthrough hook' if args.passthrough else _mean_path(timer)}; torch {torch.__version__})", flush=True)
         cest, clo, chi = (math.exp(v) for v in trimmed_mean_ci([c for c in cpu if c == c]))
         print(f"instrumented/bare CPU time:  {cest:.3f} (trimmed mean of {len(cpu):,} pairs; 95% CI {clo:.3f}-{chi:.3f}; "
               f"the rank process's CPU seconds: less sensitive to other load)", flush=True)
@@ -262,6 +301,9 @@ def _rank(rank: int, args) -> None:
               f"(Recorder {rec_s * 1e6:.1f} us/step + hook {hook_s * 1e6:.1f} us/bucket "
               f"[95% CI {hook_lo * 1e6:.1f}-{hook_hi * 1e6:.1f}] x {buckets:g} bucket(s)/step; "
               f"budget 1%: {'met' if cost <= 0.01 * step_s else 'NOT met'})", flush=True)
+        print(f"of the hook: any Python DDP comm hook (one that times nothing) {pass_s * 1e6:.1f} us/bucket "
+              f"[95% CI {pass_lo * 1e6:.1f}-{pass_hi * 1e6:.1f}] = {100 * pass_s * buckets / step_s:.2f}% of the bare "
+              f"step; campaign's timing in it {(hook_s - pass_s) * 1e6:.1f} us/bucket", flush=True)
         if lo - 1 <= share <= hi - 1:
             verdict = (f"A/B and accounted agree: the accounted {100 * share:.2f} % lies in the A/B's "
                        f"{100 * (lo - 1):+.2f} .. {100 * (hi - 1):+.2f} %")
@@ -277,9 +319,18 @@ def _rank(rank: int, args) -> None:
             Path(args.result_file).write_text(json.dumps({
                 "ratio": est, "lo": lo, "hi": hi, "pairs": len(wall), "why": why, "cpu_ratio": cest,
                 "cpu_lo": clo, "cpu_hi": chi, "step_s": step_s, "accounted_s": cost, "accounted_share": share,
+                "recorder_s": rec_s, "hook_s": hook_s * buckets, "passthrough_s": pass_s * buckets,
                 "agree": lo - 1 <= share <= hi - 1}))
     if backend != "none":
         dist.destroy_process_group()
+
+
+def _mean_path(timer) -> str:
+    """How the timing hook took the mean (trainers/comm.py): the backend's own average or a division."""
+    if timer is None:
+        return "no hook"
+    avg = getattr(timer, "_avg", None)
+    return "backend AVG" if avg else "divide, then SUM" if avg is False else "not run"
 
 
 PRESETS = {  # CPU step sizes (2 gloo ranks, one thread each; ~ms per step on this machine)
@@ -306,6 +357,10 @@ def main(argv=None) -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--no-hook", action="store_true", help="instrumented without the all-reduce hook (Recorder only)")
     ap.add_argument("--no-recorder", action="store_true", help="instrumented without the Recorder (hook only)")
+    ap.add_argument("--passthrough", action="store_true",
+                    help="the 'instrumented' copy runs a Python comm hook that times nothing, and no Recorder: "
+                         "the A/B of what any Python DDP hook costs (the floor of a hook that times)")
+    ap.add_argument("--label", default="custom", help="the figures' name for a --width/--depth/... model (e.g. 2.5ms)")
     ap.add_argument("--save", action="store_true", help="write benchmarks/results/overhead.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
@@ -314,7 +369,7 @@ def main(argv=None) -> None:
     if args.presets and custom:
         raise SystemExit("error: --presets or --width/--depth/--image-size/--batch, not both")
     if custom or args.device == "cuda":
-        runs = {"custom": {"width": args.width or 32, "depth": args.depth or 3, "image_size": args.image_size or 32,
+        runs = {args.label: {"width": args.width or 32, "depth": args.depth or 3, "image_size": args.image_size or 32,
                            "batch": args.batch or 8}}
     else:
         names = [n.strip() for n in (args.presets or ",".join(PRESETS)).split(",") if n.strip()]
@@ -350,6 +405,17 @@ def main(argv=None) -> None:
                        [100 * r["accounted_share"]], unit="%", goal="<= 1 %", met=r["accounted_share"] <= 0.01,
                        note="agrees with the A/B" if r["agree"] else "DISAGREES with the A/B"),
             ]
+            if "passthrough_s" in r:
+                figs += [
+                    figure(f"{name}.recorder", f"{name} steps: the Recorder (marks, losses)",
+                           [100 * r["recorder_s"] / r["step_s"]], unit="%", goal="<= 1 %",
+                           met=r["recorder_s"] <= 0.01 * r["step_s"]),
+                    figure(f"{name}.python_hook", f"{name} steps: any Python DDP comm hook (times nothing) over "
+                           f"DDP's builtin all-reduce", [100 * r["passthrough_s"] / r["step_s"]], unit="%",
+                           note="DDP's price for calling Python per bucket: the floor of a hook that times"),
+                    figure(f"{name}.timing", f"{name} steps: campaign's timing inside the hook",
+                           [100 * (r["hook_s"] - r["passthrough_s"]) / r["step_s"]], unit="%"),
+                ]
         path = save("overhead", command="python benchmarks/overhead.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                     figures=figs, load_start=load0)
         print(f"saved: {path}")

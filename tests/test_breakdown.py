@@ -410,3 +410,19 @@ def test_harvest_hardware_table_shows_the_jobs_figures(plain):
     assert float(row["peak_memory_gb"]) > 0 and "max RSS" in row["note"]
     warm = max(x["warmup_peak_memory_bytes"] for x in xs)
     assert float(row["warmup_peak_memory_gb"]) == pytest.approx(warm / 1e9) and 0 < warm <= float(row["peak_memory_gb"]) * 1e9
+
+
+@pytest.mark.slow
+def test_time_comm_false_runs_ddps_own_allreduce_untimed(tmp_path_factory):
+    # experiment.time_comm=false: no Python comm hook (its cost, docs/breakdown.md), so no
+    # all-reduce figures; the phases still tile the iteration, communication inside backward
+    ws = _run(tmp_path_factory, "untimed", "experiment.base_iterations=6", "experiment.time_comm=false", *TINY_MODEL)
+    for rank in (0, 1):
+        extra = _extra(ws, rank)
+        assert extra["comm_source"] == "off"
+        assert not any(k.startswith("allreduce_") for k in extra), extra
+        phases = _phases(ws, rank)
+        assert "comm_exposed" not in phases and "backward_compute" not in phases
+        iters, parts = phases["iteration"]["total_s"], sum(phases[p]["total_s"] for p in ("data", "forward", "backward", "step"))
+        assert 0.97 * iters <= parts <= iters * 1.0001  # only the end() call is outside the phases
+        assert "comm" not in phases or phases["comm"]["total_s"] == 0  # nothing timed it

@@ -11,6 +11,8 @@ local locks: two points run at a time) and harvested as each ends.
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import shlex
 from pathlib import Path
@@ -217,6 +219,12 @@ def test_a_reduced_campaign_runs_and_its_harvests_print_and_draw(page, name, lau
             assert len(fresh) == int(wrote.group(1)) > 0, f"{shown}: {wrote.group(0)}, found {fresh}"
             assert all(f.stat().st_size > 0 for f in fresh), f"{shown}: an empty figure file"
             assert any(f.suffix == ".png" for f in fresh) and any(f.suffix == ".svg" for f in fresh)
+    if "experiment.validation=true" in overrides:  # a test pass per epoch: accuracy in every point's epochs
+        res = ws.campaign("harvest", name, "--table", "convergence", "--to", "csv")
+        rows = [r for r in csv.DictReader(io.StringIO(res.stdout)) if r["unit"] == "epoch"]
+        assert rows and {r["gpus"] for r in rows} == gpus, f"{page}: {name}: epoch rows\n{res.stdout}{res.stderr}"
+        accuracy = [float(r["test_accuracy"]) for r in rows if r["test_accuracy"] not in ("", None)]
+        assert accuracy and all(0.0 <= a <= 1.0 for a in accuracy), f"{page}: {name}: test accuracy\n{res.stdout}"
 
 
 def test_table_column_reads_a_printed_table():

@@ -175,7 +175,10 @@ def run_point(spec: Any) -> dict:
         # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).
         rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops, memory=memory,
                        expected_iterations=plan["warmup"] + plan["iterations"])
-        timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
+        if cfg["experiment"].get("time_comm", True):
+            timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
+        else:  # DDP's own C++ all-reduce, untimed: what any Python comm hook costs is not paid
+            timer, comm_source = None, "off"
         memory.start()
         if ckpt is not None:
             ckpt.load(trainer, rec)  # a resumed run continues where its checkpoint stands

@@ -92,6 +92,7 @@ class ExperimentSpec:
     sample_halfwidth: float = 0.01  # a sampled run stops once its rate's 95 % interval is this narrow (relative); 0: a fixed window of sample_iterations
     sample_max_warmup: int = 200  # a sampled run's warm-up ends when its iteration times settle, at the latest after this many
     epochs: Optional[int] = None  # train this many epochs of the point's training share: warm-up + timed iterations = epochs x the loader's iterations per epoch (not with iterations)
+    time_comm: bool = True  # time DDP's gradient all-reduce bucket by bucket (a Python comm hook: ~1.5-2 % of a 3 ms CPU step, docs/breakdown.md); false: communication stays inside backward, not split out
     validation: bool = False  # evaluate the test split after every epoch, outside the timed window (vit, frozen_backbone; off for timing runs)
     checkpoint: bool = False  # checkpoint on SLURM's signal (preemption, time limit) and requeue; resume from it (off for timing runs)
     checkpoint_every: int = 0  # with checkpoint: also every this many iterations (0: only on the signal)
