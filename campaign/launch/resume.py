@@ -199,14 +199,19 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
     wave = wave_for(plans, flying)
     by_id: dict[int, Submitted] = {}
     now: list[int] = []
+    # Every point to take is claimed in one transaction, and those that wait are held in one
+    # per reason (a resume of 10,000 points made 20,000 transactions); each is still taken alone.
+    stays = [wave.later.get(i) is not None and r["state"] == "waiting" for i, r in enumerate(rows)]
+    claimed = iter(store.claim_many([r for r, stay in zip(rows, stays) if not stay]))
+    held: dict[str, list[int]] = {}
     for i, (r, p) in enumerate(zip(rows, plans)):
         why = wave.later.get(i)
-        if why is not None and r["state"] == "waiting":
+        if stays[i]:
             out.rows.append(r)
             out.plans.append(p)
             by_id[r["id"]] = Submitted(r["id"], None, waiting=why)
             continue
-        if not store.claim(r):
+        if not next(claimed):
             out.skipped += 1
             continue
         out.rows.append(r)
@@ -216,10 +221,12 @@ def resubmit(store: Any, camp: dict, rows: Sequence[dict], plans: Sequence[Point
             store.update_config(r["id"], stored, sign(key, camp["id"], camp.get("results_dir"), dict(r, config=stored))
                                 if key is not None else None)
         if why is not None:
-            store.hold([r["id"]], why, origin=origin, overrides=overrides)
+            held.setdefault(why, []).append(r["id"])
             by_id[r["id"]] = Submitted(r["id"], None, waiting=why)
         else:
             now.append(len(out.rows) - 1)
+    for why, ids_held in held.items():
+        store.hold(ids_held, why, origin=origin, overrides=overrides)
     if now:
         plans_now, ids = [out.plans[i] for i in now], [out.rows[i]["id"] for i in now]
         from campaign.common.jobfolder import job_folder

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import importlib.util
 import typing
+from collections import abc
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
@@ -84,11 +85,11 @@ def check_numbers(config: Mapping[str, Any], where: str = "") -> None:
     from campaign.common.numbers import int64
 
     for key, value in config.items():
-        if isinstance(value, Mapping):
-            check_numbers(value, f"{where}{key}.")
+        if isinstance(value, dict) or isinstance(value, abc.Mapping):  # (dict first: typing's Mapping check
+            check_numbers(value, f"{where}{key}.")                     # cost 4 us a value, 10,000 points x 110)
         elif isinstance(value, (list, tuple)):
             for i, item in enumerate(value):
-                if isinstance(item, Mapping):
+                if isinstance(item, dict) or isinstance(item, abc.Mapping):
                     check_numbers(item, f"{where}{key}[{i}].")
                 elif isinstance(item, int) and not isinstance(item, bool):
                     int64(item, f"{where}{key}[{i}]")

@@ -119,28 +119,14 @@ class Submissions:
         reason (one is recorded for a submission that has none, e.g. made before
         schema v2), and the point is ``registered`` again with nothing of the previous
         job. False when the point changed since ``p`` was read (another command took it)."""
+        return self.claim_many([p])[0]
+
+    def claim_many(self, points: Sequence[Mapping[str, Any]]) -> list[bool]:
+        """``claim`` for each of ``points``, in one transaction (a resume of 10,000 points made
+        10,000 of them): each point is still taken alone, only if it has not changed."""
         now = time.time()
         with self._begin() as conn:  # type: ignore[attr-defined]
-            same = and_(point.c.id == p["id"], point.c.state == p["stored_state"],
-                        point.c.job_id.is_(None) if p.get("job_id") is None else point.c.job_id == p["job_id"])
-            moved = conn.execute(update(point).where(same).values(state="registered", **_FRESH)).rowcount
-            if not moved:
-                return False
-            if p["state"] in ("waiting", "registered"):  # never submitted: nothing to close
-                return True
-            last = conn.execute(select(attempt.c.attempt_no, attempt.c.state, attempt.c.job_id)
-                                .where(attempt.c.point_id == p["id"]).order_by(attempt.c.attempt_no.desc()).limit(1)).first()
-            closed = {"state": p["state"], "reason": p.get("reason"), "ended_at": p.get("ended_at") or now,
-                      "node_list": p.get("node_list")}
-            if last is not None and (last.job_id == p.get("job_id") or p.get("job_id") is None):
-                if last.state in ACTIVE_STATES:
-                    conn.execute(update(attempt).where(and_(attempt.c.point_id == p["id"], attempt.c.attempt_no == last.attempt_no))
-                                 .values(**closed))
-            else:  # the previous submission has no attempt of its own: record it
-                conn.execute(insert(attempt), [dict(closed, point_id=p["id"], attempt_no=(last.attempt_no + 1) if last else 0,
-                                                    job_id=p.get("job_id"), submitted_at=p.get("submitted_at"),
-                                                    started_at=p.get("started_at"))])
-        return True
+            return [_claim(conn, p, now) for p in points]
 
     def attempts(self, campaign_id: str) -> list[dict]:
         """Every attempt of the campaign's points (sweep order, then attempt number) with
@@ -153,3 +139,27 @@ class Submissions:
              .where(point.c.campaign_id == campaign_id).order_by(point.c.idx, attempt.c.attempt_no))
         with self.engine.connect() as conn:  # type: ignore[attr-defined]
             return [dict(r) for r in conn.execute(q).mappings().all()]
+
+
+def _claim(conn: Any, p: Mapping[str, Any], now: float) -> bool:
+    """Take point ``p`` inside ``conn``'s transaction (Submissions.claim)."""
+    same = and_(point.c.id == p["id"], point.c.state == p["stored_state"],
+                point.c.job_id.is_(None) if p.get("job_id") is None else point.c.job_id == p["job_id"])
+    moved = conn.execute(update(point).where(same).values(state="registered", **_FRESH)).rowcount
+    if not moved:
+        return False
+    if p["state"] in ("waiting", "registered"):  # never submitted: nothing to close
+        return True
+    last = conn.execute(select(attempt.c.attempt_no, attempt.c.state, attempt.c.job_id)
+                        .where(attempt.c.point_id == p["id"]).order_by(attempt.c.attempt_no.desc()).limit(1)).first()
+    closed = {"state": p["state"], "reason": p.get("reason"), "ended_at": p.get("ended_at") or now,
+              "node_list": p.get("node_list")}
+    if last is not None and (last.job_id == p.get("job_id") or p.get("job_id") is None):
+        if last.state in ACTIVE_STATES:
+            conn.execute(update(attempt).where(and_(attempt.c.point_id == p["id"], attempt.c.attempt_no == last.attempt_no))
+                         .values(**closed))
+    else:  # the previous submission has no attempt of its own: record it
+        conn.execute(insert(attempt), [dict(closed, point_id=p["id"], attempt_no=(last.attempt_no + 1) if last else 0,
+                                            job_id=p.get("job_id"), submitted_at=p.get("submitted_at"),
+                                            started_at=p.get("started_at"))])
+    return True
