@@ -41,9 +41,8 @@ def check_returns(launcher: Any, returns: Sequence[Any]) -> None:
         more = f"; and {len(failed) - 3} more" if len(failed) > 3 else ""
         # jobs that never went (campaign/launch/generic.py's "job not submitted: ..."): no
         # logs to point at; their one reason says what to do (a full controller: launch again)
-        unsent = {str(r._return_value) for r in failed
-                  if str(getattr(r, "_return_value", "")).startswith("job not submitted: ")}
-        if len(unsent) == 1 and len(failed) == sum(1 for r in failed if str(r._return_value) in unsent):
-            raise LaunchIncomplete(f"{len(failed)} of {len(returns)} job(s) failed ({named}{more}): {unsent.pop()}")
+        reasons = {str(getattr(r, "_return_value", "")) for r in failed}
+        if len(reasons) == 1 and (reason := reasons.pop()).startswith("job not submitted: "):
+            raise LaunchIncomplete(f"{len(failed)} of {len(returns)} job(s) failed ({named}{more}): {reason}")
         raise LaunchIncomplete(f"{len(failed)} of {len(returns)} job(s) failed ({named}{more}); "
                                "their logs are in the sweep folder's .campaign/")
