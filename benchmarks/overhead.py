@@ -112,33 +112,21 @@ def recorder_cost_s(device, loops: int = 5, n: int = 5000) -> float:
     return statistics.median(out)
 
 
-def passthrough_hook(group):
-    """The least a Python DDP comm hook can do: DDP's mean of the bucket (the backend's own
-    average on CPU, as trainers.comm takes it), waited for, answered with one completed future
-    per bucket buffer; no clock read, nothing kept. What it costs over DDP's builtin C++
-    all-reduce is the price of any Python hook (DDP calls it with the GIL, wraps the bucket,
-    parses its answer), which campaign's timing pays too."""
-    import torch
-    import torch.distributed as dist
+def passthrough_hook():
+    """The least a Python DDP comm hook can do: the timing hook's own mean of the bucket
+    (trainers.comm.AllReduceTimer: the backend's average on CPU, divide then sum on CUDA),
+    waited for, answered with its one completed future per bucket buffer; no clock read,
+    nothing kept. What it costs over DDP's builtin C++ all-reduce is the price of any Python
+    hook (DDP calls it with the GIL, wraps the bucket, parses its answer), which campaign's
+    timing pays too."""
+    from trainers.comm import AllReduceTimer
 
-    done: dict = {}
-    opts = None
-    if group is not None:
-        opts = dist.AllreduceOptions()
-        opts.reduceOp = dist.ReduceOp.AVG
+    timer = AllReduceTimer(None)  # its reduction and its future, never its recorder
 
     def hook(process_group, bucket):
         t = bucket.buffer()
-        if t.is_cuda:
-            t.div_(process_group.size())
-            process_group.allreduce([t]).wait()
-        else:
-            process_group.allreduce([t], opts).wait()
-        fut = done.get(t.data_ptr())
-        if fut is None:
-            fut = done[t.data_ptr()] = torch.futures.Future()
-            fut.set_result(t)
-        return fut
+        timer._allreduce_mean(process_group, t).wait()
+        return timer._completed(t, t.nbytes)
 
     return hook
 
@@ -160,7 +148,7 @@ def hook_cost_s(group, device, pairs: int = 80, n: int = 100, *, passthrough: bo
     builtin = DDP(torch.nn.Linear(16, 4).to(device), device_ids=ids, process_group=group)
     hooked = DDP(torch.nn.Linear(16, 4).to(device), device_ids=ids, process_group=group)
     rec = Recorder(device, warmup=0)
-    hooked.register_comm_hook(group, passthrough_hook(group) if passthrough else AllReduceTimer(rec).hook)
+    hooked.register_comm_hook(group, passthrough_hook() if passthrough else AllReduceTimer(rec).hook)
     x = torch.randn(8, 16, device=device)
 
     def block(model) -> float:
@@ -211,7 +199,7 @@ def _rank(rank: int, args) -> None:
     timer = None
     if args.passthrough:  # the instrumented copy: a Python hook that times nothing, no Recorder
         rec = _NullRecorder()
-        instrumented.model.register_comm_hook(dist.group.WORLD, passthrough_hook(dist.group.WORLD))
+        instrumented.model.register_comm_hook(dist.group.WORLD, passthrough_hook())
     elif not args.no_hook:
         timer = comm.attach(instrumented, rec)[0]
 
