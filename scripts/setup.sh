@@ -39,6 +39,14 @@ if ! .venv/bin/python -c "from campaign.launch.main import check_plugin_visible;
   rm -f "$stamp"
   CAMPAIGN_SETUP_AGAIN=1 exec bash "$0" "$@"
 fi
+# The C++ DDP comm hook (trainers/comm_cpp.py): built once per torch (~45 s on 2 cores)
+# so that no job waits for the compiler. Not fatal: without it, jobs time the all-reduce
+# with the Python hook and say why (rank_timing.extra.comm_hook_fallback).
+if [[ $EXTRAS == *train* ]] && ! .venv/bin/python -m trainers.comm_cpp >/dev/null 2>&1; then
+  echo "[setup] building the C++ comm hook (trainers/comm_cpp.py)"
+  .venv/bin/python -m trainers.comm_cpp --build >/dev/null \
+    || echo "[setup] the C++ comm hook did not build: jobs will time the all-reduce with the Python hook"
+fi
 # Optional system package: Debian's chromium, the headless browser tests/test_report_page.py
 # opens `campaign report`'s page in (that test skips, saying why, without it). Best effort:
 # only as root with apt-get, never fatal; CAMPAIGN_NO_BROWSER=1 skips it.

@@ -100,6 +100,7 @@ def test_allreduce_time_and_bytes_match_the_trainable_parameters(plain, rank):
     params, comm_s, flops = plain.query("select trainable_params, comm_s, flops_per_iter from rank_timing where rank = ?", rank)[0]
     x = _extra(plain, rank)
     assert x["comm_source"] == "allreduce_timer"
+    assert x["comm_hook"] == "cpp" and "comm_hook_fallback" not in x  # on CPU, the C++ hook (trainers.comm_cpp)
     assert x["allreduce_bytes_per_iter"] == params * 4 == x["grad_bytes_per_sync"]  # fp32 gradients, every one once
     assert x["allreduce_buckets_per_iter"] >= 2  # DDP: a 1 MiB first bucket, then 25 MiB ones
     # epoch = dataset.length (10,000) / (8 images x 2 ranks) iterations
@@ -413,8 +414,30 @@ def test_harvest_hardware_table_shows_the_jobs_figures(plain):
 
 
 @pytest.mark.slow
+def test_the_python_hook_when_asked_times_the_same_buckets(tmp_path_factory):
+    # experiment.comm_hook=python: trainers.comm's AllReduceTimer (what CUDA uses), the same
+    # figures as the C++ hook's: every gradient once an iteration, each bucket a span
+    ws = _run(tmp_path_factory, "pyhook", "experiment.base_iterations=6", "experiment.comm_hook=python", *TINY_MODEL)
+    for rank in (0, 1):
+        (params,) = ws.query("select trainable_params from rank_timing where rank = ?", rank)[0]
+        x = _extra(ws, rank)
+        assert x["comm_source"] == "allreduce_timer" and x["comm_hook"] == "python"
+        assert x["allreduce_bytes_per_iter"] == params * 4 and x["allreduce_buckets_per_iter"] >= 1
+        assert 0 < x["allreduce_s"] <= x["allreduce_span_s"] * 1.0001
+
+
+def test_a_comm_hook_that_is_not_one_is_refused_before_anything_runs(tmp_path):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "campaign.launch", "experiment.comm_hook=fortran", "--cfg", "job"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode != 0 and "comm_hook" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.slow
 def test_time_comm_false_runs_ddps_own_allreduce_untimed(tmp_path_factory):
-    # experiment.time_comm=false: no Python comm hook (its cost, docs/breakdown.md), so no
+    # experiment.time_comm=false: no comm hook at all (docs/breakdown.md), so no
     # all-reduce figures; the phases still tile the iteration, communication inside backward
     ws = _run(tmp_path_factory, "untimed", "experiment.base_iterations=6", "experiment.time_comm=false", *TINY_MODEL)
     for rank in (0, 1):

@@ -394,6 +394,15 @@ def test_dockerfile_builds_full_mmcv(dockerfile):
     assert "mmcv-lite" not in build
 
 
+def test_dockerfile_builds_the_cpp_comm_hook_into_the_image(dockerfile):
+    # trainers/comm_cpp.py looks in $CAMPAIGN_EXT_DIR first: built there once the project is installed
+    assert dockerfile.envs["CAMPAIGN_EXT_DIR"] == "/opt/campaign/ext"
+    rs = runs(dockerfile)
+    built = [i for i, r in enumerate(rs) if "python -m trainers.comm_cpp --build" in r]
+    project = [i for i, r in enumerate(rs) if '".[deepspeed]"' in r]
+    assert built and project and built[0] > project[0]
+
+
 def test_dockerfile_installs_with_constraints(dockerfile):
     installs = [r for r in runs(dockerfile) if "pip install" in r]
     assert len(installs) == 3

@@ -152,7 +152,7 @@ def test_allreduce_hook_on_nccl_times_every_bucket():
         ddp = DDP(model.to(device), device_ids=[0], bucket_cap_mb=16)
         trainer = type("T", (), {"model": ddp})()
         rec = Recorder(device, warmup=1)
-        timer, source = attach(trainer, rec)
+        timer, source, _ = attach(trainer, rec)
         assert source == "allreduce_timer"
         x = torch.randn(32, 256, device=device)
         for _ in range(4):

@@ -129,3 +129,12 @@ def test_the_wheel_lists_every_package_folder():
     found = {".".join(p.parent.relative_to(ROOT).parts) for root in roots for p in (ROOT / root).rglob("__init__.py")
              if "egg-info" not in str(p)}
     assert found - listed == set()
+
+
+@pytest.mark.slow
+def test_the_wheel_carries_the_cpp_comm_hooks_source(wheel_env):
+    # trainers/comm_cpp.py builds its hook where it runs, from the installed package's csrc/
+    py = wheel_env / "venv" / "bin" / "python"
+    out = subprocess.run([str(py), "-c", "from trainers import comm_cpp; print(comm_cpp.SOURCE, comm_cpp.SOURCE.is_file())"],
+                         check=True, capture_output=True, text=True, cwd=wheel_env).stdout.split()
+    assert out[1] == "True" and "site-packages" in out[0] and str(ROOT) not in out[0], out

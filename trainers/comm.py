@@ -2,6 +2,11 @@
 moves and the bus bandwidth it achieves. (Communication in the profiler window comes
 from its trace: campaign_trace.)
 
+On a CPU model the all-reduce is timed by the same hook in C++ (trainers/comm_cpp.py:
+no Python call per bucket, the cost that kept this one above 1 % of a 2.5 ms step);
+``attach`` falls back to the Python one below where that cannot be built or loaded, and
+CUDA models (whose spans are CUDA events) and ``experiment.comm_hook=python`` use it.
+
 ``AllReduceTimer`` is a DDP communication hook doing what DDP's default does (the mean
 of the bucket over the ranks: gloo's own average on CPU, divide then sum on CUDA) and reporting to the Recorder one span
 per bucket: launch -> completion, with the Recorder's clock. On CPU (gloo) both are
@@ -119,27 +124,68 @@ class AllReduceTimer:
         return work.get_future().then(done)
 
 
-def attach(trainer: Any, rec: Recorder, *, inject_delay_s: float = 0.0) -> tuple[Optional[AllReduceTimer], Optional[str]]:
-    """Register an AllReduceTimer on ``trainer.model`` if it is a DDP module.
+def attach(trainer: Any, rec: Recorder, *, inject_delay_s: float = 0.0,
+           hook: str = "auto") -> tuple[Optional[Any], Optional[str], dict]:
+    """Time the gradient all-reduce of ``trainer.model`` if it is a DDP module.
 
-    Returns the timer (None if none was attached) and who times the all-reduce:
-    ``"allreduce_timer"`` (this hook), ``"trainer"`` (the trainer registered a comm
-    hook of its own, which DDP allows only once: its ``add_comm`` figures stand) or
-    None (no DDP module: no gradient all-reduce to time).
+    Returns the timer (None if none was attached), who times the all-reduce
+    (``"allreduce_timer"``: this project's hook; ``"trainer"``: the trainer registered a
+    comm hook of its own, which DDP allows only once, and its ``add_comm`` figures stand;
+    None: no DDP module, no gradient all-reduce to time) and the rank row's extra keys
+    saying which hook: ``comm_hook`` ``"cpp"`` (trainers.comm_cpp, on CPU) or ``"python"``
+    (AllReduceTimer), and ``comm_hook_fallback``, why not C++ where ``hook="auto"`` tried it.
+    ``hook``: ``"auto"`` (C++ on CPU where it builds and loads on every rank, else Python),
+    ``"cpp"`` (C++ or a RuntimeError saying why), ``"python"``.
     """
     from torch.nn.parallel import DistributedDataParallel
 
     model = getattr(trainer, "model", None)
     if not isinstance(model, DistributedDataParallel):
-        return None, None
-    if getattr(model, "_comm_hooks", None):
-        return None, "trainer"
+        return None, None, {}
+    if getattr(model, "_comm_hooks", None) or getattr(model, "_campaign_comm_hook", False):
+        return None, "trainer", {}
+    extra: dict[str, Any] = {}
+    if hook in ("auto", "cpp"):
+        why = _cpp_refusal(model, inject_delay_s)
+        if why is None:
+            from trainers import comm_cpp
+
+            timer = comm_cpp.attach(model, rec, inject_delay_s=inject_delay_s)
+            model._campaign_comm_hook = True  # DDP's Python side does not see a C++ hook
+            return timer, "allreduce_timer", {"comm_hook": "cpp"}
+        if hook == "cpp":
+            raise RuntimeError(f"experiment.comm_hook=cpp: {why}")
+        extra["comm_hook_fallback"] = why
     timer = AllReduceTimer(rec, inject_delay_s=inject_delay_s)
     try:
         model.register_comm_hook(getattr(model, "process_group", None), timer.hook)
     except RuntimeError:  # a builtin hook registered already
-        return None, "trainer"
-    return timer, "allreduce_timer"
+        return None, "trainer", {}
+    return timer, "allreduce_timer", {"comm_hook": "python", **extra}
+
+
+def _cpp_refusal(model: Any, inject_delay_s: float) -> Optional[str]:
+    """Why this job cannot use the C++ hook (None: it can), the same answer on every rank:
+    a rank that cannot build or load it makes them all use the Python one."""
+    import torch
+    import torch.distributed as dist
+
+    from trainers import comm_cpp
+
+    params = list(model.parameters())
+    if not params or any(p.device.type != "cpu" for p in params):
+        return "not a CPU model (the C++ hook times CPU clocks; CUDA keeps the Python hook's events)"
+    why: Optional[str] = None
+    try:
+        comm_cpp.load_module()
+    except comm_cpp.HookUnavailable as exc:
+        why = str(exc)
+    pg = getattr(model, "process_group", None) or dist.group.WORLD
+    flag = torch.tensor([0 if why else 1], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=pg)
+    if why is None and int(flag.item()) == 0:
+        why = "another rank could not load the C++ comm hook"
+    return why
 
 
 def bus_factor(world_size: int) -> float:

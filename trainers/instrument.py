@@ -19,7 +19,8 @@ both ends (the only synchronisations, besides counting FLOPs in warm-up iteratio
 Communication comes in two ways: ``add_comm(seconds)`` (a trainer that timed it
 itself) and ``comm_span(nbytes)`` (trainers.comm's DDP hook: one span per gradient
 bucket, from the all-reduce's launch to its completion, stamped with the same clock
-as the marks). Spans overlap the backward phase; see docs/breakdown.md for how the
+as the marks; trainers.comm_cpp's C++ hook hands its spans over through ``span_source``
+once an iteration instead). Spans overlap the backward phase; see docs/breakdown.md for how the
 figures relate. Optionally the model FLOPs of iteration 0 (a warm-up iteration,
 outside the timed window) are counted (trainers.flops).
 """
@@ -82,6 +83,10 @@ class Recorder:
         self._excluded = 0.0
         self._clock: Optional[EventClock] = None
         self._host_loss = not self.cuda  # losses read at once (end), not kept as tensors
+        # A callable returning the all-reduce spans completed since its last call, as
+        # [start, end, nbytes] lists on this clock (trainers.comm_cpp: the C++ hook's log),
+        # taken into the iteration that launched them; None: spans come by comm_span.
+        self.span_source: Any = None
         if self.cuda:  # events for the iterations it will hold at most (trainers/events.py)
             held = min(int(expected_iterations), 2 * self.resolve_every if self.resolve_every else expected_iterations)
             self._clock = EventClock(device, prefill=held * EVENTS_PER_ITERATION)
@@ -96,6 +101,8 @@ class Recorder:
 
     # ---------------------------------------------------------------- loop API
     def begin(self) -> None:
+        if self.span_source is not None:
+            self.take_spans()  # the iteration before launched them and waited for them all
         self._it += 1
         if self._it == 0:
             self.t_first = time.perf_counter()
@@ -136,6 +143,14 @@ class Recorder:
         if self._spans:
             self._spans[-1].append(span)
         return span
+
+    def take_spans(self) -> None:
+        """Take the spans ``span_source`` holds into the current iteration (at its end or
+        before the next begins: the iteration that launched them)."""
+        new = self.span_source() if self.span_source is not None else None
+        if new and self._spans:
+            self._spans[-1].extend(new)
+            self._resolved = None
 
     def end(self, loss: Optional[torch.Tensor | float] = None, images: int = 0) -> None:
         self._cur.append(("end", self._mark()))
@@ -288,6 +303,8 @@ class Recorder:
 
     def _resolve(self) -> list[dict]:
         """Per iteration: phase seconds and the all-reduce spans' figures (cached)."""
+        if self.span_source is not None:
+            self.take_spans()
         if self._resolved is not None:
             return self._resolved
         out = list(self._prior)

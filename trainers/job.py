@@ -175,9 +175,12 @@ def run_point(spec: Any) -> dict:
         # FLOPs counted in warm-up iteration 0 unless the trainer states them (trainers.flops).
         rec = Recorder(ctx.device, warmup=plan["warmup"], count_flops=not own_flops, memory=memory,
                        expected_iterations=plan["warmup"] + plan["iterations"])
+        hook_extra: dict[str, Any] = {}
         if cfg["experiment"].get("time_comm", True):
-            timer, comm_source = comm.attach(trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0))
-        else:  # DDP's own C++ all-reduce, untimed: what any Python comm hook costs is not paid
+            timer, comm_source, hook_extra = comm.attach(
+                trainer, rec, inject_delay_s=getattr(trainer, "inject_comm_delay_s", 0.0),
+                hook=str(cfg["experiment"].get("comm_hook") or "auto"))
+        else:  # DDP's own C++ all-reduce, untimed
             timer, comm_source = None, "off"
         memory.start()
         if ckpt is not None:
@@ -211,6 +214,7 @@ def run_point(spec: Any) -> dict:
         summary["extra"] = _rank_extra(trainer, cfg, ctx, rec, summary, comm_source=comm_source,
                                        flops_source="trainer" if own_flops else "flop_counter",
                                        memory=memory)
+        summary["extra"].update(hook_extra)
         if ckpt is not None:
             summary["extra"]["checkpoint"] = ckpt.summary(rec)
             if ckpt.prior_peak is not None and summary["peak_memory_bytes"] is not None:

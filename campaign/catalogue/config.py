@@ -34,6 +34,14 @@ class DistBackend(str, enum.Enum):
     gloo = "gloo"  # CPUs
 
 
+class CommHook(str, enum.Enum):
+    """``experiment.comm_hook``: what times DDP's gradient all-reduce (docs/breakdown.md)."""
+
+    auto = "auto"  # C++ on CPU where it builds and loads on every rank (trainers.comm_cpp), else Python
+    cpp = "cpp"  # the C++ hook or the job fails saying why (CPU models only)
+    python = "python"  # the Python hook (trainers.comm.AllReduceTimer): CPU and CUDA
+
+
 class Scaling(str, enum.Enum):
     """``experiment.scaling``: how batch and iterations follow the GPU count."""
 
@@ -92,7 +100,8 @@ class ExperimentSpec:
     sample_halfwidth: float = 0.01  # a sampled run stops once its rate's 95 % interval is this narrow (relative); 0: a fixed window of sample_iterations
     sample_max_warmup: int = 200  # a sampled run's warm-up ends when its iteration times settle, at the latest after this many
     epochs: Optional[int] = None  # train this many epochs of the point's training share: warm-up + timed iterations = epochs x the loader's iterations per epoch (not with iterations)
-    time_comm: bool = True  # time DDP's gradient all-reduce bucket by bucket (a Python comm hook: ~1.5-2 % of a 3 ms CPU step, docs/breakdown.md); false: communication stays inside backward, not split out
+    time_comm: bool = True  # time DDP's gradient all-reduce bucket by bucket (a comm hook, docs/breakdown.md); false: communication stays inside backward, not split out
+    comm_hook: CommHook = CommHook.auto  # which hook times it: auto (C++ on CPU where it builds, else Python), cpp, python
     validation: bool = False  # evaluate the test split after every epoch, outside the timed window (vit, frozen_backbone; off for timing runs)
     checkpoint: bool = False  # checkpoint on SLURM's signal (preemption, time limit) and requeue; resume from it (off for timing runs)
     checkpoint_every: int = 0  # with checkpoint: also every this many iterations (0: only on the signal)
