@@ -193,11 +193,25 @@ def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
     assert m, out
     # the accounted cost may come out below 0 on a noisy machine (the hook's part is a difference)
     m = re.search(r"accounted: (-?[\d.]+) us/step = (-?[\d.]+)% of the bare step \(Recorder ([\d.]+) us/step \+ "
-                  r"hook (-?[\d.]+) us/bucket \[95% CI .*\] x (\d+) bucket\(s\)/step; budget 1%: (met|NOT met)\)", out)
-    assert m, out
+                  r"cpp hook (-?[\d.]+) us/bucket \[95% CI .*\] x (\d+) bucket\(s\)/step; budget 1%: (met|NOT met)\)", out)
+    assert m, out  # the C++ hook: what a CPU job times its all-reduce with (trainers/comm_cpp.py)
     assert int(m.group(5)) >= 1  # 2 DDP ranks: the default model's gradients go in at least one bucket
     assert float(m.group(3)) > 0
     assert re.search(r"^A/B and accounted (agree|DISAGREE): ", out, re.M), out
+
+
+@pytest.mark.slow
+def test_overhead_measures_the_python_hook_beside_the_cpp_one():
+    out = _run("overhead.py", "--pairs", "20", "--steps", "1", "--presets", "3ms", "--also", "python")
+    assert "the hook: C++ (trainers.comm_cpp)" in out, out
+    assert re.search(r"^  beside it, the python hook \(--also\): step time \d+\.\d{3} \(95% CI [\d.]+-[\d.]+\), "
+                     r"CPU time \d+\.\d{3} .*over the same bare blocks$", out, re.M), out
+
+
+def test_overhead_refuses_a_hook_it_does_not_know():
+    done = subprocess.run([sys.executable, str(BENCH / "overhead.py"), "--also", "fortran"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "--also 'fortran'" in done.stderr and "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
