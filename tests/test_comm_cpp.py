@@ -68,6 +68,26 @@ def test_without_a_writable_folder_it_says_so_in_one_line(monkeypatch, tmp_path)
         comm_cpp.load_module(allow_build=False)
 
 
+def test_a_failed_build_is_not_paid_for_again_by_every_job(monkeypatch, tmp_path):
+    from trainers import comm_cpp
+
+    src = tmp_path / "broken.cpp"
+    src.write_text("this is not C++\n")
+    monkeypatch.setattr(comm_cpp, "SOURCE", src)
+    monkeypatch.setattr(comm_cpp, "roots", lambda: [tmp_path / "ext"])
+    monkeypatch.setattr(comm_cpp, "_loaded", {})
+    with pytest.raises(comm_cpp.HookUnavailable, match=r"building the C\+\+ comm hook failed") as first:
+        comm_cpp.load_module()
+    assert "\n" not in str(first.value)
+
+    def no_second_build(**_kw):
+        raise AssertionError("built again")
+
+    monkeypatch.setattr(comm_cpp, "build", no_second_build)
+    with pytest.raises(comm_cpp.HookUnavailable, match=r"--build tries again"):
+        comm_cpp.load_module()  # the marker answers at once
+
+
 def _rank(rank: int, port: int, out: str, mode: str) -> None:
     import torch
     import torch.distributed as dist
@@ -80,8 +100,8 @@ def _rank(rank: int, port: int, out: str, mode: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     if mode == "refused" and rank == 1:  # one rank cannot load it: both take the Python hook
-        def refuse(**_kw):
-            raise comm_cpp.HookUnavailable("no compiler here")
+        def refuse(**_kw):  # not even a HookUnavailable: whatever a rank meets, the ranks still agree
+            raise PermissionError(13, "Permission denied", "/shared/ext")
         comm_cpp.load_module = refuse
 
     def net():

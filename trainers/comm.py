@@ -146,16 +146,20 @@ def attach(trainer: Any, rec: Recorder, *, inject_delay_s: float = 0.0,
         return None, "trainer", {}
     extra: dict[str, Any] = {}
     if hook in ("auto", "cpp"):
-        why = _cpp_refusal(model, inject_delay_s)
+        why = _cpp_refusal(model)
         if why is None:
             from trainers import comm_cpp
 
-            timer = comm_cpp.attach(model, rec, inject_delay_s=inject_delay_s)
+            try:
+                timer = comm_cpp.attach(model, rec, inject_delay_s=inject_delay_s)
+            except RuntimeError:  # a hook registered already (the same on every rank)
+                return None, "trainer", {}
             model._campaign_comm_hook = True  # DDP's Python side does not see a C++ hook
             return timer, "allreduce_timer", {"comm_hook": "cpp"}
         if hook == "cpp":
             raise RuntimeError(f"experiment.comm_hook=cpp: {why}")
-        extra["comm_hook_fallback"] = why
+        if why != NOT_CPU:  # on CUDA the Python hook is the design, not a fallback
+            extra["comm_hook_fallback"] = why
     timer = AllReduceTimer(rec, inject_delay_s=inject_delay_s)
     try:
         model.register_comm_hook(getattr(model, "process_group", None), timer.hook)
@@ -164,7 +168,10 @@ def attach(trainer: Any, rec: Recorder, *, inject_delay_s: float = 0.0,
     return timer, "allreduce_timer", {"comm_hook": "python", **extra}
 
 
-def _cpp_refusal(model: Any, inject_delay_s: float) -> Optional[str]:
+NOT_CPU = "not a CPU model (the C++ hook times CPU clocks; CUDA keeps the Python hook's events)"
+
+
+def _cpp_refusal(model: Any) -> Optional[str]:
     """Why this job cannot use the C++ hook (None: it can), the same answer on every rank:
     a rank that cannot build or load it makes them all use the Python one."""
     import torch
@@ -174,12 +181,14 @@ def _cpp_refusal(model: Any, inject_delay_s: float) -> Optional[str]:
 
     params = list(model.parameters())
     if not params or any(p.device.type != "cpu" for p in params):
-        return "not a CPU model (the C++ hook times CPU clocks; CUDA keeps the Python hook's events)"
+        return NOT_CPU
     why: Optional[str] = None
     try:
         comm_cpp.load_module()
     except comm_cpp.HookUnavailable as exc:
         why = str(exc)
+    except Exception as exc:  # anything else on this rank (an unreadable folder, no HOME): still agree below
+        why = f"loading the C++ comm hook failed: {type(exc).__name__}: {str(exc).strip()[:200]}"
     pg = getattr(model, "process_group", None) or dist.group.WORLD
     flag = torch.tensor([0 if why else 1], dtype=torch.int32)
     dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=pg)

@@ -33,8 +33,10 @@ from typing import Any, Optional
 NAME = "campaign_timed_allreduce"
 SOURCE = Path(__file__).resolve().parent / "csrc" / "timed_allreduce.cpp"
 READY = "ready"  # written once the built module imported: a half-written .so is never taken
+FAILED = "failed"  # a build that failed, with its reason: jobs do not pay for it again (--build retries)
 
 _loaded: dict[str, Any] = {}
+_built: dict[Path, Any] = {}  # modules this process built (imported by the build already)
 
 
 class HookUnavailable(RuntimeError):
@@ -61,7 +63,8 @@ def roots() -> list[Path]:
 
 
 def _import(so: Path):
-    spec = importlib.util.spec_from_file_location(NAME, so)
+    # the file's own name: cpp_extension names a second build in one process NAME_v1
+    spec = importlib.util.spec_from_file_location(so.name.split(".")[0], so)
     if spec is None or spec.loader is None:
         raise HookUnavailable(f"cannot import {so}")
     mod = importlib.util.module_from_spec(spec)
@@ -73,9 +76,25 @@ def find() -> Optional[Path]:
     """The built module for this torch and source, if any root holds one."""
     k = key()
     for root in roots():
-        so = root / f"{NAME}-{k}" / f"{NAME}.so"
-        if (so.parent / READY).exists() and so.exists():
+        ready = root / f"{NAME}-{k}" / READY
+        try:
+            so = ready.parent / ready.read_text().split()[0]  # the module's file, as its build named it
+        except (OSError, IndexError):
+            continue
+        if so.exists():
             return so
+    return None
+
+
+def failed_before() -> Optional[str]:
+    """Why an earlier build of this key failed (its FAILED marker), if one did."""
+    k = key()
+    for root in roots():
+        marker = root / f"{NAME}-{k}" / FAILED
+        try:
+            return marker.read_text().strip() or "an earlier build failed"
+        except OSError:
+            continue
     return None
 
 
@@ -97,13 +116,20 @@ def build(verbose: bool = False) -> Path:
         try:
             from torch.utils.cpp_extension import load
 
-            load(name=NAME, sources=[str(SOURCE)], build_directory=str(d), extra_cflags=["-O2"], verbose=verbose)
+            mod = load(name=NAME, sources=[str(SOURCE)], build_directory=str(d), extra_cflags=["-O2"], verbose=verbose)
         except Exception as exc:  # no compiler, no ninja, headers that moved: one line
             text = str(exc).strip().splitlines()
-            raise HookUnavailable(f"building the C++ comm hook failed: {type(exc).__name__}"
-                                  + (f": {text[-1][:200]}" if text else "")) from exc
-        so = d / f"{NAME}.so"
-        (d / READY).write_text(k + "\n")
+            why = (f"building the C++ comm hook failed: {type(exc).__name__}"
+                   + (f": {text[-1][:200]}" if text else ""))
+            try:
+                (d / FAILED).write_text(why + "\n")
+            except OSError:
+                pass
+            raise HookUnavailable(why) from exc
+        so = Path(mod.__file__)
+        _built[so] = mod
+        (d / READY).write_text(f"{so.name} {k}\n")
+        (d / FAILED).unlink(missing_ok=True)
         return so
     raise HookUnavailable("no writable folder for the C++ comm hook (" + "; ".join(errors) + ")")
 
@@ -119,9 +145,12 @@ def load_module(*, allow_build: bool = True):
     if so is None:
         if not allow_build:
             raise HookUnavailable("the C++ comm hook is not built (python -m trainers.comm_cpp --build)")
+        earlier = failed_before()
+        if earlier:  # not again in every job: `python -m trainers.comm_cpp --build` retries
+            raise HookUnavailable(f"{earlier} (python -m trainers.comm_cpp --build tries again)")
         so = build()
     try:
-        mod = _import(so)
+        mod = _built.get(so) or _import(so)
     except Exception as exc:
         raise HookUnavailable(f"loading {so.name} failed: {type(exc).__name__}: {str(exc)[:200]}") from exc
     _loaded[k] = mod
@@ -167,6 +196,7 @@ def attach(model: Any, recorder: Any, *, inject_delay_s: float = 0.0, allow_buil
 
     pg = getattr(model, "process_group", None) or dist.group.WORLD
     log = mod.SpanLog()
+    # RuntimeError where the model has a comm hook already (DDP allows one)
     mod.install(model.reducer, pg, log, int(round(float(inject_delay_s or 0.0) * 1e9)))
     return CppAllReduceTimer(log, recorder)
 

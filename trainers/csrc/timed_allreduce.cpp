@@ -81,7 +81,7 @@ class TimedAllreduceHook : public c10d::CommHookInterface {
 
   c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
     at::Tensor& tensor = bucket.getBufferRef();
-    const size_t idx = log_->open(now_ns(), static_cast<int64_t>(tensor.nbytes()));
+    const int64_t launch = now_ns();
     std::vector<at::Tensor> tensors = {tensor};
     c10::intrusive_ptr<c10d::Work> work;
     if (avg_ != 0) {
@@ -90,7 +90,7 @@ class TimedAllreduceHook : public c10d::CommHookInterface {
         opts.reduceOp = c10d::ReduceOp::AVG;
         work = pg_->allreduce(tensors, opts);
         avg_ = 1;
-      } catch (const std::exception&) {
+      } catch (const c10::Error&) {
         if (avg_ == 1) throw;
         avg_ = 0;
       }
@@ -99,6 +99,9 @@ class TimedAllreduceHook : public c10d::CommHookInterface {
       tensor.div_(pg_->getSize());
       work = pg_->allreduce(tensors);
     }
+    // opened once launched: a launch that throws leaves no span that never completes
+    // (drain stops at the first one still in flight)
+    const size_t idx = log_->open(launch, static_cast<int64_t>(tensor.nbytes()));
     auto log = log_;
     const int64_t delay = bucket.isLast() ? delay_ns_ : 0;
     auto fut = work->getFuture();
