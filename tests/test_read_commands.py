@@ -150,13 +150,25 @@ def test_harvest_into_a_read_only_folder_is_one_line(ws, tmp_path):
 # ---------------------------------------------------------------- Ctrl-C
 
 def _interrupt(ws, argv: list[str], after_s: float, ready=None):
-    proc = subprocess.Popen(argv, cwd=ws.path, env=ws.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    time.sleep(after_s)
-    while ready is not None and not ready() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    """Run ``argv``, send it SIGINT after ``after_s`` seconds and once ``ready()`` holds
+    (``"output"``: once it has written anything, i.e. it is past its imports and in its
+    loop: a Ctrl-C during start-up is Python's, not the command's), up to 60 s."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out_p, err_p = Path(tmp, "out"), Path(tmp, "err")
+        with open(out_p, "w") as out_f, open(err_p, "w") as err_f:
+            proc = subprocess.Popen(argv, cwd=ws.path, env=ws.env, stdout=out_f, stderr=err_f, text=True)
+            if ready == "output":
+                def ready() -> bool:
+                    return out_p.stat().st_size > 0 or err_p.stat().st_size > 0
+            deadline = time.monotonic() + 60
+            time.sleep(after_s)
+            while ready is not None and not ready() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+        out, err = out_p.read_text(), err_p.read_text()
     return type("R", (), {"returncode": proc.returncode, "stdout": out, "stderr": err})
 
 
@@ -179,7 +191,7 @@ def waiting(ws, tmp_path):
 @pytest.mark.parametrize("argv", [["status", "--wait", "--interval", "0.2"], ["status", "--watch", "--interval", "0.2"]])
 def test_ctrl_c_while_waiting(ws, waiting, argv):
     before = _digest(ws.db)
-    res = _interrupt(ws, [sys.executable, "-m", "campaign", *argv], 3.0)
+    res = _interrupt(ws, [sys.executable, "-m", "campaign", *argv], 1.0, ready="output")
     _one_line_error(res, EXIT_INTERRUPTED, "interrupted (Ctrl-C)", alone=False)  # after --wait's progress log
     assert _digest(ws.db) == before
 
@@ -253,3 +265,25 @@ def test_read_commands_open_postgresql_read_only(pg_url, tmp_path):  # noqa: F81
                 conn.execute(text("delete from point"))
     with open_store(pg_url) as s, s.engine.connect() as conn:
         assert conn.execute(text("select count(*) from point")).scalar() == 6
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed one, on purpose
+def test_a_ctrl_c_a_finalizer_swallowed_still_ends_a_loop():
+    # Python prints a KeyboardInterrupt raised inside a __del__ as "Exception ignored" and
+    # goes on; the noted SIGINT ends the loop at its next sleep anyway (campaign.common.interrupt)
+    import os
+
+    from campaign.common import interrupt
+
+    class Swallows:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)  # the handler's KeyboardInterrupt is raised in here: lost
+            time.sleep(0.05)
+
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt):
+        with interrupt.catching():
+            Swallows()  # collected at once
+            interrupt.sleep(5)  # raises, not 5 s later
+    assert signal.getsignal(signal.SIGINT) is before  # the process as it was
+    interrupt.sleep(0)  # and no Ctrl-C noted any more

@@ -62,8 +62,11 @@ def guarded(command: Callable[[], Optional[int]], *, interrupted_message: str = 
     """Run ``command`` and return its exit status (None: 0), mapping what it raises as the
     module says. ``store_url``: the store the command uses (its database and file errors
     are reported as one line naming it); ``redact``: see ``report``."""
+    from campaign.common.interrupt import catching
+
     try:
-        code = command()
+        with catching():  # a Ctrl-C a finalizer swallows still ends the command (its loops' sleep)
+            code = command()
     except CampaignError as exc:
         return report(exc, redact=redact)
     except KeyboardInterrupt:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 from tabulate import tabulate
 
 from campaign.catalogue.dataset_label import dataset_label
+from campaign.common import interrupt
 from campaign.common.errors import EXIT_TIMEOUT
 from campaign.observe.estimate import fmt_duration
 from campaign.common.jobfolder import sibling_task_log
@@ -247,7 +248,7 @@ def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -
                     print(f"{len(unfinished)} point(s) wait for room in the scheduler: campaign resume "
                           f"{campaign['id']} submits them", flush=True)
                 return 0
-            time.sleep(interval)
+            interrupt.sleep(interval)
 
 
 def _live(views: list[dict], ceta: CampaignETA, waited: float, now: float) -> str:
@@ -310,7 +311,7 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
             elif counts != last_line:  # a log: one line per change
                 print(f"[{_fmt_s(now - start)}] {counts}; {eta_text(ceta, now)}", file=sys.stderr, flush=True)
             last_line = counts
-            time.sleep(interval)
+            interrupt.sleep(interval)
         if wait and tty and last_line is not None:
             print(file=sys.stderr)
     for w in warnings:

@@ -1,0 +1,50 @@
+"""Ctrl-C that nothing can swallow.
+
+Python turns SIGINT into ``KeyboardInterrupt`` wherever the main thread happens to be; when
+that is a finalizer (a ``__del__``, a weakref callback: SQLAlchemy's pool has several), the
+exception is printed as "Exception ignored" and lost, and a loop such as ``campaign status
+--watch`` would go on as if no Ctrl-C had come. ``catching()`` (around every CLI command,
+campaign.cli.exits.guarded) notes each SIGINT too, and ``sleep`` (the loops' wait) raises
+``KeyboardInterrupt`` for a noted one that was lost, so the command still ends with its
+one-line "interrupted" (exit 130)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from typing import Iterator
+
+_seen = threading.Event()
+
+
+def _on_sigint(signum, frame) -> None:
+    _seen.set()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def catching() -> Iterator[None]:
+    """Note every SIGINT while the block runs (main thread, Python's own handler only);
+    the previous handler and a clear note afterwards."""
+    if threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    _seen.clear()
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _seen.clear()
+
+
+def sleep(seconds: float) -> None:
+    """``time.sleep`` that ends in ``KeyboardInterrupt`` once a Ctrl-C came, even one whose
+    exception a finalizer swallowed."""
+    if _seen.is_set():
+        raise KeyboardInterrupt
+    _seen.wait(max(float(seconds), 0.0))
+    if _seen.is_set():
+        raise KeyboardInterrupt
