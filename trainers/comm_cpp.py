@@ -72,13 +72,17 @@ def _import(so: Path):
     return mod
 
 
+def folders(k: Optional[str] = None) -> list[Path]:
+    """This key's build folder under each root, in ``roots()`` order."""
+    k = k or key()
+    return [root / f"{NAME}-{k}" for root in roots()]
+
+
 def find() -> Optional[Path]:
     """The built module for this torch and source, if any root holds one."""
-    k = key()
-    for root in roots():
-        ready = root / f"{NAME}-{k}" / READY
+    for d in folders():
         try:
-            so = ready.parent / ready.read_text().split()[0]  # the module's file, as its build named it
+            so = d / (d / READY).read_text().split()[0]  # the module's file, as its build named it
         except (OSError, IndexError):
             continue
         if so.exists():
@@ -88,11 +92,9 @@ def find() -> Optional[Path]:
 
 def failed_before() -> Optional[str]:
     """Why an earlier build of this key failed (its FAILED marker), if one did."""
-    k = key()
-    for root in roots():
-        marker = root / f"{NAME}-{k}" / FAILED
+    for d in folders():
         try:
-            return marker.read_text().strip() or "an earlier build failed"
+            return (d / FAILED).read_text().strip() or "an earlier build failed"
         except OSError:
             continue
     return None
@@ -104,14 +106,13 @@ def build(verbose: bool = False) -> Path:
 
     k = key()
     errors = []
-    for root in roots():
-        d = root / f"{NAME}-{k}"
+    for d in folders(k):
         try:
             d.mkdir(parents=True, exist_ok=True)
             if not os.access(d, os.W_OK):
                 raise PermissionError(f"{d} is not writable")
         except OSError as exc:
-            errors.append(f"{root}: {exc}")
+            errors.append(f"{d.parent}: {exc}")
             continue
         try:
             from torch.utils.cpp_extension import load
