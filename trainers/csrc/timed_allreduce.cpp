@@ -82,23 +82,12 @@ class TimedAllreduceHook : public c10d::CommHookInterface {
   c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override {
     at::Tensor& tensor = bucket.getBufferRef();
     const int64_t launch = now_ns();
+    // divide, then sum: DDP's builtin all-reduce does the same (its division folded into the
+    // copy into the bucket, which a hook gets undivided). Not gloo's AVG: on the quiet Xeon
+    // (benchmarks/overhead.py, #26) it cost ~30 us a bucket more than this division.
+    tensor.div_(pg_->getSize());
     std::vector<at::Tensor> tensors = {tensor};
-    c10::intrusive_ptr<c10d::Work> work;
-    if (avg_ != 0) {
-      try {  // a backend without AVG refuses before anything is sent (every rank alike)
-        c10d::AllreduceOptions opts;
-        opts.reduceOp = c10d::ReduceOp::AVG;
-        work = pg_->allreduce(tensors, opts);
-        avg_ = 1;
-      } catch (const c10::Error&) {
-        if (avg_ == 1) throw;
-        avg_ = 0;
-      }
-    }
-    if (!work) {
-      tensor.div_(pg_->getSize());
-      work = pg_->allreduce(tensors);
-    }
+    c10::intrusive_ptr<c10d::Work> work = pg_->allreduce(tensors);
     // opened once launched: a launch that throws leaves no span that never completes
     // (drain stops at the first one still in flight)
     const size_t idx = log_->open(launch, static_cast<int64_t>(tensor.nbytes()));
@@ -122,7 +111,6 @@ class TimedAllreduceHook : public c10d::CommHookInterface {
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   std::shared_ptr<SpanLog> log_;
   int64_t delay_ns_;
-  int avg_ = -1;  // -1: not tried yet; 1: AVG; 0: refused, divide then sum
 };
 
 void install(py::object reducer, py::object process_group, std::shared_ptr<SpanLog> log, int64_t delay_ns) {
