@@ -160,12 +160,12 @@ def test_an_uneven_split_reports_the_real_global_batch(tmp_path):
 # ---------------------------------------------------------------- the cluster's own limit: nodes per partition
 
 class _Plan:
-    def __init__(self, nodes: int, partition="a100"):
+    def __init__(self, nodes: int, partition="a100", gpus_per_node=1, tasks_per_node=1, cpus_per_task=1):
         from campaign.backends.resources import Resources
 
         self.nodes = nodes
-        self.resources = Resources(nodes=nodes, tasks_per_node=1, gpus_per_node=1, cpus_per_task=1, timeout_min=5,
-                                   partition=partition)
+        self.resources = Resources(nodes=nodes, tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node,
+                                   cpus_per_task=cpus_per_task, timeout_min=5, partition=partition)
 
 
 def test_slurm_refuses_a_point_spanning_more_nodes_than_its_partition_has(monkeypatch):
@@ -176,8 +176,8 @@ def test_slurm_refuses_a_point_spanning_more_nodes_than_its_partition_has(monkey
 
     def sinfo(argv, **kw):
         seen.append(argv)
-        # one line per partition and node state: a100's 1 idle + 2 allocated nodes are 3
-        return Completed(list(argv), 0, "a100 1\na100 2\nv100 2\n", "")
+        # one line per partition and node group (state, gres, cores): a100's 1 idle + 2 allocated nodes are 3
+        return Completed(list(argv), 0, "a100|1|gpu:4|64\na100|2|gpu:4|64\nv100|2|gpu:4|64\n", "")
 
     monkeypatch.setattr(slurm.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(slurm, "run", sinfo)
@@ -187,15 +187,53 @@ def test_slurm_refuses_a_point_spanning_more_nodes_than_its_partition_has(monkey
            "platform.partition)",
         3: "SLURM partition 'v100' has 2 node(s); nodes=4 cannot be placed there (use nodes<=2 or another "
            "platform.partition)"}
-    assert seen == [["sinfo", "-h", "-a", "-o", "%R %D"]]
-    assert slurm.SlurmBackend().placement_refusals([_Plan(1)]) == {}  # one node always fits: no question asked
-    assert len(seen) == 1
+    assert seen == [["sinfo", "-h", "-a", "-o", "%R|%D|%G|%c"]]
+    assert slurm.SlurmBackend().placement_refusals([_Plan(1)]) == {}
+    assert slurm.SlurmBackend().placement_refusals([_Plan(2, None)]) == {}  # no partition: the cluster's default
+    assert len(seen) == 2  # nothing asked for a point without a partition
 
     def silent(argv, **kw):
         raise CommandError(argv, "no answer within 30 s")
 
     monkeypatch.setattr(slurm, "run", silent)  # no answer: none refused here (preflight says why)
     assert slurm.SlurmBackend().placement_refusals(plans) == {}
+
+
+@pytest.mark.parametrize("gres, gpus", [
+    ("gpu:4", 4), ("gpu:a100:4(S:0-1)", 4), ("gpu:2,mps:200", 2), ("(null)", 0), ("", 0),
+    ("gpu:a100:2(S:0),gpu:v100:1(S:1)", 3), ("gpu:tesla:4(S:0,1)", 4), ("mps:100", 0),
+])
+def test_gres_gpus_reads_sinfo_gres(gres, gpus):
+    from campaign.backends.slurm_nodes import gres_gpus
+
+    assert gres_gpus(gres) == gpus
+
+
+def test_a_point_needs_enough_nodes_with_its_gpus_and_cores():
+    from campaign.backends.slurm_nodes import partition_nodes, placement_problem
+
+    # one big node (8 GPUs, 128 cores) and two small ones (4 GPUs, 64 cores) in a100; v100 elsewhere
+    groups = partition_nodes("a100|1|gpu:a100:8(S:0-1)|128\na100|2|gpu:a100:4(S:0)|64\nv100|9|gpu:2|32\n", {"a100"})
+    assert groups == {"a100": [(1, 8, 128), (2, 4, 64)]}
+    a100 = groups["a100"]
+    assert placement_problem(_Plan(3, gpus_per_node=4).resources, a100) is None
+    assert placement_problem(_Plan(1, gpus_per_node=8).resources, a100) is None
+    assert placement_problem(_Plan(2, gpus_per_node=8).resources, a100) == (
+        "SLURM partition 'a100' has 1 node(s) of its 3 with 8 GPU(s) and 1 core(s) a node; nodes=2 cannot be "
+        "placed there (use nodes<=1 or another platform.partition)")
+    assert placement_problem(_Plan(1, gpus_per_node=16).resources, a100) == (
+        "SLURM partition 'a100' has at most 8 GPU(s) a node (gres); 16 GPU(s) a node cannot be placed there "
+        "(spread the GPUs over more nodes, or set platform.gpus_per_node<=8 or another platform.partition)")
+    assert placement_problem(_Plan(1, gpus_per_node=4, tasks_per_node=4, cpus_per_task=64).resources, a100) == (
+        "SLURM partition 'a100' has at most 128 core(s) a node; 4 task(s) x 64 core(s) = 256 a node cannot be "
+        "placed there (set platform.cpus_per_task lower, or another platform.partition)")
+    assert placement_problem(_Plan(2, gpus_per_node=0, tasks_per_node=2, cpus_per_task=64).resources, a100) == (
+        "SLURM partition 'a100' has 1 node(s) of its 3 with 0 GPU(s) and 128 core(s) a node; nodes=2 cannot be "
+        "placed there (use nodes<=1 or another platform.partition)")
+    assert placement_problem(_Plan(2).resources, None) is None  # nothing known: nothing refused
+    # cores sinfo could not say ("" or "N/A"): only the GPUs decide
+    assert placement_problem(_Plan(1, tasks_per_node=4, cpus_per_task=64).resources,
+                             partition_nodes("a100|2|gpu:4|N/A\n")["a100"]) is None
 
 
 @pytest.mark.slurm
@@ -217,4 +255,27 @@ def test_a_grid_on_the_local_cluster_leaves_out_what_its_partition_cannot_place(
     assert alone.returncode == 2 and alone.stderr == (
         f"error: point platform=a100 nodes=4 gpus=4 experiment=smoke: SLURM partition 'a100' has {have} node(s); "
         f"nodes=4 cannot be placed there (use nodes<={have} or another platform.partition)\n")
+    assert not ws.db.exists()
+
+
+@pytest.mark.slurm
+def test_a_point_wanting_more_gpus_a_node_than_the_partition_has_is_refused(ws):
+    # the catalogue lets a platform claim 8 GPUs a node; the local cluster's a100 nodes have
+    # gres gpu:4 (scripts/local-slurm.sh), which sbatch would refuse only at submission
+    import subprocess
+
+    out = subprocess.run(["sinfo", "-h", "-p", "a100", "-o", "%G"], capture_output=True, text=True, env=ws.env)
+    if out.stdout.split() != ["gpu:4"]:
+        pytest.skip(f"the local SLURM cluster's a100 nodes have gres {out.stdout.split()}; this test needs gpu:4")
+    res = ws.launch("-m", "platform=a100", "gpus=4,8", "platform.gpus_per_node=8", "experiment=smoke", "dry_run=json")
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines() == [
+        "refused: point platform=a100 gpus=8 platform.gpus_per_node=8 experiment=smoke: SLURM partition 'a100' has "
+        "at most 4 GPU(s) a node (gres); 8 GPU(s) a node cannot be placed there (spread the GPUs over more nodes, "
+        "or set platform.gpus_per_node<=4 or another platform.partition)"]
+    planned = [json.loads(line) for line in res.stdout.splitlines()]
+    assert [p["resources"]["gpus_per_node"] for p in planned] == [4]
+    alone = ws.launch("platform=a100", "gpus=8", "platform.gpus_per_node=8", "experiment=smoke")
+    assert alone.returncode == 2 and alone.stderr.startswith("error: point platform=a100 gpus=8 ") \
+        and "at most 4 GPU(s) a node" in alone.stderr and alone.stderr.count("\n") == 1
     assert not ws.db.exists()

@@ -23,6 +23,7 @@ from submitit.slurm.slurm import SlurmExecutor, SlurmJob
 
 from campaign.backends import sacct as sa
 from campaign.backends import sbatch as sb
+from campaign.backends import slurm_nodes as sn
 from campaign.backends.base import Backend, JobGroup, Limit, Observed, Submitted, point_indices
 from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, JobEntry, entry_for
 from campaign.backends.resources import Resources
@@ -306,24 +307,25 @@ class SlurmBackend(Backend):
                                   f"available: {', '.join(partitions)} (set platform.partition)")
 
     def placement_refusals(self, plans: Sequence[Any]) -> dict[int, str]:
-        """Points asking more nodes than their partition has (``sinfo``: nodes per
-        partition): sbatch would only say "Node count specification invalid"."""
-        wanted = {p.resources.partition for p in plans if p.resources.partition and p.nodes > 1}
+        """Points their partition can never place (``sinfo``: its nodes, with their GPUs
+        and cores): more nodes than it has, or more GPUs or cores a node than enough of its
+        nodes have. sbatch would only say "Node count specification invalid" or "Requested
+        node configuration is not available"."""
+        wanted = {p.resources.partition for p in plans if p.resources.partition}
         if not wanted or shutil.which("sinfo") is None:
             return {}
         try:
-            out = run(["sinfo", "-h", "-a", "-o", "%R %D"], timeout=30.0, env=sb.scrubbed_environ(os.environ)).stdout
+            out = run(["sinfo", "-h", "-a", "-o", "%R|%D|%G|%c"], timeout=30.0,
+                      env=sb.scrubbed_environ(os.environ)).stdout
         except CommandError:
             return {}
-        nodes: dict[str, int] = {}
-        for line in out.splitlines():  # one line per partition and node state: their counts add up
-            part, _, count = line.strip().partition(" ")
-            if part in wanted and count.strip().isdigit():
-                nodes[part] = nodes.get(part, 0) + int(count)
-        return {i: f"SLURM partition '{p.resources.partition}' has {nodes[p.resources.partition]} node(s); "
-                   f"nodes={p.nodes} cannot be placed there (use nodes<={nodes[p.resources.partition]} "
-                   f"or another platform.partition)"
-                for i, p in enumerate(plans) if nodes.get(p.resources.partition, p.nodes) < p.nodes}
+        groups = sn.partition_nodes(out, wanted)  # partition -> [(nodes, GPUs, cores) per node group]
+        refusals = {}
+        for i, p in enumerate(plans):
+            why = sn.placement_problem(p.resources, groups.get(p.resources.partition))
+            if why:
+                refusals[i] = why
+        return refusals
 
     def dry_run_groups(self, plans: Sequence[Any], campaign_id: str) -> list[JobGroup]:
         """The job arrays ``submit`` makes (grouped by resources, split at SLURM's default
