@@ -414,6 +414,18 @@ def test_dockerfile_installs_with_constraints(dockerfile):
     assert '["train"]' in reqs and 'startswith("mmcv-lite")' in reqs
 
 
+def test_dockerfile_train_requirements_as_the_image_writes_them(dockerfile):
+    # the very `python -c` the image runs, on this pyproject: the train extra less mmcv-lite,
+    # ninja (the C++ comm hook's build needs it) once
+    (reqs,) = [r for r in runs(dockerfile) if "optional-dependencies" in r]
+    code = re.search(r"python -c '([^']+)'", reqs).group(1)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    names = [re.split(r"[<>=!~;\[ ]", line, maxsplit=1)[0].lower() for line in out.splitlines() if line.strip()]
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["train"]
+    assert names.count("ninja") == 1 and "mmcv-lite" not in names, out
+    assert len(names) == len(extra) - 1, out
+
+
 def test_dockerfile_copies_the_project(dockerfile):
     copied = set()
     for i in dockerfile.structure:
