@@ -38,6 +38,7 @@ Python hook to every round, over the same bare block: both ratios side by side i
 
     .venv/bin/python benchmarks/overhead.py                     # 2 CPU ranks, gloo, 3 ms and 15 ms steps
     .venv/bin/python benchmarks/overhead.py --also python       # the C++ and the Python hook side by side
+    .venv/bin/python benchmarks/overhead.py --step-ms 2.5       # a model whose bare step is 2.5 ms here
     .venv/bin/python benchmarks/overhead.py --save              # the README's figures
     .venv/bin/python benchmarks/overhead.py --device cuda --ranks 1
 """
@@ -54,6 +55,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -187,6 +189,42 @@ def hook_cost_s(group, device, pairs: int = 80, n: int = 100, *, passthrough: bo
     return trimmed_mean_ci(diffs)
 
 
+CALIBRATION_SIZES = tuple(range(8, 65, 2))  # --step-ms: image sizes tried, smallest first
+
+
+def _calibrate(ctx, args) -> Optional[dict]:
+    """--step-ms: the image size (the model's other knobs fixed) whose bare DDP step, on
+    these ranks, lies nearest ``args.step_ms``: the sizes tried smallest first, each a
+    median of 20 blocks of 5 steps, until one is past the target. Rank 0's answer."""
+    import torch.distributed as dist
+
+    from trainers.synthetic import SyntheticTrainer
+
+    tried = []
+    for size in CALIBRATION_SIZES:
+        args.image_size = size
+        cfg, plan = _config(args)
+        t = SyntheticTrainer(ctx, cfg, plan)
+        times = []
+        for i in range(21):
+            if ctx.world_size > 1:
+                dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(5):
+                x, y = t.pool[t._i % len(t.pool)]
+                t._i += 1
+                t.optimizer.zero_grad(set_to_none=True)
+                t.loss_fn(t.model(x), y).backward()
+                t.optimizer.step()
+            if i:  # the first block warms up
+                times.append((time.perf_counter() - t0) / 5)
+        tried.append((size, statistics.median(times)))
+        if tried[-1][1] >= args.step_ms / 1e3:
+            break
+    size, step = min(tried, key=lambda st: abs(st[1] - args.step_ms / 1e3))
+    return {"image_size": size, "step_s": step, "tried": tried}
+
+
 def _rank(rank: int, args) -> None:
     import torch
     import torch.distributed as dist
@@ -207,6 +245,13 @@ def _rank(rank: int, args) -> None:
         dist.init_process_group(backend, rank=rank, world_size=args.ranks)
     ctx = DistContext(rank=rank, world_size=args.ranks, local_rank=rank, local_world_size=args.ranks, num_nodes=1,
                       device=device, backend=backend, emulated=False, host=socket.gethostname())
+    if getattr(args, "calibrate", False):
+        found = _calibrate(ctx, args)
+        if rank == 0:
+            Path(args.result_file).write_text(json.dumps(found))
+        if backend != "none":
+            dist.destroy_process_group()
+        return
     cfg, plan = _config(args)
     instrumented, bare = SyntheticTrainer(ctx, cfg, plan), SyntheticTrainer(ctx, cfg, plan)
     rec = (Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
@@ -232,8 +277,11 @@ def _rank(rank: int, args) -> None:
     also = {}
     for kind in args.also:
         copy = SyntheticTrainer(ctx, cfg, plan)
-        crec = Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
-        comm.attach(copy, crec, hook=kind)
+        if kind == "none":  # the control: the instrumented copy's loop, nothing timed (an A/A)
+            crec = _NullRecorder()
+        else:
+            crec = Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
+            comm.attach(copy, crec, hook=kind)
         also[kind] = (stepper(copy, crec), crec, [], [])  # run, recorder, wall and CPU log-ratios
 
     def run_bare(n: int) -> None:
@@ -325,8 +373,15 @@ def _rank(rank: int, args) -> None:
             oest, olo, ohi = (math.exp(v) for v in trimmed_mean_ci(awall))
             ocest, oclo, ochi = (math.exp(v) for v in trimmed_mean_ci([c for c in acpu if c == c]))
             others[kind] = {"ratio": oest, "lo": olo, "hi": ohi, "cpu_ratio": ocest, "cpu_lo": oclo, "cpu_hi": ochi}
-            print(f"  beside it, the {kind} hook (--also): step time {oest:.3f} (95% CI {olo:.3f}-{ohi:.3f}), "
+            what = "the control (the loop, nothing timed)" if kind == "none" else f"the {kind} hook"
+            print(f"  beside it, {what} (--also): step time {oest:.3f} (95% CI {olo:.3f}-{ohi:.3f}), "
                   f"CPU time {ocest:.3f} (95% CI {oclo:.3f}-{ochi:.3f}), over the same bare blocks", flush=True)
+        if "none" in also:  # per round: instrumented over the control, the loop the same in both
+            vs = [w - c for w, c in zip(wall, also["none"][2])]
+            vest, vlo, vhi = (math.exp(v) for v in trimmed_mean_ci(vs))
+            others["none"].update(vs_ratio=vest, vs_lo=vlo, vs_hi=vhi)
+            print(f"instrumented/control step time: {vest:.3f} (95% CI {vlo:.3f}-{vhi:.3f}; the same loop, one "
+                  f"copy timed, one not)", flush=True)
         cost = rec_s + hook_s * buckets
         share = cost / step_s
         print(f"accounted: {cost * 1e6:.1f} us/step = {share * 100:.2f}% of the bare step "
@@ -347,8 +402,6 @@ def _rank(rank: int, args) -> None:
                        f"({'a cost the parts leave out, or a difference the machine made between the copies' if side == 'more' else 'the parts overstate it, or the machine favoured the instrumented copy'})")
         print(verdict, flush=True)
         if args.result_file:
-            import json
-
             Path(args.result_file).write_text(json.dumps({
                 "ratio": est, "lo": lo, "hi": hi, "pairs": len(wall), "why": why, "cpu_ratio": cest,
                 "cpu_lo": clo, "cpu_hi": chi, "step_s": step_s, "accounted_s": cost, "accounted_share": share,
@@ -364,7 +417,7 @@ def _mean_path(timer) -> str:
     if timer is None:
         return "no hook"
     if getattr(timer, "kind", None) == "cpp":
-        return "C++ (trainers.comm_cpp), the backend's AVG where it has one"
+        return "C++ (trainers.comm_cpp), divide, then SUM"
     avg = getattr(timer, "_avg", None)
     return "backend AVG" if avg else "divide, then SUM" if avg is False else "not run"
 
@@ -373,6 +426,27 @@ PRESETS = {  # CPU step sizes (2 gloo ranks, one thread each; ~ms per step on th
     "3ms": {"width": 8, "depth": 2, "image_size": 16, "batch": 8},
     "15ms": {"width": 16, "depth": 3, "image_size": 32, "batch": 10},
 }
+
+
+_SPAWNS = [0]
+
+
+def _spawn(args, calibrate: bool = False) -> Optional[dict]:
+    """Run ``_rank`` on ``args.ranks`` processes (a fresh port each time); rank 0's result."""
+    args.calibrate = calibrate
+    os.environ["MASTER_PORT"] = str(29500 + (os.getpid() + 7 * _SPAWNS[0]) % 1000)
+    _SPAWNS[0] += 1
+    with tempfile.NamedTemporaryFile(suffix=".json") as fh:
+        args.result_file = fh.name
+        if args.ranks == 1:
+            _rank(0, args)
+        else:
+            import torch.multiprocessing as mp
+
+            mp.spawn(_rank, args=(args,), nprocs=args.ranks)
+        text = Path(fh.name).read_text()
+    args.calibrate = False
+    return json.loads(text) if text.strip() else None
 
 
 def main(argv=None) -> None:
@@ -396,21 +470,42 @@ def main(argv=None) -> None:
     ap.add_argument("--passthrough", action="store_true",
                     help="the 'instrumented' copy runs a Python comm hook that times nothing, and no Recorder: "
                          "the A/B of what any Python DDP hook costs (the floor of a hook that times)")
-    ap.add_argument("--label", default="custom", help="the figures' name for a --width/--depth/... model (e.g. 2.5ms)")
+    ap.add_argument("--step-ms", type=float, default=None,
+                    help="a model whose bare step is this long here: the image size chosen by timing the bare "
+                         "step first (--width 8 --depth 2 --batch 4 unless given; e.g. --step-ms 2.5)")
+    ap.add_argument("--label", default=None, help="the figures' name for a --width/--depth/... model (e.g. 2.5ms)")
     ap.add_argument("--hook", choices=("auto", "cpp", "python"), default="auto",
                     help="which timing hook the instrumented copy uses (experiment.comm_hook)")
     ap.add_argument("--also", default="", type=lambda t: [k for k in t.split(",") if k],
-                    help="more instrumented copies timed by these hooks (e.g. python), each block beside "
-                         "the same bare block: ratios measured side by side")
+                    help="more instrumented copies timed by these hooks (cpp, python), each block beside "
+                         "the same bare block: ratios measured side by side; none: a control copy that runs "
+                         "the instrumented loop with nothing timed (what two copies differ by untimed)")
     ap.add_argument("--save", action="store_true", help="write benchmarks/results/overhead.json")
     args = ap.parse_args(argv)
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    if any(k not in ("cpp", "python") for k in args.also):
-        raise SystemExit(f"error: --also {','.join(args.also)!r}: hooks are cpp and python")
+    if any(k not in ("cpp", "python", "none") for k in args.also):
+        raise SystemExit(f"error: --also {','.join(args.also)!r}: hooks are cpp and python (none: a control)")
     custom = any(getattr(args, k) is not None for k in ("width", "depth", "image_size", "batch"))
-    if args.presets and custom:
-        raise SystemExit("error: --presets or --width/--depth/--image-size/--batch, not both")
+    if args.presets and (custom or args.step_ms is not None):
+        raise SystemExit("error: --presets or --width/--depth/--image-size/--batch/--step-ms, not both")
+    if args.step_ms is not None:
+        if args.image_size is not None:
+            raise SystemExit("error: --step-ms chooses the image size: leave --image-size out")
+        if not 0 < args.step_ms < 1e4 or args.device != "cpu":
+            raise SystemExit("error: --step-ms takes a step in milliseconds (> 0), on --device cpu")
+        args.width, args.depth, args.batch = args.width or 8, args.depth or 2, args.batch or 4
+        found = _spawn(args, calibrate=True)
+        if not found:
+            raise SystemExit("error: --step-ms: the calibration ranks gave no answer")
+        args.image_size = found["image_size"]
+        print(f"calibrated: --image-size {args.image_size} gives a {1e3 * found['step_s']:.2f} ms bare step here "
+              f"(target {args.step_ms:g} ms; tried " + ", ".join(f"{s}: {1e3 * t:.2f}" for s, t in found["tried"])
+              + ")" + ("" if abs(found["step_s"] * 1e3 / args.step_ms - 1) <= 0.2 else
+                       "; not within 20 % of it: another --depth, --batch or --width gets nearer"), flush=True)
+        args.label = args.label or f"{args.step_ms:g}ms"
+        custom = True
+    args.label = args.label or "custom"
     if custom or args.device == "cuda":
         runs = {args.label: {"width": args.width or 32, "depth": args.depth or 3, "image_size": args.image_size or 32,
                            "batch": args.batch or 8}}
@@ -421,20 +516,10 @@ def main(argv=None) -> None:
         runs = {n: PRESETS[n] for n in names}
     load0 = load_average()
     results = {}
-    for n, (name, model) in enumerate(runs.items()):
+    for name, model in runs.items():
         for key, value in model.items():
             setattr(args, key, value)
-        os.environ["MASTER_PORT"] = str(29500 + (os.getpid() + 7 * n) % 1000)
-        with tempfile.NamedTemporaryFile(suffix=".json") as fh:
-            args.result_file = fh.name
-            if args.ranks == 1:
-                _rank(0, args)
-            else:
-                import torch.multiprocessing as mp
-
-                mp.spawn(_rank, args=(args,), nprocs=args.ranks)
-            text = Path(fh.name).read_text()
-            results[name] = json.loads(text) if text.strip() else None
+        results[name] = _spawn(args)
     if args.save:
         figs = []
         for name, r in results.items():
@@ -446,10 +531,15 @@ def main(argv=None) -> None:
                        unit="%", goal="<= 1 %, half-width <= 0.5 %",
                        met=r["ratio"] - 1 <= 0.01 and (r["hi"] - r["lo"]) / 2 / r["ratio"] <= 0.005,
                        note=f"95% CI {100 * (r['lo'] - 1):+.2f} .. {100 * (r['hi'] - 1):+.2f} %"),
-                *(figure(f"{name}.ab_{kind}", f"{name} steps: the same with the {kind} hook, beside the same bare "
-                         f"blocks (--also)", [100 * (o["ratio"] - 1)], unit="%",
+                *(figure(f"{name}.ab_{kind}", f"{name} steps: the same with "
+                         + ("a control copy that times nothing (A/A)" if kind == "none" else f"the {kind} hook")
+                         + ", beside the same bare blocks (--also)", [100 * (o["ratio"] - 1)], unit="%",
                          note=f"95% CI {100 * (o['lo'] - 1):+.2f} .. {100 * (o['hi'] - 1):+.2f} %")
                   for kind, o in (r.get("also") or {}).items()),
+                *(figure(f"{name}.ab_vs_control", f"{name} steps: instrumented/control step time (the same loop, "
+                         f"one copy timed, one not; --also none)", [100 * (o["vs_ratio"] - 1)], unit="%",
+                         note=f"95% CI {100 * (o['vs_lo'] - 1):+.2f} .. {100 * (o['vs_hi'] - 1):+.2f} %")
+                  for o in [(r.get("also") or {}).get("none")] if o and "vs_ratio" in o),
                 figure(f"{name}.accounted", f"{name} steps: accounted cost (Recorder + hook)",
                        [100 * r["accounted_share"]], unit="%", goal="<= 1 %",
                        # parts that disagree with the A/B decide nothing (a noisy machine's difference)

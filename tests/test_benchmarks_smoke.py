@@ -202,16 +202,45 @@ def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
 
 @pytest.mark.slow
 def test_overhead_measures_the_python_hook_beside_the_cpp_one():
-    out = _run("overhead.py", "--pairs", "20", "--steps", "1", "--presets", "3ms", "--also", "python")
-    assert "the hook: C++ (trainers.comm_cpp)" in out, out
+    out = _run("overhead.py", "--pairs", "20", "--steps", "1", "--presets", "3ms", "--also", "python,none")
+    assert "the hook: C++ (trainers.comm_cpp), divide, then SUM" in out, out
     assert re.search(r"^  beside it, the python hook \(--also\): step time \d+\.\d{3} \(95% CI [\d.]+-[\d.]+\), "
                      r"CPU time \d+\.\d{3} .*over the same bare blocks$", out, re.M), out
+    # the control: the instrumented copy's loop with nothing timed, and the instrumented copy over it
+    ratios = dict(re.findall(r"^(instrumented/bare|  beside it, the control .*?|instrumented/control) step time:? "
+                             r"(\d+\.\d{3})", out, re.M))
+    assert len(ratios) == 3, out
+    a, c, ac = (float(v) for v in ratios.values())  # per round log(a/b) - log(c/b): the means agree to rounding
+    assert ac > 0 and a > 0 and c > 0, out
+
+
+@pytest.mark.slow
+def test_overhead_step_ms_times_the_bare_step_to_choose_the_image_size():
+    # a target below any step: the first size tried is already past it, and is the nearest
+    out = _run("overhead.py", "--step-ms", "0.001", "--pairs", "20", "--steps", "1")
+    m = re.search(r"^calibrated: --image-size 8 gives a ([\d.]+) ms bare step here \(target 0\.001 ms; tried 8: ([\d.]+)\); not within 20 % of it: "
+                  r"another --depth, --batch or --width gets nearer$",
+                  out, re.M)
+    assert m and float(m.group(1)) == float(m.group(2)) > 0, out
+    assert re.search(r"bare [\d.]+ ms/step; 2 rank\(s\) on cpu, width 8, depth 2, 4x8x8 images/rank", out), out
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--step-ms", "2.5", "--image-size", "16"], "--step-ms chooses the image size"),
+    (["--step-ms", "0"], "--step-ms takes a step in milliseconds"),
+    (["--step-ms", "2.5", "--presets", "3ms"], "not both"),
+])
+def test_overhead_refuses_a_step_it_cannot_calibrate(args, says):
+    done = subprocess.run([sys.executable, str(BENCH / "overhead.py"), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0 and says in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_overhead_refuses_a_hook_it_does_not_know():
     done = subprocess.run([sys.executable, str(BENCH / "overhead.py"), "--also", "fortran"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "--also 'fortran'" in done.stderr and "Traceback" not in done.stderr
+    assert "none: a control" in done.stderr
 
 
 @pytest.mark.slow
