@@ -192,16 +192,28 @@ def hook_cost_s(group, device, pairs: int = 80, n: int = 100, *, passthrough: bo
 CALIBRATION_SIZES = tuple(range(8, 65, 2))  # --step-ms: image sizes tried, smallest first
 
 
-def _calibrate(ctx, args) -> Optional[dict]:
+def choose_size(measure, target_s: float, sizes=CALIBRATION_SIZES, agree=lambda past: past) -> dict:
+    """The size whose ``measure(size)`` (seconds a step) lies nearest ``target_s``: sizes
+    tried in order until one is past it (``agree``: every rank takes rank 0's word)."""
+    tried = []
+    for size in sizes:
+        tried.append((size, measure(size)))
+        if agree(tried[-1][1] >= target_s):
+            break
+    size, step = min(tried, key=lambda st: abs(st[1] - target_s))
+    return {"image_size": size, "step_s": step, "tried": tried}
+
+
+def _calibrate(ctx, args) -> dict:
     """--step-ms: the image size (the model's other knobs fixed) whose bare DDP step, on
-    these ranks, lies nearest ``args.step_ms``: the sizes tried smallest first, each a
-    median of 20 blocks of 5 steps, until one is past the target. Rank 0's answer."""
+    these ranks, lies nearest ``args.step_ms``: each size a median of 20 blocks of 5 steps.
+    Rank 0's clock decides when to stop, so every rank builds the same models."""
+    import torch
     import torch.distributed as dist
 
     from trainers.synthetic import SyntheticTrainer
 
-    tried = []
-    for size in CALIBRATION_SIZES:
+    def measure(size: int) -> float:
         args.image_size = size
         cfg, plan = _config(args)
         t = SyntheticTrainer(ctx, cfg, plan)
@@ -218,11 +230,16 @@ def _calibrate(ctx, args) -> Optional[dict]:
                 t.optimizer.step()
             if i:  # the first block warms up
                 times.append((time.perf_counter() - t0) / 5)
-        tried.append((size, statistics.median(times)))
-        if tried[-1][1] >= args.step_ms / 1e3:
-            break
-    size, step = min(tried, key=lambda st: abs(st[1] - args.step_ms / 1e3))
-    return {"image_size": size, "step_s": step, "tried": tried}
+        return statistics.median(times)
+
+    def agree(past: bool) -> bool:
+        if ctx.world_size == 1:
+            return past
+        flag = torch.tensor([1 if past else 0])
+        dist.broadcast(flag, src=0)
+        return bool(flag.item())
+
+    return choose_size(measure, args.step_ms / 1e3, sizes=args.calibration_sizes, agree=agree)
 
 
 def _rank(rank: int, args) -> None:
@@ -495,6 +512,13 @@ def main(argv=None) -> None:
         if not 0 < args.step_ms < 1e4 or args.device != "cpu":
             raise SystemExit("error: --step-ms takes a step in milliseconds (> 0), on --device cpu")
         args.width, args.depth, args.batch = args.width or 8, args.depth or 2, args.batch or 4
+        if min(args.width, args.depth, args.batch) < 1:
+            raise SystemExit("error: --width, --depth and --batch take whole numbers >= 1")
+        # depth - 1 halvings of the image: a smaller one has nothing left to pool
+        args.calibration_sizes = [n for n in CALIBRATION_SIZES if n >= 2 ** (args.depth - 1)]
+        if not args.calibration_sizes:
+            raise SystemExit(f"error: --step-ms with --depth {args.depth}: its images would need more than "
+                             f"{CALIBRATION_SIZES[-1]} pixels; take --depth <= 7")
         found = _spawn(args, calibrate=True)
         if not found:
             raise SystemExit("error: --step-ms: the calibration ranks gave no answer")

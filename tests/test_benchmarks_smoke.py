@@ -225,10 +225,32 @@ def test_overhead_step_ms_times_the_bare_step_to_choose_the_image_size():
     assert re.search(r"bare [\d.]+ ms/step; 2 rank\(s\) on cpu, width 8, depth 2, 4x8x8 images/rank", out), out
 
 
+def test_overhead_step_ms_takes_the_size_nearest_the_target():
+    overhead = _module("overhead")
+    asked = []
+
+    def measure(size):  # a step of 0.1 ms a pixel row + 0.05 ms: size 24 gives 2.45 ms, 26 gives 2.65
+        asked.append(size)
+        return 1e-4 * size + 5e-5
+
+    found = overhead.choose_size(measure, 2.5e-3)
+    assert asked == list(range(8, 27, 2))  # stops at the first size past the target
+    assert found["image_size"] == 24 and found["step_s"] == pytest.approx(2.45e-3)
+    assert found["tried"][-1] == (26, pytest.approx(2.65e-3))
+    # every rank follows rank 0: a rank whose own clock says "past" goes on while rank 0 says no
+    asked.clear()
+    found = overhead.choose_size(measure, 2.5e-3, agree=lambda past: len(asked) >= 3)
+    assert asked == [8, 10, 12] and found["image_size"] == 12
+    asked.clear()  # a target beyond every size: the largest tried
+    assert overhead.choose_size(measure, 1.0)["image_size"] == overhead.CALIBRATION_SIZES[-1]
+
+
 @pytest.mark.parametrize("args, says", [
     (["--step-ms", "2.5", "--image-size", "16"], "--step-ms chooses the image size"),
     (["--step-ms", "0"], "--step-ms takes a step in milliseconds"),
     (["--step-ms", "2.5", "--presets", "3ms"], "not both"),
+    (["--step-ms", "2.5", "--depth", "9"], "take --depth <= 7"),
+    (["--step-ms", "2.5", "--batch", "-1"], "whole numbers >= 1"),
 ])
 def test_overhead_refuses_a_step_it_cannot_calibrate(args, says):
     done = subprocess.run([sys.executable, str(BENCH / "overhead.py"), *args], capture_output=True, text=True,

@@ -187,7 +187,7 @@ def test_slurm_refuses_a_point_spanning_more_nodes_than_its_partition_has(monkey
            "platform.partition)",
         3: "SLURM partition 'v100' has 2 node(s); nodes=4 cannot be placed there (use nodes<=2 or another "
            "platform.partition)"}
-    assert seen == [["sinfo", "-h", "-a", "-o", "%R|%D|%G|%c"]]
+    assert seen == [["sinfo", "-h", "-a", "-e", "-o", "%R|%D|%G|%c"]]
     assert slurm.SlurmBackend().placement_refusals([_Plan(1)]) == {}
     assert slurm.SlurmBackend().placement_refusals([_Plan(2, None)]) == {}  # no partition: the cluster's default
     assert len(seen) == 2  # nothing asked for a point without a partition
@@ -202,6 +202,8 @@ def test_slurm_refuses_a_point_spanning_more_nodes_than_its_partition_has(monkey
 @pytest.mark.parametrize("gres, gpus", [
     ("gpu:4", 4), ("gpu:a100:4(S:0-1)", 4), ("gpu:2,mps:200", 2), ("(null)", 0), ("", 0),
     ("gpu:a100:2(S:0),gpu:v100:1(S:1)", 3), ("gpu:tesla:4(S:0,1)", 4), ("mps:100", 0),
+    ("gpu:a100:4(IDX:0-3)", 4), ("gpu:1g.10gb:7", 7), ("gpu:2,shard:8", 2),
+    ("gpu", None), ("gpu:a100", None), ("gpus_extra:3", 0),  # a gpu item not read: unknown, never a refusal
 ])
 def test_gres_gpus_reads_sinfo_gres(gres, gpus):
     from campaign.backends.slurm_nodes import gres_gpus
@@ -231,9 +233,15 @@ def test_a_point_needs_enough_nodes_with_its_gpus_and_cores():
         "SLURM partition 'a100' has 1 node(s) of its 3 with 0 GPU(s) and 128 core(s) a node; nodes=2 cannot be "
         "placed there (use nodes<=1 or another platform.partition)")
     assert placement_problem(_Plan(2).resources, None) is None  # nothing known: nothing refused
-    # cores sinfo could not say ("" or "N/A"): only the GPUs decide
-    assert placement_problem(_Plan(1, tasks_per_node=4, cpus_per_task=64).resources,
-                             partition_nodes("a100|2|gpu:4|N/A\n")["a100"]) is None
+    # what sinfo gives as a minimum (64+: nodes of 64 and more cores) or not at all (N/A), or a gres
+    # item it cannot read: unknown, so only the figures known decide
+    many_cores = _Plan(2, tasks_per_node=4, cpus_per_task=32).resources
+    for line in ("a100|2|gpu:4|N/A", "a100|4|gpu:4|64+"):
+        assert partition_nodes(line)["a100"][0][2] is None
+        assert placement_problem(many_cores, partition_nodes(line)["a100"]) is None
+    assert placement_problem(_Plan(1, gpus_per_node=8).resources, partition_nodes("a100|2|gpu|64")["a100"]) is None
+    # a partition with no node visible (a cloud cluster's come later): nothing known, nothing refused
+    assert placement_problem(_Plan(2, gpus_per_node=8).resources, partition_nodes("a100|0|(null)|0")["a100"]) is None
 
 
 @pytest.mark.slurm

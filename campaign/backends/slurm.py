@@ -315,7 +315,7 @@ class SlurmBackend(Backend):
         if not wanted or shutil.which("sinfo") is None:
             return {}
         try:
-            out = run(["sinfo", "-h", "-a", "-o", "%R|%D|%G|%c"], timeout=30.0,
+            out = run(["sinfo", "-h", "-a", "-e", "-o", "%R|%D|%G|%c"], timeout=30.0,
                       env=sb.scrubbed_environ(os.environ)).stdout
         except CommandError:
             return {}
