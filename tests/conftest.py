@@ -56,6 +56,21 @@ class Workspace:
         # a test's jobs take turns with that test's own, not with whatever else runs here.
         self.env["CAMPAIGN_LOCK_DIR"] = str(path / "lock")
 
+    def away_from_slurm(self) -> "Workspace":
+        """Commands from here on find SLURM's clients but no cluster (each says so and exits
+        1), as on a laptop planning a study for its own cluster: what the test SLURM cannot
+        place (its nodes hold 4 emulated GPUs; the study's A100 NVLINK nodes 8) is not refused
+        on its say."""
+        bin_dir = self.path / "no-slurm-bin"
+        bin_dir.mkdir(exist_ok=True)
+        for name in ("sinfo", "squeue", "scontrol", "sacct", "sacctmgr", "sbatch", "scancel", "srun"):
+            tool = bin_dir / name
+            tool.write_text(f"#!/bin/sh\necho '{name}: error: no SLURM cluster here (tests: away_from_slurm)' >&2\n"
+                            "exit 1\n")
+            tool.chmod(0o755)
+        self.env["PATH"] = f"{bin_dir}{os.pathsep}{self.env.get('PATH', '')}"
+        return self
+
     def run(self, *argv: str, timeout: float = 300) -> Result:
         proc = subprocess.run(list(argv), cwd=self.path, env=self.env, capture_output=True, text=True, timeout=timeout)
         return Result(proc.returncode, proc.stdout, proc.stderr)
