@@ -504,6 +504,8 @@ def main(argv=None) -> None:
     if any(k not in ("cpp", "python", "none") for k in args.also):
         raise SystemExit(f"error: --also {','.join(args.also)!r}: hooks are cpp and python (none: a control)")
     custom = any(getattr(args, k) is not None for k in ("width", "depth", "image_size", "batch"))
+    if any(getattr(args, k) is not None and getattr(args, k) < 1 for k in ("width", "depth", "image_size", "batch")):
+        raise SystemExit("error: --width, --depth, --image-size and --batch take whole numbers >= 1")
     if args.presets and (custom or args.step_ms is not None):
         raise SystemExit("error: --presets or --width/--depth/--image-size/--batch/--step-ms, not both")
     if args.step_ms is not None:
@@ -511,9 +513,9 @@ def main(argv=None) -> None:
             raise SystemExit("error: --step-ms chooses the image size: leave --image-size out")
         if not 0 < args.step_ms < 1e4 or args.device != "cpu":
             raise SystemExit("error: --step-ms takes a step in milliseconds (> 0), on --device cpu")
-        args.width, args.depth, args.batch = args.width or 8, args.depth or 2, args.batch or 4
-        if min(args.width, args.depth, args.batch) < 1:
-            raise SystemExit("error: --width, --depth and --batch take whole numbers >= 1")
+        args.width = 8 if args.width is None else args.width
+        args.depth = 2 if args.depth is None else args.depth
+        args.batch = 4 if args.batch is None else args.batch
         # depth - 1 halvings of the image: a smaller one has nothing left to pool
         args.calibration_sizes = [n for n in CALIBRATION_SIZES if n >= 2 ** (args.depth - 1)]
         if not args.calibration_sizes:

@@ -251,6 +251,8 @@ def test_overhead_step_ms_takes_the_size_nearest_the_target():
     (["--step-ms", "2.5", "--presets", "3ms"], "not both"),
     (["--step-ms", "2.5", "--depth", "9"], "take --depth <= 7"),
     (["--step-ms", "2.5", "--batch", "-1"], "whole numbers >= 1"),
+    (["--step-ms", "2.5", "--batch", "0"], "whole numbers >= 1"),
+    (["--width", "0"], "whole numbers >= 1"),
 ])
 def test_overhead_refuses_a_step_it_cannot_calibrate(args, says):
     done = subprocess.run([sys.executable, str(BENCH / "overhead.py"), *args], capture_output=True, text=True,
