@@ -7,13 +7,17 @@ and the all-reduce timed by trainers.comm's DDP hook. The *bare* one runs the sa
 zero_grad/forward/backward/step with neither. Blocks of ``--steps`` steps alternate
 A/B, B/A, ... in the same processes (so drift and neighbours' load hit both alike);
 each pair gives the log of the ratio instrumented/bare of its block times (wall clock,
-and the rank process's CPU time). Their 20 % trimmed mean, with its Tukey-McLaughlin
-95 % interval, is the A/B figure: a load spike that hits one block is trimmed away, and
-the interval is narrower than the median's for the same pairs. Pairs are added, 100 at
-a time, until that interval's half-width is <= ``--target`` (0.5 %: enough to see a 1 %
-cost), or ``--pairs`` pairs or ``--max-seconds`` have gone by (the line says which):
+and the rank process's CPU time). Two copies that differ in nothing timed still differ
+(their memory, where it lies): so every ``--fresh`` pairs (100) the copies are built anew,
+in another order and after allocations of other sizes, and each *set* of copies gives the
+20 % trimmed mean of its pairs. The trimmed mean of the sets' figures, with its
+Tukey-McLaughlin 95 % interval, is the A/B figure: a load spike that hits one block is
+trimmed away, and the copies' own difference is inside the interval (with fewer than
+three sets, the pairs' interval, which leaves it out: the line says so). Pairs are added,
+100 at a time, until that interval's half-width is <= ``--target`` (0.5 %: enough to see
+a 1 % cost), or ``--pairs`` pairs or ``--max-seconds`` have gone by (the line says which):
 
-    instrumented/bare step time: 1.004 (trimmed mean of 1,200 pairs; 95% CI 0.999-1.009; half-width 0.48 %, target met; bare 2.95 ms/step; ...)
+    instrumented/bare step time: 1.004 (1,200 pairs over 12 sets of fresh copies; 95% CI over the sets 0.999-1.009 (over the pairs alone 1.001-1.007); half-width 0.48 %, target met; bare 2.95 ms/step; ...)
 
 Each CPU run measures two step sizes (``--presets``): ``3ms`` (a step of ~3 ms here)
 and ``15ms`` (~12-15 ms). It also *accounts* for the cost, each part measured on its own
@@ -46,6 +50,7 @@ Python hook to every round, over the same bare block: both ratios side by side i
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -204,6 +209,30 @@ def choose_size(measure, target_s: float, sizes=CALIBRATION_SIZES, agree=lambda 
     return {"image_size": size, "step_s": step, "tried": tried}
 
 
+def _per_set(values: list[float], starts: list[int]) -> list[float]:
+    """Each set's 20 % trimmed mean of its ``values`` (NaN left out): the set starting at
+    ``starts[i]`` holds ``values[starts[i]:starts[i + 1]]``; a set with none left gives none."""
+    out = []
+    for i, a in enumerate(starts):
+        xs = [v for v in values[a:starts[i + 1] if i + 1 < len(starts) else len(values)] if v == v]
+        if xs:
+            out.append(trimmed_mean_ci(xs)[0])
+    return out
+
+
+def _bare_steps(t):
+    """``n`` plain DDP steps of the synthetic trainer ``t``: zero_grad, forward, loss,
+    backward, step over its pool of batches; nothing timed, nothing kept."""
+    def run(n: int) -> None:
+        for _ in range(n):
+            x, y = t.pool[t._i % len(t.pool)]
+            t._i += 1
+            t.optimizer.zero_grad(set_to_none=True)
+            t.loss_fn(t.model(x), y).backward()
+            t.optimizer.step()
+    return run
+
+
 def _calibrate(ctx, args) -> dict:
     """--step-ms: the image size (the model's other knobs fixed) whose bare DDP step, on
     these ranks, lies nearest ``args.step_ms``: each size a median of 20 blocks of 5 steps.
@@ -218,16 +247,12 @@ def _calibrate(ctx, args) -> dict:
         cfg, plan = _config(args)
         t = SyntheticTrainer(ctx, cfg, plan)
         times = []
+        steps = _bare_steps(t)
         for i in range(21):
             if ctx.world_size > 1:
                 dist.barrier()
             t0 = time.perf_counter()
-            for _ in range(5):
-                x, y = t.pool[t._i % len(t.pool)]
-                t._i += 1
-                t.optimizer.zero_grad(set_to_none=True)
-                t.loss_fn(t.model(x), y).backward()
-                t.optimizer.step()
+            steps(5)
             if i:  # the first block warms up
                 times.append((time.perf_counter() - t0) / 5)
         return statistics.median(times)
@@ -270,16 +295,14 @@ def _rank(rank: int, args) -> None:
             dist.destroy_process_group()
         return
     cfg, plan = _config(args)
-    instrumented, bare = SyntheticTrainer(ctx, cfg, plan), SyntheticTrainer(ctx, cfg, plan)
     rec = (Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
-           if not args.no_recorder else _NullRecorder())
-    timer = None
-    if args.passthrough:  # the instrumented copy: a Python hook that times nothing, no Recorder
-        rec = _NullRecorder()
-        instrumented.model.register_comm_hook(dist.group.WORLD, passthrough_hook())
-    elif not args.no_hook:
-        timer = comm.attach(instrumented, rec, hook=args.hook)[0]
-    hook_kind = getattr(timer, "kind", "python") if timer is not None else None
+           if not (args.no_recorder or args.passthrough) else _NullRecorder())
+    # --also: more instrumented copies, each timed by another hook, in the same rounds
+    crecs = {kind: _NullRecorder() if kind == "none"  # the control: the instrumented loop, nothing timed (an A/A)
+             else Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
+             for kind in args.also}
+    logs: dict = {kind: ([], []) for kind in args.also}  # wall and CPU log-ratios over the same bare blocks
+    state: dict = {"hook_kind": None, "timer": None}
 
     def stepper(trainer, recorder):
         def run(n: int) -> None:
@@ -289,27 +312,43 @@ def _rank(rank: int, args) -> None:
                 recorder.end(loss, trainer.images_per_step)
         return run
 
-    run_instrumented = stepper(instrumented, rec)
-    # --also: more instrumented copies, each timed by another hook, in the same rounds
-    also = {}
-    for kind in args.also:
-        copy = SyntheticTrainer(ctx, cfg, plan)
-        if kind == "none":  # the control: the instrumented copy's loop, nothing timed (an A/A)
-            crec = _NullRecorder()
-        else:
-            crec = Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
-            comm.attach(copy, crec, hook=kind)
-        also[kind] = (stepper(copy, crec), crec, [], [])  # run, recorder, wall and CPU log-ratios
+    def build(k: int) -> tuple:
+        """The k-th set of copies: bare, instrumented, the --also ones (same seed: same
+        weights, same batches), built in an order, and after allocations of sizes, that
+        change from set to set (the same on every rank: DDP builds collectively). Two copies
+        that differ in nothing timed read apart by their memory and its placement; new
+        copies every --fresh pairs put that difference inside the interval."""
+        import random
 
-    def run_bare(n: int) -> None:
-        t = bare
-        for _ in range(n):
-            x, y = t.pool[t._i % len(t.pool)]
-            t._i += 1
-            t.optimizer.zero_grad(set_to_none=True)
-            loss = t.loss_fn(t.model(x), y)
-            loss.backward()
-            t.optimizer.step()
+        for r in (rec, *crecs.values()):  # the last iteration's spans, to the Recorder
+            if getattr(r, "span_source", None) is not None:
+                r.take_spans()
+        rng = random.Random(k)
+        kinds = ["bare", "instrumented", *args.also]
+        if k:
+            rng.shuffle(kinds)
+        made, pads = {}, []
+        for kind in kinds:
+            if k:
+                pads.append(torch.empty(rng.randrange(1, 1 << 16)))
+            made[kind] = SyntheticTrainer(ctx, cfg, plan)
+        inst = made["instrumented"]
+        if args.passthrough:  # the instrumented copy: a Python hook that times nothing, no Recorder
+            inst.model.register_comm_hook(dist.group.WORLD, passthrough_hook())
+        elif not args.no_hook:
+            state["timer"] = comm.attach(inst, rec, hook=args.hook)[0]
+            state["hook_kind"] = getattr(state["timer"], "kind", "python")
+        also = {}
+        for kind in args.also:
+            if kind != "none":
+                comm.attach(made[kind], crecs[kind], hook=kind)
+            also[kind] = stepper(made[kind], crecs[kind])
+        run_inst = stepper(inst, rec)
+        bare_steps = _bare_steps(made["bare"])
+        block(bare_steps), block(run_inst)  # warm-up: allocator, DDP bucket rebuild
+        for run in also.values():
+            block(run)
+        return bare_steps, run_inst, also, pads
 
     def block(fn) -> tuple[float, float]:
         """Wall and process CPU seconds (all the rank's threads) of ``args.steps`` steps."""
@@ -323,16 +362,27 @@ def _rank(rank: int, args) -> None:
             torch.cuda.synchronize(device)
         return time.perf_counter() - t0, time.process_time() - c0
 
-    block(run_bare), block(run_instrumented)  # warm-up: allocator, DDP bucket rebuild
-    for run, *_ in also.values():
-        block(run)
     wall, cpu, bare_s = [], [], []  # per pair: log(instrumented / bare), the bare block's seconds
+    sets: list[int] = []  # the pair each set of copies (build) started at
+    copies: Optional[tuple] = None
     started, why = time.perf_counter(), ""
+
+    def ab(values: list[float]) -> tuple[float, float, float]:
+        """A ratio's (log) estimate and 95 % interval: over the sets of copies where there
+        are three or more (each set's trimmed mean of its pairs), else over the pairs."""
+        return trimmed_mean_ci(_per_set(values, sets) if len(sets) >= 3 else [v for v in values if v == v])
+
     while not why:
         for _ in range(min(CHUNK, args.pairs - len(wall))):
+            if copies is None or (args.fresh and len(wall) - sets[-1] >= args.fresh):
+                copies = None  # the set before is freed before the next is built
+                gc.collect()
+                copies = build(len(sets))
+                sets.append(len(wall))
+            run_bare, run_instrumented, also, _ = copies
             # a round: bare, instrumented, the --also copies; every other round the reverse
             # (each copy's position relative to the bare block alternates, as in A/B, B/A)
-            runs = [run_bare, run_instrumented, *(v[0] for v in also.values())]
+            runs = [run_bare, run_instrumented, *also.values()]
             if len(wall) % 2:
                 runs.reverse()
             times = {id(r): block(r) for r in runs}
@@ -340,12 +390,12 @@ def _rank(rank: int, args) -> None:
             wall.append(math.log(a[0] / b[0]))
             cpu.append(math.log(a[1] / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
             bare_s.append(b[0])
-            for run, _, awall, acpu in also.values():  # over the same bare block
+            for kind, run in also.items():  # over the same bare block
                 c = times[id(run)]
-                awall.append(math.log(c[0] / b[0]))
-                acpu.append(math.log(c[1] / b[1]) if c[1] > 0 and b[1] > 0 else float("nan"))
+                logs[kind][0].append(math.log(c[0] / b[0]))
+                logs[kind][1].append(math.log(c[1] / b[1]) if c[1] > 0 and b[1] > 0 else float("nan"))
         # Rank 0 decides whether the interval is narrow enough; every rank follows it.
-        est, lo, hi = trimmed_mean_ci(wall)
+        est, lo, hi = ab(wall)
         half = (math.exp(hi) - math.exp(lo)) / 2 / math.exp(est)
         why = ("target met" if half <= args.target else f"--pairs {args.pairs} reached" if len(wall) >= args.pairs
                else f"--max-seconds {args.max_seconds:g} reached" if time.perf_counter() - started >= args.max_seconds
@@ -354,6 +404,8 @@ def _rank(rank: int, args) -> None:
             flag = torch.tensor([1 if why else 0], device=device if backend == "nccl" else "cpu")
             dist.broadcast(flag, src=0)
             why = (why or "rank 0 stopped") if int(flag.item()) else ""
+    copies = None
+    timer, hook_kind = state["timer"], state["hook_kind"]
     rec.finish()
     rec.rows()  # resolve what was recorded (after the window in a real job)
     if args.no_hook:
@@ -375,27 +427,32 @@ def _rank(rank: int, args) -> None:
         dist.barrier()
     if rank == 0:
         step_s = statistics.median(bare_s) / args.steps
-        est, lo, hi = (math.exp(v) for v in trimmed_mean_ci(wall))
+        est, lo, hi = (math.exp(v) for v in ab(wall))
         half = (hi - lo) / 2 / est
-        print(f"instrumented/bare step time: {est:.3f} (trimmed mean of {len(wall):,} pairs; 95% CI {lo:.3f}-{hi:.3f}; "
+        _, plo, phi = (math.exp(v) for v in trimmed_mean_ci(wall))
+        over = (f"{len(wall):,} pairs over {len(sets)} sets of fresh copies; 95% CI over the sets {lo:.3f}-{hi:.3f} "
+                f"(over the pairs alone {plo:.3f}-{phi:.3f})" if len(sets) >= 3 else
+                f"{len(wall):,} pairs, {len(sets)} set(s) of copies; 95% CI {lo:.3f}-{hi:.3f}, the copies' own "
+                f"difference not in it")
+        print(f"instrumented/bare step time: {est:.3f} ({over}; "
               f"half-width {100 * half:.2f} %, {why}; bare {step_s * 1e3:.2f} ms/step; "
               f"{args.ranks} rank(s) on {args.device}, width {args.width}, depth {args.depth}, "
               f"{args.batch}x{args.image_size}x{args.image_size} images/rank, {args.steps} step(s) per block; "
               f"the hook: {'passthrough (Python)' if args.passthrough else _mean_path(timer)}; torch {torch.__version__})", flush=True)
-        cest, clo, chi = (math.exp(v) for v in trimmed_mean_ci([c for c in cpu if c == c]))
-        print(f"instrumented/bare CPU time:  {cest:.3f} (trimmed mean of {len(cpu):,} pairs; 95% CI {clo:.3f}-{chi:.3f}; "
+        cest, clo, chi = (math.exp(v) for v in ab(cpu))
+        print(f"instrumented/bare CPU time:  {cest:.3f} (95% CI {clo:.3f}-{chi:.3f}; "
               f"the rank process's CPU seconds: less sensitive to other load)", flush=True)
         others = {}
-        for kind, (_, _, awall, acpu) in also.items():
-            oest, olo, ohi = (math.exp(v) for v in trimmed_mean_ci(awall))
-            ocest, oclo, ochi = (math.exp(v) for v in trimmed_mean_ci([c for c in acpu if c == c]))
+        for kind, (awall, acpu) in logs.items():
+            oest, olo, ohi = (math.exp(v) for v in ab(awall))
+            ocest, oclo, ochi = (math.exp(v) for v in ab(acpu))
             others[kind] = {"ratio": oest, "lo": olo, "hi": ohi, "cpu_ratio": ocest, "cpu_lo": oclo, "cpu_hi": ochi}
             what = "the control (the loop, nothing timed)" if kind == "none" else f"the {kind} hook"
             print(f"  beside it, {what} (--also): step time {oest:.3f} (95% CI {olo:.3f}-{ohi:.3f}), "
                   f"CPU time {ocest:.3f} (95% CI {oclo:.3f}-{ochi:.3f}), over the same bare blocks", flush=True)
-        if "none" in also:  # per round: instrumented over the control, the loop the same in both
-            vs = [w - c for w, c in zip(wall, also["none"][2])]
-            vest, vlo, vhi = (math.exp(v) for v in trimmed_mean_ci(vs))
+        if "none" in logs:  # per round: instrumented over the control, the loop the same in both
+            vs = [w - c for w, c in zip(wall, logs["none"][0])]
+            vest, vlo, vhi = (math.exp(v) for v in ab(vs))
             others["none"].update(vs_ratio=vest, vs_lo=vlo, vs_hi=vhi)
             print(f"instrumented/control step time: {vest:.3f} (95% CI {vlo:.3f}-{vhi:.3f}; the same loop, one "
                   f"copy timed, one not)", flush=True)
@@ -420,7 +477,8 @@ def _rank(rank: int, args) -> None:
         print(verdict, flush=True)
         if args.result_file:
             Path(args.result_file).write_text(json.dumps({
-                "ratio": est, "lo": lo, "hi": hi, "pairs": len(wall), "why": why, "cpu_ratio": cest,
+                "ratio": est, "lo": lo, "hi": hi, "pairs": len(wall), "sets": len(sets), "pair_lo": plo,
+                "pair_hi": phi, "why": why, "cpu_ratio": cest,
                 "cpu_lo": clo, "cpu_hi": chi, "step_s": step_s, "accounted_s": cost, "accounted_share": share,
                 "recorder_s": rec_s, "hook_s": hook_s * buckets, "passthrough_s": pass_s * buckets, "hook_kind": hook_kind,
                 "also": others,
@@ -434,7 +492,7 @@ def _mean_path(timer) -> str:
     if timer is None:
         return "no hook"
     if getattr(timer, "kind", None) == "cpp":
-        return "C++ (trainers.comm_cpp), divide, then SUM"
+        return "C++ (trainers.comm_cpp), x 1/world, then SUM"
     avg = getattr(timer, "_avg", None)
     return "backend AVG" if avg else "divide, then SUM" if avg is False else "not run"
 
@@ -477,6 +535,9 @@ def main(argv=None) -> None:
     ap.add_argument("--target", type=float, default=0.005, help="stop once the A/B interval's half-width is this")
     ap.add_argument("--max-seconds", type=float, default=150.0, help="stop adding pairs after this long (per size)")
     ap.add_argument("--steps", type=int, default=1, help="steps per block")
+    ap.add_argument("--fresh", type=int, default=CHUNK,
+                    help=f"new copies every this many pairs ({CHUNK}; 0: one set for the run); with three sets "
+                         "or more the interval is over the sets: the copies' own difference inside it")
     ap.add_argument("--width", type=int, default=None, help="synthetic trainer: channels of the first conv (32)")
     ap.add_argument("--depth", type=int, default=None, help="synthetic trainer: conv blocks (3)")
     ap.add_argument("--image-size", type=int, default=None, help="(32)")
@@ -506,6 +567,8 @@ def main(argv=None) -> None:
     custom = any(getattr(args, k) is not None for k in ("width", "depth", "image_size", "batch"))
     if any(getattr(args, k) is not None and getattr(args, k) < 1 for k in ("width", "depth", "image_size", "batch")):
         raise SystemExit("error: --width, --depth, --image-size and --batch take whole numbers >= 1")
+    if args.fresh < 0:
+        raise SystemExit("error: --fresh takes a number of pairs >= 1 (0: the same copies all run)")
     if args.presets and (custom or args.step_ms is not None):
         raise SystemExit("error: --presets or --width/--depth/--image-size/--batch/--step-ms, not both")
     if args.step_ms is not None:

@@ -187,7 +187,9 @@ def test_projection_sets_the_errors_beside_how_far_apart_the_full_runs_are():
 @pytest.mark.slow
 def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
     out = _run("overhead.py", "--pairs", "40", "--steps", "1", "--presets", "3ms")
-    m = re.search(r"instrumented/bare step time: \d+\.\d{3} \(trimmed mean of 40 pairs; 95% CI [\d.]+-[\d.]+; "
+    # fewer pairs than --fresh (100): one set of copies, and the line says what its interval leaves out
+    m = re.search(r"instrumented/bare step time: \d+\.\d{3} \(40 pairs, 1 set\(s\) of copies; 95% CI [\d.]+-[\d.]+, "
+                  r"the copies' own difference not in it; "
                   r"half-width [\d.]+ %, (target met|--pairs 40 reached); bare [\d.]+ ms/step; 2 rank\(s\) on cpu, "
                   r"width 8, depth 2, 8x16x16 images/rank", out)
     assert m, out
@@ -202,8 +204,11 @@ def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
 
 @pytest.mark.slow
 def test_overhead_measures_the_python_hook_beside_the_cpp_one():
-    out = _run("overhead.py", "--pairs", "20", "--steps", "1", "--presets", "3ms", "--also", "python,none")
-    assert "the hook: C++ (trainers.comm_cpp), divide, then SUM" in out, out
+    out = _run("overhead.py", "--pairs", "20", "--fresh", "5", "--steps", "1", "--presets", "3ms", "--also", "python,none")
+    assert "the hook: C++ (trainers.comm_cpp), x 1/world, then SUM" in out, out
+    # new copies every 5 pairs: 4 sets, the interval over them (each set's trimmed mean)
+    assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(20 pairs over 4 sets of fresh copies; 95% CI over "
+                     r"the sets [\d.]+-[\d.]+ \(over the pairs alone [\d.]+-[\d.]+\); half-width", out), out
     assert re.search(r"^  beside it, the python hook \(--also\): step time \d+\.\d{3} \(95% CI [\d.]+-[\d.]+\), "
                      r"CPU time \d+\.\d{3} .*over the same bare blocks$", out, re.M), out
     # the control: the instrumented copy's loop with nothing timed, and the instrumented copy over it
@@ -223,6 +228,18 @@ def test_overhead_step_ms_times_the_bare_step_to_choose_the_image_size():
                   out, re.M)
     assert m and float(m.group(1)) == float(m.group(2)) > 0, out
     assert re.search(r"bare [\d.]+ ms/step; 2 rank\(s\) on cpu, width 8, depth 2, 4x8x8 images/rank", out), out
+
+
+def test_overhead_takes_each_set_of_copies_apart():
+    overhead = _module("overhead")
+    nan = float("nan")
+    # three sets starting at pairs 0, 3, 5: [1, 2, 3], [10, nan] and [7, 8, 9, 10, 100]
+    # (20 % trimmed: one value off each end of five)
+    values = [1.0, 2.0, 3.0, 10.0, nan, 7.0, 8.0, 9.0, 10.0, 100.0]
+    assert overhead._per_set(values, [0, 3, 5]) == pytest.approx([2.0, 10.0, 9.0])
+    assert overhead._per_set(values, [0]) == pytest.approx([_module("_common").trimmed_mean_ci(
+        [v for v in values if v == v])[0]])
+    assert overhead._per_set([nan, nan, 1.0], [0, 2]) == [1.0]  # a set with nothing left gives nothing
 
 
 def test_overhead_step_ms_takes_the_size_nearest_the_target():
@@ -253,6 +270,7 @@ def test_overhead_step_ms_takes_the_size_nearest_the_target():
     (["--step-ms", "2.5", "--batch", "-1"], "whole numbers >= 1"),
     (["--step-ms", "2.5", "--batch", "0"], "whole numbers >= 1"),
     (["--width", "0"], "whole numbers >= 1"),
+    (["--fresh", "-1"], "--fresh takes a number of pairs"),
 ])
 def test_overhead_refuses_a_step_it_cannot_calibrate(args, says):
     done = subprocess.run([sys.executable, str(BENCH / "overhead.py"), *args], capture_output=True, text=True,
