@@ -27,13 +27,12 @@ from campaign.backends import slurm_nodes as sn
 from campaign.backends.base import Backend, JobGroup, Limit, Observed, Submitted, point_indices
 from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, JobEntry, entry_for
 from campaign.backends.resources import Resources
+from campaign.backends.slurm_submit import QUERY_TIMEOUT_S, ControllerFull, queued_with_comment, run_sbatch
 from campaign.common.errors import CampaignError, ConfigError, SchedulerError, SubmitError, one_line
 from campaign.common.ids import job_id_problem
 from campaign.common.proc import CommandError, Completed, run
 from campaign.common.untrusted import make_job_folder, write_new
 
-SBATCH_TIMEOUT_S = 60.0
-QUERY_TIMEOUT_S = 60.0
 # The job ids this backend stores: an array task, ``<array job>_<task>`` (submit_array), or
 # a plain job; sacct/squeue take them as a list, scancel one by one.
 JOB_ID = re.compile(r"[1-9]\d{0,9}(?:_\d{1,7})?")
@@ -59,84 +58,6 @@ class SlurmJobEntry(JobEntry):
         return super().__call__()
 
 
-class ControllerFull(SubmitError):
-    """sbatch met a controller that takes no more jobs now (``sb.FULL``): its points wait
-    for the next wave (``line``: what sbatch said)."""
-
-    def __init__(self, line: str):
-        self.line = line
-        super().__init__(line)
-
-
-def run_sbatch(
-    script: Path,
-    *,
-    attempts: int = 4,
-    backoff_s: float = 1.0,
-    runner: Optional[Callable[..., Completed]] = None,
-    sleep: Callable[[float], None] = time.sleep,
-    find_queued: Optional[Callable[[], Optional[str]]] = None,
-) -> str:
-    """``sbatch script`` with a scrubbed environment; retries transient failures with
-    back-off (1, 2, 4 s); returns sbatch's stdout or raises ``SubmitError`` with
-    SLURM's own message.
-
-    An sbatch that gets no answer in time (a saturated controller) may still have
-    queued the job: ``find_queued`` (the job id of this very submission, found in the
-    queue, or None) is asked after the back-off; a job found is taken as submitted,
-    otherwise sbatch is tried again. Without it, no answer is final.
-
-    A controller that answers "full" (``sb.controller_full``: sbatch says so at once, then
-    retries by itself for two minutes, so it is stopped at the timeout while still saying
-    it) is not a dead one: ``ControllerFull`` at once, never retried (a job found queued
-    by ``find_queued`` still counts as submitted)."""
-    env = sb.scrubbed_environ(os.environ)
-    runner = runner or run
-    message = ""
-    for i in range(max(1, attempts)):
-        try:
-            done = runner(["sbatch", str(script)], timeout=SBATCH_TIMEOUT_S, env=env, check=False)
-        except CommandError as exc:  # missing, or no answer
-            no_answer = exc.detail.startswith("no answer")
-            full = sb.controller_full(getattr(exc, "stderr", "")) if no_answer else None
-            if not no_answer or (find_queued is None and full is None):
-                raise SubmitError(exc.detail) from exc
-            sleep(backoff_s * 2**i)
-            found = find_queued() if find_queued is not None else None
-            if found:
-                return f"Submitted batch job {found}\n"
-            if full is not None:
-                raise ControllerFull(full) from exc
-            message = f"sbatch: {exc.detail} (the job is not in the queue)"
-            continue
-        if done.returncode == 0:
-            return done.stdout
-        full = sb.controller_full(done.stderr or done.stdout)
-        if full is not None:
-            raise ControllerFull(full)
-        message = sb.sbatch_message(done.stderr or done.stdout, done.returncode)
-        if not sb.is_transient(message) or i + 1 >= attempts:
-            break
-        sleep(backoff_s * 2**i)
-    raise SubmitError(message)
-
-
-def queued_with_comment(comment: str, runner: Callable[..., Completed] = run) -> Optional[str]:
-    """The (array) job id of this user's job whose ``--comment`` is ``comment``, or None."""
-    import getpass
-
-    try:
-        done = runner(["squeue", "-h", "-t", "all", "-u", getpass.getuser(), "-o", "%F|%k"], timeout=QUERY_TIMEOUT_S,
-                      check=False)
-    except CommandError:
-        return None
-    for line in done.stdout.splitlines() if done.returncode == 0 else ():
-        job, _, text = line.partition("|")
-        if text.strip() == comment and job.strip().isdigit():
-            return job.strip()
-    return None
-
-
 class CampaignSlurmExecutor(SlurmExecutor):
     """submitit's SlurmExecutor with sbatch run through ``campaign.common.proc`` (scrubbed
     environment, retries, SLURM's message) and arrays of any size submitted by it."""
@@ -156,7 +77,7 @@ class CampaignSlurmExecutor(SlurmExecutor):
         # a new file of its own: never through a link someone left at that name
         write_new(script, self._make_submission_file_text(command, uid).encode())
         try:
-            out = run_sbatch(script, attempts=self.sbatch_attempts, backoff_s=self.sbatch_backoff_s,
+            out = run_sbatch(script, attempts=self.sbatch_attempts, backoff_s=self.sbatch_backoff_s, runner=run,
                              find_queued=(lambda: queued_with_comment(tag)) if self.parameters.get("comment") == tag
                              else None)
         except SubmitError:

@@ -19,7 +19,7 @@ hidden partitions or behind ``PrivateData``, may not all be in our ``squeue``). 
 therefore plans its wave to ``MaxJobCount - 1 - reserve - records``, ``reserve`` being
 ``HEADROOM_SHARE`` (10 %) of MaxJobCount, rounded up: into an empty 10,000-record cluster
 8,999 go now and the rest wait for the next wave. An sbatch that meets the cap anyway
-waits too (campaign/backends/slurm.py, ``ControllerFull``).
+waits too (campaign/backends/slurm_submit.py, ``ControllerFull``).
 """
 
 from __future__ import annotations
