@@ -65,206 +65,15 @@ from typing import Optional
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import figure, load_average, save, trimmed_mean_ci
+    from _overhead_parts import (CALIBRATION_SIZES, NullRecorder, bare_steps, calibrate, choose_size,  # noqa: F401
+                                 config, hook_cost_s, passthrough_hook, per_set, recorder_cost_s)
 else:
     from benchmarks._common import figure, load_average, save, trimmed_mean_ci
+    from benchmarks._overhead_parts import (CALIBRATION_SIZES, NullRecorder, bare_steps, calibrate,  # noqa: F401
+                                            choose_size, config, hook_cost_s, passthrough_hook, per_set,
+                                            recorder_cost_s)
 
 CHUNK = 100  # pairs between two looks at the interval
-
-
-def _config(args) -> tuple[dict, dict]:
-    cfg = {
-        "dataset": {"channels": 3, "num_classes": 10, "image_size": args.image_size},
-        "trainer": {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0,
-                    "params": {"width": args.width, "depth": args.depth}},
-    }
-    return cfg, {"seed": 0, "batch_per_gpu": args.batch}
-
-
-def median_ci(values: list[float]) -> tuple[float, float]:
-    """Distribution-free ~95% confidence interval of the median (order statistics
-    n/2 -+ 1.96 sqrt(n)/2): how far the noise of this machine leaves the figure open."""
-    xs = sorted(values)
-    n = len(xs)
-    half = 1.96 * math.sqrt(n) / 2
-    return xs[max(int(math.floor(n / 2 - half)), 0)], xs[min(int(math.ceil(n / 2 + half)), n - 1)]
-
-
-class _NullRecorder:
-    """Recorder calls that do nothing (--no-recorder: the hook's cost alone)."""
-
-    def begin(self): pass  # noqa: E704
-    def mark(self, phase): pass  # noqa: E704
-    def end(self, loss=None, images=0): pass  # noqa: E704
-    def finish(self): pass  # noqa: E704
-    def rows(self): return []  # noqa: E704
-
-    def comm_span(self, nbytes):
-        return [None, None, nbytes]
-
-    def stamp(self):
-        return None
-
-
-def recorder_cost_s(device, loops: int = 5, n: int = 5000) -> float:
-    """Seconds one timed step spends in Recorder calls (begin, 4 marks, end): median of ``loops``."""
-    import torch
-
-    from trainers.instrument import Recorder
-
-    loss = torch.zeros((), device=device)
-    out = []
-    for _ in range(loops):
-        rec = Recorder(device, warmup=0, expected_iterations=n)  # as a job makes it: its events pooled ahead
-        t0 = time.perf_counter()
-        for _ in range(n):
-            rec.begin()
-            rec.mark("data"), rec.mark("forward"), rec.mark("backward"), rec.mark("step")
-            rec.end(loss, 8)
-        out.append((time.perf_counter() - t0) / n)
-    return statistics.median(out)
-
-
-def passthrough_hook():
-    """The least a Python DDP comm hook can do: the timing hook's own mean of the bucket
-    (trainers.comm.AllReduceTimer: the backend's average on CPU, divide then sum on CUDA),
-    waited for, answered with its one completed future per bucket buffer; no clock read,
-    nothing kept. What it costs over DDP's builtin C++ all-reduce is the price of any Python
-    hook (DDP calls it with the GIL, wraps the bucket, parses its answer), which campaign's
-    timing pays too."""
-    from trainers.comm import AllReduceTimer
-
-    timer = AllReduceTimer(None)  # its reduction and its future, never its recorder
-
-    def hook(process_group, bucket):
-        t = bucket.buffer()
-        timer._allreduce_mean(process_group, t).wait()
-        return timer._completed(t, t.nbytes)
-
-    return hook
-
-
-def hook_cost_s(group, device, pairs: int = 80, n: int = 100, *, passthrough: bool = False,
-                cpp: bool = False) -> tuple[float, float, float]:
-    """(estimate, CI low, CI high) seconds the timing hook (``cpp``: the C++ one of
-    trainers.comm_cpp; ``passthrough``: a Python hook that times nothing, passthrough_hook)
-    adds to one bucket's all-reduce vs DDP's builtin one: a one-layer model, DDP over
-    ``group`` (every rank calls it), blocks of ``n`` steps alternating hooked/builtin."""
-    import torch
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from trainers.comm import AllReduceTimer
-    from trainers.instrument import Recorder
-
-    cuda = device.type == "cuda"
-    ids = [device] if cuda else None
-    torch.manual_seed(0)
-    builtin = DDP(torch.nn.Linear(16, 4).to(device), device_ids=ids, process_group=group)
-    hooked = DDP(torch.nn.Linear(16, 4).to(device), device_ids=ids, process_group=group)
-    rec = Recorder(device, warmup=0)
-    take = None
-    if cpp and not passthrough:
-        from trainers import comm_cpp
-
-        take = comm_cpp.attach(hooked, rec).log.drain  # what Recorder.begin calls once a step
-    else:
-        hooked.register_comm_hook(group, passthrough_hook() if passthrough else AllReduceTimer(rec).hook)
-    x = torch.randn(8, 16, device=device)
-
-    def block(model) -> float:
-        if cuda:
-            torch.cuda.synchronize(device)
-        drain = take if model is hooked else None
-        t0 = time.perf_counter()
-        for _ in range(n):  # no rec.begin(): the spans are stamped, not kept (its cost is the Recorder's)
-            model(x).sum().backward()
-            if drain is not None:  # the C++ hook's spans, taken as the Recorder takes them
-                drain()
-        if cuda:
-            torch.cuda.synchronize(device)
-        return (time.perf_counter() - t0) / n
-
-    block(builtin), block(hooked)  # warm-up
-    diffs = []
-    for i in range(pairs):
-        if i % 2 == 0:
-            b, h = block(builtin), block(hooked)
-        else:
-            h, b = block(hooked), block(builtin)
-        diffs.append(h - b)
-    return trimmed_mean_ci(diffs)
-
-
-CALIBRATION_SIZES = tuple(range(8, 65, 2))  # --step-ms: image sizes tried, smallest first
-
-
-def choose_size(measure, target_s: float, sizes=CALIBRATION_SIZES, agree=lambda past: past) -> dict:
-    """The size whose ``measure(size)`` (seconds a step) lies nearest ``target_s``: sizes
-    tried in order until one is past it (``agree``: every rank takes rank 0's word)."""
-    tried = []
-    for size in sizes:
-        tried.append((size, measure(size)))
-        if agree(tried[-1][1] >= target_s):
-            break
-    size, step = min(tried, key=lambda st: abs(st[1] - target_s))
-    return {"image_size": size, "step_s": step, "tried": tried}
-
-
-def _per_set(values: list[float], starts: list[int]) -> list[float]:
-    """Each set's 20 % trimmed mean of its ``values`` (NaN left out): the set starting at
-    ``starts[i]`` holds ``values[starts[i]:starts[i + 1]]``; a set with none left gives none."""
-    out = []
-    for i, a in enumerate(starts):
-        xs = [v for v in values[a:starts[i + 1] if i + 1 < len(starts) else len(values)] if v == v]
-        if xs:
-            out.append(trimmed_mean_ci(xs)[0])
-    return out
-
-
-def _bare_steps(t):
-    """``n`` plain DDP steps of the synthetic trainer ``t``: zero_grad, forward, loss,
-    backward, step over its pool of batches; nothing timed, nothing kept."""
-    def run(n: int) -> None:
-        for _ in range(n):
-            x, y = t.pool[t._i % len(t.pool)]
-            t._i += 1
-            t.optimizer.zero_grad(set_to_none=True)
-            t.loss_fn(t.model(x), y).backward()
-            t.optimizer.step()
-    return run
-
-
-def _calibrate(ctx, args) -> dict:
-    """--step-ms: the image size (the model's other knobs fixed) whose bare DDP step, on
-    these ranks, lies nearest ``args.step_ms``: each size a median of 20 blocks of 5 steps.
-    Rank 0's clock decides when to stop, so every rank builds the same models."""
-    import torch
-    import torch.distributed as dist
-
-    from trainers.synthetic import SyntheticTrainer
-
-    def measure(size: int) -> float:
-        args.image_size = size
-        cfg, plan = _config(args)
-        t = SyntheticTrainer(ctx, cfg, plan)
-        times = []
-        steps = _bare_steps(t)
-        for i in range(21):
-            if ctx.world_size > 1:
-                dist.barrier()
-            t0 = time.perf_counter()
-            steps(5)
-            if i:  # the first block warms up
-                times.append((time.perf_counter() - t0) / 5)
-        return statistics.median(times)
-
-    def agree(past: bool) -> bool:
-        if ctx.world_size == 1:
-            return past
-        flag = torch.tensor([1 if past else 0])
-        dist.broadcast(flag, src=0)
-        return bool(flag.item())
-
-    return choose_size(measure, args.step_ms / 1e3, sizes=args.calibration_sizes, agree=agree)
 
 
 def _rank(rank: int, args) -> None:
@@ -288,17 +97,17 @@ def _rank(rank: int, args) -> None:
     ctx = DistContext(rank=rank, world_size=args.ranks, local_rank=rank, local_world_size=args.ranks, num_nodes=1,
                       device=device, backend=backend, emulated=False, host=socket.gethostname())
     if getattr(args, "calibrate", False):
-        found = _calibrate(ctx, args)
+        found = calibrate(ctx, args)
         if rank == 0:
             Path(args.result_file).write_text(json.dumps(found))
         if backend != "none":
             dist.destroy_process_group()
         return
-    cfg, plan = _config(args)
+    cfg, plan = config(args)
     rec = (Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
-           if not (args.no_recorder or args.passthrough) else _NullRecorder())
+           if not (args.no_recorder or args.passthrough) else NullRecorder())
     # --also: more instrumented copies, each timed by another hook, in the same rounds
-    crecs = {kind: _NullRecorder() if kind == "none"  # the control: the instrumented loop, nothing timed (an A/A)
+    crecs = {kind: NullRecorder() if kind == "none"  # the control: the instrumented loop, nothing timed (an A/A)
              else Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
              for kind in args.also}
     logs: dict = {kind: ([], []) for kind in args.also}  # wall and CPU log-ratios over the same bare blocks
@@ -344,11 +153,11 @@ def _rank(rank: int, args) -> None:
                 comm.attach(made[kind], crecs[kind], hook=kind)
             also[kind] = stepper(made[kind], crecs[kind])
         run_inst = stepper(inst, rec)
-        bare_steps = _bare_steps(made["bare"])
-        block(bare_steps), block(run_inst)  # warm-up: allocator, DDP bucket rebuild
+        run_bare = bare_steps(made["bare"])
+        block(run_bare), block(run_inst)  # warm-up: allocator, DDP bucket rebuild
         for run in also.values():
             block(run)
-        return bare_steps, run_inst, also, pads
+        return run_bare, run_inst, also, pads
 
     def block(fn) -> tuple[float, float]:
         """Wall and process CPU seconds (all the rank's threads) of ``args.steps`` steps."""
@@ -370,7 +179,7 @@ def _rank(rank: int, args) -> None:
     def ab(values: list[float]) -> tuple[float, float, float]:
         """A ratio's (log) estimate and 95 % interval: over the sets of copies where there
         are three or more (each set's trimmed mean of its pairs), else over the pairs."""
-        return trimmed_mean_ci(_per_set(values, sets) if len(sets) >= 3 else [v for v in values if v == v])
+        return trimmed_mean_ci(per_set(values, sets) if len(sets) >= 3 else [v for v in values if v == v])
 
     while not why:
         for _ in range(min(CHUNK, args.pairs - len(wall))):
@@ -616,7 +425,9 @@ def main(argv=None) -> None:
                 continue
             figs += [
                 figure(f"{name}.ab", f"{name} steps ({1e3 * r['step_s']:.1f} ms): instrumented/bare step time, "
-                       f"A/B ({r['pairs']:,} pairs; {r.get('hook_kind') or 'no'} hook)", [100 * (r["ratio"] - 1)],
+                       f"A/B ({r['pairs']:,} pairs"
+                       + (f" over {r['sets']} sets of fresh copies" if r.get("sets", 0) >= 3 else ", one set of copies")
+                       + f"; {r.get('hook_kind') or 'no'} hook)", [100 * (r["ratio"] - 1)],
                        unit="%", goal="<= 1 %, half-width <= 0.5 %",
                        met=r["ratio"] - 1 <= 0.01 and (r["hi"] - r["lo"]) / 2 / r["ratio"] <= 0.005,
                        note=f"95% CI {100 * (r['lo'] - 1):+.2f} .. {100 * (r['hi'] - 1):+.2f} %"),

@@ -236,10 +236,10 @@ def test_overhead_takes_each_set_of_copies_apart():
     # three sets starting at pairs 0, 3, 5: [1, 2, 3], [10, nan] and [7, 8, 9, 10, 100]
     # (20 % trimmed: one value off each end of five)
     values = [1.0, 2.0, 3.0, 10.0, nan, 7.0, 8.0, 9.0, 10.0, 100.0]
-    assert overhead._per_set(values, [0, 3, 5]) == pytest.approx([2.0, 10.0, 9.0])
-    assert overhead._per_set(values, [0]) == pytest.approx([_module("_common").trimmed_mean_ci(
+    assert overhead.per_set(values, [0, 3, 5]) == pytest.approx([2.0, 10.0, 9.0])
+    assert overhead.per_set(values, [0]) == pytest.approx([_module("_common").trimmed_mean_ci(
         [v for v in values if v == v])[0]])
-    assert overhead._per_set([nan, nan, 1.0], [0, 2]) == [1.0]  # a set with nothing left gives nothing
+    assert overhead.per_set([nan, nan, 1.0], [0, 2]) == [1.0]  # a set with nothing left gives nothing
 
 
 def test_overhead_step_ms_takes_the_size_nearest_the_target():
