@@ -9,13 +9,15 @@ A/B, B/A, ... in the same processes (so drift and neighbours' load hit both alik
 each pair gives the log of the ratio instrumented/bare of its block times (wall clock,
 and the rank process's CPU time). Two copies that differ in nothing timed still differ
 (their memory, where it lies): so every ``--fresh`` pairs (100) the copies are built anew,
-in another order and after allocations of other sizes, and each *set* of copies gives the
-20 % trimmed mean of its pairs. The trimmed mean of the sets' figures, with its
-Tukey-McLaughlin 95 % interval, is the A/B figure: a load spike that hits one block is
-trimmed away, and the copies' own difference is inside the interval (with fewer than
-three sets, the pairs' interval, which leaves it out: the line says so). Pairs are added,
-100 at a time, until that interval's half-width is <= ``--target`` (0.5 %: enough to see
-a 1 % cost), or ``--pairs`` pairs or ``--max-seconds`` have gone by (the line says which):
+in an order drawn anew, each after an allocation of a size drawn anew, and each *set* of
+copies gives the 20 % trimmed mean of its pairs. The trimmed mean of the sets' figures,
+with its Tukey-McLaughlin 95 % interval, is the A/B figure: a load spike that hits one
+block is trimmed away, and the part of the copies' own difference that moves from build
+to build is inside the interval (what does not, the loops' own code, ``--also none``
+shows; with fewer than three sets, the pairs' interval, which leaves it out: the line
+says so). Pairs are added, 100 at a time, until that interval's half-width is <=
+``--target`` (0.5 %: enough to see a 1 % cost; with ``--fresh``, not before three sets),
+or ``--pairs`` pairs or ``--max-seconds`` have gone by (the line says which):
 
     instrumented/bare step time: 1.004 (1,200 pairs over 12 sets of fresh copies; 95% CI over the sets 0.999-1.009 (over the pairs alone 1.001-1.007); half-width 0.48 %, target met; bare 2.95 ms/step; ...)
 
@@ -123,10 +125,11 @@ def _rank(rank: int, args) -> None:
 
     def build(k: int) -> tuple:
         """The k-th set of copies: bare, instrumented, the --also ones (same seed: same
-        weights, same batches), built in an order, and after allocations of sizes, that
-        change from set to set (the same on every rank: DDP builds collectively). Two copies
-        that differ in nothing timed read apart by their memory and its placement; new
-        copies every --fresh pairs put that difference inside the interval."""
+        weights, same batches), built in an order drawn anew, each after an allocation of a
+        size drawn anew (the same on every rank: DDP builds collectively). Two copies that
+        differ in nothing timed read apart by their memory and where it lies; new copies
+        every --fresh pairs put the part of that which moves from build to build inside the
+        interval (what stays, e.g. the loops' own code, the --also none control shows)."""
         import random
 
         for r in (rec, *crecs.values()):  # the last iteration's spans, to the Recorder
@@ -139,7 +142,7 @@ def _rank(rank: int, args) -> None:
         made, pads = {}, []
         for kind in kinds:
             if k:
-                pads.append(torch.empty(rng.randrange(1, 1 << 16)))
+                pads.append(torch.empty(rng.randrange(1, 1 << 14)))  # < 64 KiB: on the heap, not mmap
             made[kind] = SyntheticTrainer(ctx, cfg, plan)
         inst = made["instrumented"]
         if args.passthrough:  # the instrumented copy: a Python hook that times nothing, no Recorder
@@ -176,37 +179,49 @@ def _rank(rank: int, args) -> None:
     copies: Optional[tuple] = None
     started, why = time.perf_counter(), ""
 
+    def starts() -> list[int]:
+        """Where the sets the figures are taken over start: a last set shorter than half
+        of --fresh joins the one before (each set weighs the same)."""
+        if len(sets) > 1 and len(wall) - sets[-1] < args.fresh / 2:
+            return sets[:-1]
+        return sets
+
     def ab(values: list[float]) -> tuple[float, float, float]:
         """A ratio's (log) estimate and 95 % interval: over the sets of copies where there
         are three or more (each set's trimmed mean of its pairs), else over the pairs."""
-        return trimmed_mean_ci(per_set(values, sets) if len(sets) >= 3 else [v for v in values if v == v])
+        per = per_set(values, starts()) if len(starts()) >= 3 else []
+        return trimmed_mean_ci(per if len(per) >= 3 else [v for v in values if v == v])
+
+    def one_round(copies: tuple) -> None:
+        """Bare, instrumented, the --also copies; every other round the reverse (each
+        copy's position relative to the bare block alternates, as in A/B, B/A)."""
+        run_bare, run_instrumented, also, _ = copies
+        runs = [run_bare, run_instrumented, *also.values()]
+        if len(wall) % 2:
+            runs.reverse()
+        times = {id(r): block(r) for r in runs}
+        b, a = times[id(run_bare)], times[id(run_instrumented)]
+        wall.append(math.log(a[0] / b[0]))
+        cpu.append(math.log(a[1] / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
+        bare_s.append(b[0])
+        for kind, run in also.items():  # over the same bare block
+            c = times[id(run)]
+            logs[kind][0].append(math.log(c[0] / b[0]))
+            logs[kind][1].append(math.log(c[1] / b[1]) if c[1] > 0 and b[1] > 0 else float("nan"))
 
     while not why:
         for _ in range(min(CHUNK, args.pairs - len(wall))):
             if copies is None or (args.fresh and len(wall) - sets[-1] >= args.fresh):
-                copies = None  # the set before is freed before the next is built
+                copies = None  # nothing else holds the set before: freed before the next is built
                 gc.collect()
                 copies = build(len(sets))
                 sets.append(len(wall))
-            run_bare, run_instrumented, also, _ = copies
-            # a round: bare, instrumented, the --also copies; every other round the reverse
-            # (each copy's position relative to the bare block alternates, as in A/B, B/A)
-            runs = [run_bare, run_instrumented, *also.values()]
-            if len(wall) % 2:
-                runs.reverse()
-            times = {id(r): block(r) for r in runs}
-            b, a = times[id(run_bare)], times[id(run_instrumented)]
-            wall.append(math.log(a[0] / b[0]))
-            cpu.append(math.log(a[1] / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
-            bare_s.append(b[0])
-            for kind, run in also.items():  # over the same bare block
-                c = times[id(run)]
-                logs[kind][0].append(math.log(c[0] / b[0]))
-                logs[kind][1].append(math.log(c[1] / b[1]) if c[1] > 0 and b[1] > 0 else float("nan"))
-        # Rank 0 decides whether the interval is narrow enough; every rank follows it.
+            one_round(copies)
+        # Rank 0 decides whether the interval is narrow enough; every rank follows it (with
+        # --fresh, not before there are three sets to take the interval over).
         est, lo, hi = ab(wall)
         half = (math.exp(hi) - math.exp(lo)) / 2 / math.exp(est)
-        why = ("target met" if half <= args.target else f"--pairs {args.pairs} reached" if len(wall) >= args.pairs
+        why = ("target met" if half <= args.target and (not args.fresh or len(starts()) >= 3) else f"--pairs {args.pairs} reached" if len(wall) >= args.pairs
                else f"--max-seconds {args.max_seconds:g} reached" if time.perf_counter() - started >= args.max_seconds
                else "")
         if backend != "none":
@@ -239,9 +254,10 @@ def _rank(rank: int, args) -> None:
         est, lo, hi = (math.exp(v) for v in ab(wall))
         half = (hi - lo) / 2 / est
         _, plo, phi = (math.exp(v) for v in trimmed_mean_ci(wall))
-        over = (f"{len(wall):,} pairs over {len(sets)} sets of fresh copies; 95% CI over the sets {lo:.3f}-{hi:.3f} "
-                f"(over the pairs alone {plo:.3f}-{phi:.3f})" if len(sets) >= 3 else
-                f"{len(wall):,} pairs, {len(sets)} set(s) of copies; 95% CI {lo:.3f}-{hi:.3f}, the copies' own "
+        n_sets = len(starts())
+        over = (f"{len(wall):,} pairs over {n_sets} sets of fresh copies; 95% CI over the sets {lo:.3f}-{hi:.3f} "
+                f"(over the pairs alone {plo:.3f}-{phi:.3f})" if n_sets >= 3 else
+                f"{len(wall):,} pairs, {n_sets} set(s) of copies; 95% CI {lo:.3f}-{hi:.3f}, the copies' own "
                 f"difference not in it")
         print(f"instrumented/bare step time: {est:.3f} ({over}; "
               f"half-width {100 * half:.2f} %, {why}; bare {step_s * 1e3:.2f} ms/step; "
@@ -286,7 +302,7 @@ def _rank(rank: int, args) -> None:
         print(verdict, flush=True)
         if args.result_file:
             Path(args.result_file).write_text(json.dumps({
-                "ratio": est, "lo": lo, "hi": hi, "pairs": len(wall), "sets": len(sets), "pair_lo": plo,
+                "ratio": est, "lo": lo, "hi": hi, "pairs": len(wall), "sets": n_sets, "pair_lo": plo,
                 "pair_hi": phi, "why": why, "cpu_ratio": cest,
                 "cpu_lo": clo, "cpu_hi": chi, "step_s": step_s, "accounted_s": cost, "accounted_share": share,
                 "recorder_s": rec_s, "hook_s": hook_s * buckets, "passthrough_s": pass_s * buckets, "hook_kind": hook_kind,
@@ -346,7 +362,7 @@ def main(argv=None) -> None:
     ap.add_argument("--steps", type=int, default=1, help="steps per block")
     ap.add_argument("--fresh", type=int, default=CHUNK,
                     help=f"new copies every this many pairs ({CHUNK}; 0: one set for the run); with three sets "
-                         "or more the interval is over the sets: the copies' own difference inside it")
+                         "or more the interval is over the sets: the copies' difference from build to build inside it")
     ap.add_argument("--width", type=int, default=None, help="synthetic trainer: channels of the first conv (32)")
     ap.add_argument("--depth", type=int, default=None, help="synthetic trainer: conv blocks (3)")
     ap.add_argument("--image-size", type=int, default=None, help="(32)")
@@ -426,7 +442,8 @@ def main(argv=None) -> None:
             figs += [
                 figure(f"{name}.ab", f"{name} steps ({1e3 * r['step_s']:.1f} ms): instrumented/bare step time, "
                        f"A/B ({r['pairs']:,} pairs"
-                       + (f" over {r['sets']} sets of fresh copies" if r.get("sets", 0) >= 3 else ", one set of copies")
+                       + (f" over {r['sets']} sets of fresh copies" if r.get("sets", 1) >= 3
+                          else f", {r.get('sets', 1)} set(s) of copies")
                        + f"; {r.get('hook_kind') or 'no'} hook)", [100 * (r["ratio"] - 1)],
                        unit="%", goal="<= 1 %, half-width <= 0.5 %",
                        met=r["ratio"] - 1 <= 0.01 and (r["hi"] - r["lo"]) / 2 / r["ratio"] <= 0.005,
