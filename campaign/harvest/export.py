@@ -94,10 +94,10 @@ def _display(df: "pl.DataFrame") -> tuple[list[str], list[list]]:
 
 def _tabulated(tablefmt: str) -> Callable[["pl.DataFrame"], bytes]:
     def writer(df: "pl.DataFrame") -> bytes:
-        from tabulate import tabulate
+        from campaign.common import table as tables
 
         headers, rows = _display(df)
-        return (tabulate(rows, headers=headers, tablefmt=tablefmt) + "\n").encode()
+        return (tables.render(rows, headers=headers, tablefmt=tablefmt) + "\n").encode()
 
     return writer
 

@@ -25,10 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from tabulate import tabulate
 
 from campaign.backends import JobGroup, by_executor, get_backend
 from campaign.catalogue.dataset_label import dataset_label, names_dataset, study_of
+from campaign.common import table as tables
 from campaign.common.errors import ConfigError
 from campaign.observe.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
 from campaign.launch.plan import PointPlan, job_plan
@@ -87,7 +87,7 @@ def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence
     shared += trainer_datasets(points)
     name = points[0].config.get("name")
     head = "; ".join(([f"campaign {name}"] if name else []) + (["every point: " + " ".join(shared)] if shared else []))
-    return head, tabulate(rows, headers=headers, tablefmt="simple")
+    return head, tables.render(rows, headers=headers)
 
 
 # A schedule knob a sweep may set: a point that overrides one differs from its experiment's default.

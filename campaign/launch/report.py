@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from tabulate import tabulate
 
 from campaign.observe.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
 from campaign.launch.plan import PointPlan
+from campaign.common import table as tables
 from campaign.common.redact import redact
 
 
@@ -35,8 +35,8 @@ def print_submitted(campaign_id: str, points: Sequence[PointPlan], submitted: Se
         print(f"{len(held)} point(s) wait for room ({held[0].split('; ')[0].removeprefix('waiting for room: ')}): "
               f"campaign resume {campaign_id}{store} submits the next wave as jobs end "
               f"(or campaign status {campaign_id}{store} --wait --submit)")
-    print(tabulate(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "job", "est. time", "GPU-h",
-                                  "state"], tablefmt="simple"))
+    print(tables.render(rows, headers=["#", "platform", "gpus", "trainer", "experiment", "job", "est. time", "GPU-h",
+                                       "state"]))
     if cost is not None:
         for line in estimate_lines(cost):
             print(line)

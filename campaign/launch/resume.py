@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from campaign.backends import Submitted
+from campaign.common import table as tables
 from campaign.common.errors import ConfigError, LaunchIncomplete
 from campaign.launch.plan import PointPlan
 from campaign.common.redact import SECRET, redact
@@ -349,8 +350,6 @@ def due_lines(done: Sequence[Resubmission]) -> list[str]:
 
 def print_plan(out: Resubmission, *, dry_run: bool = False, overrides: Sequence[str] = ()) -> None:
     """What a resume resubmits (or would), one row per point, and the commands that follow it."""
-    from tabulate import tabulate
-
     from campaign.common.text import printable
 
     cid = out.campaign_id
@@ -374,7 +373,7 @@ def print_plan(out: Resubmission, *, dry_run: bool = False, overrides: Sequence[
                     + ("" if dry_run else f" ({went} submitted)")
                     + (f"; with {shlex.join(overrides)}" if overrides else "")
                     + (f"; left alone: {kept}" if kept else "")))
-    print(tabulate(rows, headers=["point", "platform", "gpus", "trainer", "was", "why", "now"], tablefmt="simple"))
+    print(tables.render(rows, headers=["point", "platform", "gpus", "trainer", "was", "why", "now"]))
     if out.skipped:
         print(f"({out.skipped} point(s) were taken by another command meanwhile)")
     if not dry_run:

@@ -22,7 +22,6 @@ import time
 from collections import Counter
 from typing import Any, Callable, Optional
 
-from tabulate import tabulate
 
 from campaign.catalogue.dataset_label import dataset_label
 from campaign.common import interrupt
@@ -32,6 +31,7 @@ from campaign.common.jobfolder import sibling_task_log
 from campaign.observe.progress import NOT_STARTED, CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
 from campaign.observe.state import FAILED_STATES, SPOOLED, effective_points, is_final
 from campaign.store import find_campaign_noted, open_store
+from campaign.common import table as tables
 from campaign.common.text import printable
 from campaign.common.varying import AXES, varying
 
@@ -178,7 +178,7 @@ def render(campaign: dict, views: list[dict], ceta: Optional[CampaignETA] = None
     head = f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else "")
     if shared:
         head += ": " + " ".join(shared)
-    table = tabulate(rows, headers=headers, tablefmt="simple")
+    table = tables.render(rows, headers=headers)
     out = [printable(head), table, summary_line(views)]
     if ceta is not None:
         out.append(progress_line(ceta, now))
