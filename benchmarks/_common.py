@@ -122,6 +122,17 @@ def save(name: str, *, command: str, figures: Sequence[dict], load_start: Sequen
     return path
 
 
+def median_ci(values: Sequence[float]) -> tuple[float, float]:
+    """Distribution-free ~95% confidence interval of the median (order statistics
+    n/2 -+ 1.96 sqrt(n)/2): how far the noise of this machine leaves the figure open."""
+    import math
+
+    xs = sorted(values)
+    n = len(xs)
+    half = 1.96 * math.sqrt(n) / 2
+    return xs[max(int(math.floor(n / 2 - half)), 0)], xs[min(int(math.ceil(n / 2 + half)), n - 1)]
+
+
 def trimmed_mean_ci(values: Sequence[float], trim: float = 0.2, level: float = 0.95) -> tuple[float, float, float]:
     """(estimate, low, high): the ``trim`` trimmed mean of ``values`` with its Tukey-McLaughlin
     interval (the Winsorized standard error over (1 - 2 trim), t with n - 2g - 1 degrees

@@ -34,8 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks._common import command_line, figure, load_average, save, save_arg  # noqa: E402
-from benchmarks.overhead import median_ci  # noqa: E402
+from benchmarks._common import command_line, figure, load_average, median_ci, save, save_arg  # noqa: E402
 
 HALF = {"bf16": "bfloat16", "fp16": "float16"}
 
