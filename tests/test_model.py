@@ -185,3 +185,24 @@ def test_student_t_quantiles_past_the_table_are_students_not_the_normals():
     for df, t in ((10, 2.228), (11, 2.201), (15, 2.131), (20, 2.086), (30, 2.042), (60, 2.000), (120, 1.980)):
         assert _t_quantile(df) == pytest.approx(t, abs=6e-4), df
     assert _t_quantile(0) == pytest.approx(1.959964)
+
+
+def test_a_fixed_schedule_times_each_n_by_its_own_images():
+    """The same 100 iterations at 8 images per GPU at every N (work grows with N): each
+    row's time_s and gpu_hours are t(N) x that N's images, the measured ones the runs' own
+    times (one median of the series' images gave 1 GPU 3x its time: review of 2026-11-26)."""
+    rows = [dict(platform="local", trainer="sleep", experiment="fixed", variant="", image=None, nodes=1, gpus=n,
+                 batch_per_gpu=BATCH, iterations=100, timed_iterations=100, time_s=law(n, *LAW) * BATCH * n * 100)
+            for n in (1, 2, 4, 8)]
+    m = model_table(pl.DataFrame(rows))
+    measured = m.filter(pl.col("kind") == "measured")
+    for row in measured.iter_rows(named=True):
+        truth = next(r["time_s"] for r in rows if r["gpus"] == row["gpus"])
+        assert row["time_s"] == pytest.approx(truth, rel=1e-6), row["gpus"]
+        assert row["gpu_hours"] == pytest.approx(truth * row["gpus"] / 3600, rel=1e-6)
+    sixteen = m.filter(pl.col("gpus") == 16).row(0, named=True)
+    assert sixteen["kind"] == "predicted"
+    assert sixteen["time_s"] == pytest.approx(sixteen["fit_t_image_s"] * BATCH * 16 * 100)
+    # weak scaling keeps one count of images at every N, predictions included
+    weak = model_table(frame([1, 2, 4, 8], LAW)).filter(pl.col("gpus") == 32).row(0, named=True)
+    assert weak["time_s"] == pytest.approx(weak["fit_t_image_s"] * 8000)

@@ -22,6 +22,11 @@ order (a, b, c, d) decides. Intervals (95 %) come from a bootstrap over repeats 
 N's repeats resampled), or, with one repeat, over a sampled window's interval
 (projection.py's time_lo_s/time_hi_s, as a normal spread); one unsampled repeat has none.
 
+A row's ``time_s`` and ``gpu_hours`` are t(N) times the images *that N's* run trains: the
+same at every N under weak and strong scaling; under a fixed schedule (the same iterations
+at a fixed batch per GPU) they grow with N, and a predicted N trains the largest measured
+N's images per GPU times N.
+
 Measured points keep their own row with the fit's error; predictions at 2x and 4x the
 largest N are rows of ``kind`` = predicted. Points on more than one node are a series of
 their own (``span`` inter-node): a node boundary adds a level of interconnect the model
@@ -33,12 +38,12 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import polars as pl
 
-from campaign.harvest.views import global_batch, with_optional
+from campaign.harvest.views import SAME_WORK_TOLERANCE, global_batch, with_optional
 
 TERMS = ("a", "b", "c", "d")
 SERIES = ["platform", "trainer", "experiment", "dataset", "variant", "image", "span"]
@@ -204,7 +209,7 @@ def series_rows(key: dict, g: pl.DataFrame, efficiency_floor: float = EFFICIENCY
     reps = [by_n[int(n)]["t_image_s"].to_numpy() for n in ns]
     batch = np.array([by_n[int(n)]["global_batch"].median() for n in ns], dtype=float)
     y = np.array([r.mean() for r in reps])
-    images = float(g["images_planned"].median())
+    images_of = _images_of({int(n): float(grp["images_planned"].median()) for n, grp in by_n.items()})
     inter = " (inter-node: fitted apart, a node boundary adds a level of interconnect the model cannot foresee)" \
         if key["span"] == "inter-node" else ""
     measured = []
@@ -248,6 +253,7 @@ def series_rows(key: dict, g: pl.DataFrame, efficiency_floor: float = EFFICIENCY
     for j, n in enumerate(grid):
         row = dict(key, gpus=int(n), kind="predicted", repeats=None, t_image_s=None) if n not in ns else \
             measured[list(ns).index(n)]
+        images = images_of(int(n))
         row = dict(row, **common, fit_t_image_s=float(t_grid[j]), speedup=float(speedup[j]),
                    efficiency=float(eff[j]), time_s=float(t_grid[j] * images),
                    gpu_hours=float(t_grid[j] * images * n / 3600.0))
@@ -262,6 +268,19 @@ def series_rows(key: dict, g: pl.DataFrame, efficiency_floor: float = EFFICIENCY
                        + ring_note + inter)
         out.append(row)
     return out
+
+
+def _images_of(planned: dict[int, float]) -> Callable[[int], float]:
+    """The images a run at N GPUs trains: its own measured plan at a measured N; at a
+    predicted N the same as every measured N where they all train the same images (weak and
+    strong scaling), else (a fixed schedule: the same iterations at a fixed batch per GPU,
+    work growing with N) the largest N's images per GPU times N. One median over the series
+    would give every N one N's work: time_s and gpu_hours wrong by N_i/N_j."""
+    values = list(planned.values())
+    same = all(abs(v - values[0]) <= SAME_WORK_TOLERANCE * values[0] for v in values)
+    n_max = max(planned)
+    per_gpu = planned[n_max] / n_max
+    return lambda n: planned.get(n, values[0] if same else per_gpu * n)
 
 
 def _fixed_global(batch: np.ndarray) -> Optional[float]:
