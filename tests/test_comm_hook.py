@@ -86,3 +86,16 @@ def test_the_timing_hook_reduces_as_ddp_does_and_records_a_span_a_bucket(tmp_pat
         assert r["rel_diff"] < 1e-6, (name, r)  # (the two orders differ in the last bits at most)
         assert len(r["buckets"]) == 3 and r["buckets"][-1] >= 3, (name, r)  # several buckets (once DDP has rebuilt them), each timed
         assert r["bytes"] == [res["param_bytes"]] * 3, (name, r)
+
+
+def test_the_bus_bandwidth_fraction_is_of_one_direction_of_the_stated_interconnect():
+    """NVLink 3.0's stated 600 GB/s is both directions together; a ring's bus bandwidth is
+    bounded by one (300): 2 ranks, 1 GB in 10 ms a step -> algbw 100, busbw 100 x 2(2-1)/2 =
+    100 GB/s, a third of the link (review of 2026-11-26: it read a sixth)."""
+    from trainers.comm import allreduce_extra
+
+    rows = [dict(iter=i, busy_s=0.01, span_s=0.012, exposed_s=0.002, bytes=10 ** 9, buckets=40) for i in range(3)]
+    x = allreduce_extra(rows, world_size=2, interconnect_gbs=600.0, iterations_per_epoch=None)
+    assert x["allreduce_algbw_gbs"] == pytest.approx(100.0) and x["allreduce_busbw_gbs"] == pytest.approx(100.0)
+    assert x["allreduce_busbw_fraction"] == pytest.approx(1 / 3)
+    assert x["interconnect_bandwidth_gbs"] == 600.0

@@ -352,7 +352,9 @@ def test_hardware_table_medians_units_and_what_is_missing():
     assert t.columns == COLUMNS
     one, two, four = t.rows(named=True)
     assert two["repeats"] == 3 and two["mfu"] == pytest.approx(90 / 312)
-    assert two["allreduce_mb_per_iter"] == 4.0 and two["busbw_gbs"] == 150.0 and two["busbw_fraction"] == 0.25
+    assert two["allreduce_mb_per_iter"] == 4.0 and two["busbw_gbs"] == 150.0
+    # of one direction (600 GB/s is both together: 300 each way), whatever the job stored (0.25: over both)
+    assert two["busbw_fraction"] == 0.5 and two["interconnect_gbs"] == 600.0
     assert two["exposed_comm_ms"] == pytest.approx(0.8 / 80 * 1e3)  # per timed iteration (160/2)
     assert two["sync_gb_per_epoch"] == 4.0 and two["peak_memory_gb"] == 3.0 and two["note"] == ""
     assert one["warmup_peak_memory_gb"] == 5.0 and two["warmup_peak_memory_gb"] is None and one["math"] == "bf16"

@@ -205,7 +205,10 @@ def bus_factor(world_size: int) -> float:
 def allreduce_extra(ar_rows: list[dict], *, world_size: int, interconnect_gbs: Optional[float],
                     iterations_per_epoch: Optional[float]) -> dict[str, Any]:
     """rank_timing.extra keys from the timed iterations' all-reduce figures
-    (``Recorder.allreduce_rows()``); empty without any."""
+    (``Recorder.allreduce_rows()``); empty without any. ``interconnect_gbs``: the platform's
+    stated GPU-GPU bandwidth, both directions together (datasheets, the reference study's
+    Table 1); a ring's bus bandwidth is bounded by one direction, half of it, so the fraction
+    is busbw / (interconnect / 2): 1.0 is the link's own speed."""
     if not ar_rows:
         return {}
     per_iter = statistics.median(a["bytes"] for a in ar_rows)
@@ -222,7 +225,7 @@ def allreduce_extra(ar_rows: list[dict], *, world_size: int, interconnect_gbs: O
         "allreduce_algbw_gbs": algbw,
         "allreduce_busbw_gbs": busbw,
         "interconnect_bandwidth_gbs": interconnect_gbs or None,
-        "allreduce_busbw_fraction": busbw / interconnect_gbs if busbw is not None and interconnect_gbs else None,
+        "allreduce_busbw_fraction": busbw / (interconnect_gbs / 2) if busbw is not None and interconnect_gbs else None,
     }
 
 

@@ -65,7 +65,7 @@ class PlatformSpec:
     compute_capability: Optional[float] = None  # the GPUs' CUDA compute capability (V100 7.0, A100 8.0, H100 9.0); None (null: a partition whose GPUs are emulated): not checked against the torch build (campaign/launch/arch.py)
     memory_bandwidth_gbs: float = 0.0  # GPU memory bandwidth (datasheet)
     interconnect: str = ""  # GPU-GPU link within a node, e.g. "NVLINK 3.0"
-    interconnect_bandwidth_gbs: float = 0.0  # GPU-GPU bandwidth within a node (datasheet)
+    interconnect_bandwidth_gbs: float = 0.0  # GPU-GPU bandwidth within a node, both directions together (datasheet, the study's Table 1: NVLink 3.0 600); bounds and busbw fractions use one direction, half of it
     fabric_bandwidth_gbs: float = 0.0  # inter-node bandwidth per GPU (the fabric's, GB/s); harvest's model bounds inter-node communication with it (0: unknown)
     cpu: str = ""  # host CPU model
     cpus_per_node: int = 0  # CPU cores per node

@@ -7,8 +7,10 @@ mfu                  model FLOPs utilisation: achieved model TFLOP/s of a rank (
                      averaged over ranks. ``precision`` is the trainer's configured one
 allreduce_mb_per_iter gradient bytes one rank all-reduces per iteration (the DDP hook's)
 busbw_gbs            the all-reduce's bus bandwidth 2(n-1)/n x bytes / time in flight
-                     (nccl-tests' convention), and its fraction of the platform's stated
-                     GPU-GPU bandwidth (``interconnect_gbs``)
+                     (nccl-tests' convention), and ``busbw_fraction``: its share of ONE
+                     direction of the platform's stated GPU-GPU bandwidth (``interconnect_gbs``,
+                     both directions together as datasheets and the study's Table 1 state it:
+                     NVLink 3.0 600 GB/s, 300 each way), so 1.0 is the link's own speed
 exposed_comm_ms      all-reduce time per iteration that no backward compute hid
 sync_gb_per_epoch    synchronisation per epoch as it happens: every iteration moves every
                      trainable parameter's gradient once, N / (images per iteration) iterations
@@ -63,7 +65,6 @@ def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
             (pl.col("allreduce_bytes_per_iter").median() / 1e6).alias("allreduce_mb_per_iter"),
             pl.col("allreduce_busbw_gbs").median().alias("busbw_gbs"),
             pl.col("interconnect_bandwidth_gbs").max().alias("interconnect_gbs"),
-            pl.col("allreduce_busbw_fraction").median().alias("busbw_fraction"),
             (pl.col("exposed_comm_s_per_iter").median() * 1e3).alias("exposed_comm_ms"),
             (pl.col("sync_bytes_per_epoch").median() / 1e9).alias("sync_gb_per_epoch"),
             (pl.col("peak_memory_bytes").max() / 1e9).alias("peak_memory_gb"),
@@ -71,7 +72,11 @@ def hardware_table(points: pl.DataFrame) -> pl.DataFrame:
             pl.col("peak_memory_source").drop_nulls().first(),
         )
         # the text's B is the global batch, so its N/(B k) is k times fewer iterations than run
-        .with_columns((pl.col("sync_gb_per_epoch") / pl.col("gpus")).alias("sync_gb_per_epoch_text"), _note())
+        # of one direction of the stated (both-directions) interconnect: derived here, so rows a job
+        # stored before 2026-11-26 (busbw over both directions) read the same as new ones
+        .with_columns((pl.col("sync_gb_per_epoch") / pl.col("gpus")).alias("sync_gb_per_epoch_text"),
+                      (pl.col("busbw_gbs") / (pl.col("interconnect_gbs") / 2)).alias("busbw_fraction"))
+        .with_columns(_note())
         .sort(KEYS)
     )
     return out.select(COLUMNS)

@@ -194,7 +194,11 @@ def _comm(g: pl.DataFrame, span: str, platform: str) -> tuple[Optional[float], O
     n = int(g["gpus"][0])
     measured = g["comm_per_iter_s"].median()
     size = g["allreduce_bytes_per_iter"].median()
-    bw = fabric_gbs(platform) if span == "inter-node" else g["interconnect_bandwidth_gbs"].max()
+    # one direction's bandwidth bounds a ring: the fabric's figure is per direction (400 Gb/s
+    # NDR: 50 GB/s each way); the interconnect's is both directions together (NVLink 3.0's
+    # 600 GB/s is 300 each way; the reference study's Table 1), so half of it
+    stated = g["interconnect_bandwidth_gbs"].max()
+    bw = fabric_gbs(platform) if span == "inter-node" else (stated / 2 if stated else None)
     if n < 2 or not size or not bw:
         return measured, None
     return measured, 2.0 * (n - 1) / n * size / (bw * 1e9)
