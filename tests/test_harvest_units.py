@@ -378,3 +378,16 @@ def test_hardware_figure_draws_mfu_and_bus_bandwidth_or_says_what_is_missing():
     assert list(line.get_xdata()) == [2] and list(line.get_ydata()) == [150.0]
     empty = hardware_figure(hardware_table(_points({1: [10.0]}))).axes
     assert [t.get_text() for t in empty[0].texts] == ["no model flops utilisation recorded"]
+
+
+def test_the_terminal_and_markdown_tables_keep_small_figures_significant():
+    """4 decimals from 1 up, 4 significant digits below: a time per image of 1.9e-5 s at
+    20,000 images/s is not 0.0 (review of 2026-11-26: it printed 0.0, and 5e-5 as 0.0001)."""
+    from campaign.harvest.export import FORMATS
+
+    df = pl.DataFrame({"t_image_s": [5e-5, 3e-5, 1.9e-5, 1.3e-5], "speedup": [1.0, 1.98765432, 3.9, 7.123456],
+                       "gpu_hours": [0.00416667, 0.0042, 0.12345678, 1234.56789]})
+    md = FORMATS["markdown"].writer(df).decode()
+    for text in ("5e-05", "3e-05", "1.9e-05", "1.3e-05", "1.9877", "7.1235", "0.004167", "0.1235", "1234.57"):  # tabulate: 6 significant
+        assert text in md, (text, md)
+    assert "| 0 " not in md and "0.0001 " not in md

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,10 +86,18 @@ def format_help() -> str:
 
 # ------------------------------------------------------------------ the built-in formats
 
+def shown(v: float) -> float:
+    """A float as the terminal and markdown tables show it: 4 decimals from 1 up, 4
+    significant digits below (a time per image of 1.9e-5 s stays 1.9e-05, not 0.0)."""
+    if v == 0 or not math.isfinite(v) or abs(v) >= 1:
+        return round(v, 4) if math.isfinite(v) else v
+    return round(v, 3 - math.floor(math.log10(abs(v))))
+
+
 def _display(df: "pl.DataFrame") -> tuple[list[str], list[list]]:
     rows = []
     for r in df.iter_rows():
-        rows.append(["-" if v is None else (round(v, 4) if isinstance(v, float) else v) for v in r])
+        rows.append(["-" if v is None else (shown(v) if isinstance(v, float) else v) for v in r])
     return df.columns, rows
 
 
