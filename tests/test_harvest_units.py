@@ -391,3 +391,24 @@ def test_the_terminal_and_markdown_tables_keep_small_figures_significant():
     for text in ("5e-05", "3e-05", "1.9e-05", "1.3e-05", "1.9877", "7.1235", "0.004167", "0.1235", "1234.57"):  # tabulate: 6 significant
         assert text in md, (text, md)
     assert "| 0 " not in md and "0.0001 " not in md
+
+
+def test_the_platform_comparison_keeps_placements_apart():
+    """4 GPUs as 1x4 (speedup 2.5) and as 2x2 (1.25) are two bars, never their median 1.875
+    (review of 2026-11-26); the axis names the 2x2 bar by its placement."""
+    from campaign.harvest.plots import platform_comparison_data, platform_comparison_figure
+    from campaign.report.svg import platform_comparison_figure as svg_figure
+
+    p = pl.concat([_points({1: [100.0], 4: [40.0]}, "v100", nodes=1), _points({4: [80.0]}, "v100", nodes=2),
+                   _points({1: [80.0], 4: [25.0]}, "a100", nodes=1)], how="diagonal_relaxed")
+    s, u = scaling_table(p), utilisation_table(p)
+    d = platform_comparison_data(s, u)
+    bars = {(r["platform"], r["where"]): r["speedup"] for r in d.iter_rows(named=True)}
+    assert bars == {("v100", "1"): pytest.approx(1.0), ("v100", "4"): pytest.approx(2.5),
+                    ("v100", "2x2"): pytest.approx(1.25), ("a100", "1"): pytest.approx(1.0),
+                    ("a100", "4"): pytest.approx(3.2)}
+    ax = platform_comparison_figure(s, u).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "2x2"]
+    assert ax.get_xlabel() == "GPUs (N), or nodes x GPUs per node"
+    svg = svg_figure(s, u)
+    assert 'data-gpus="2x2" data-v="1.25"' in svg and 'data-v="1.875"' not in svg

@@ -15,6 +15,7 @@ import polars as pl
 
 from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_lines
 from campaign.harvest.xaxis import GPUS, draw_axis
+from campaign.harvest.views import with_placement
 
 
 def _line_figure(df: pl.DataFrame, y: str, ylabel: str, title: str, **series):
@@ -77,14 +78,29 @@ def utilisation_figure(util: pl.DataFrame):
 
 
 def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.DataFrame:
-    """Per platform and GPU count: the median over the platform's series of speedup,
+    """Per platform and placement: the median over the platform's series of speedup,
     efficiency, GPU and CPU utilisation (the platform comparison's bars, here and in
-    campaign.report.svg: one computation, the same numbers)."""
-    merged = scaling.select(["platform", "gpus", "speedup", "efficiency"]).group_by(["platform", "gpus"]).agg(
+    campaign.report.svg: one computation, the same numbers). 4 GPUs on one node and on two
+    (1x4, 2x2) are two bars, never one median (views.py's rule); ``where`` names the bar's
+    place on the axis: the GPU count on one node, nodes x GPUs per node across nodes."""
+    key = ["platform", "gpus", "placement"]
+    s, u = with_placement(scaling), with_placement(util)
+    merged = s.select([*key, "speedup", "efficiency"]).group_by(key).agg(
         pl.col("speedup").median(), pl.col("efficiency").median())
-    u = util.select(["platform", "gpus", "gpu_util", "cpu_util"]).group_by(["platform", "gpus"]).agg(
-        pl.col("gpu_util").median(), pl.col("cpu_util").median())
-    return merged.join(u, on=["platform", "gpus"], how="left")
+    u = u.select([*key, "gpu_util", "cpu_util"]).group_by(key).agg(pl.col("gpu_util").median(),
+                                                                   pl.col("cpu_util").median())
+    out = merged.join(u, on=key, how="left")
+    one_node = pl.col("placement").str.starts_with("1x")
+    return out.with_columns(pl.when(one_node).then(pl.col("gpus").cast(pl.Utf8)).otherwise(pl.col("placement"))
+                            .alias("where")).sort(["gpus", pl.col("placement").str.split("x").list.first()
+                                                   .cast(pl.Int64)])
+
+
+def comparison_axis(merged: pl.DataFrame) -> tuple[list[str], str]:
+    """The bars' places (``where``, GPU count then nodes) and the axis label."""
+    wheres = list(dict.fromkeys(merged["where"].to_list()))
+    across = any("x" in w for w in wheres)
+    return wheres, "GPUs (N), or nodes x GPUs per node" if across else "GPUs (N)"
 
 
 def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platforms: Optional[list[str]] = None):
@@ -95,7 +111,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
         return None
     plt = pyplot()
     merged = platform_comparison_data(scaling, util)
-    gpus = sorted(set(merged["gpus"].to_list()))
+    wheres, xlabel = comparison_axis(merged)
     panels = [("speedup", "speedup T(1)/T(N) (×)", 1.0), ("efficiency", "parallel efficiency (%)", 100.0),
               ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)]
     fig, axes = plt.subplots(1, 4, figsize=(4 * 4.2, FIG_H))
@@ -104,16 +120,16 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
         drawn = False
         for j, plat in enumerate(plats):
             vals = []
-            for g in gpus:
-                r = merged.filter((pl.col("platform") == plat) & (pl.col("gpus") == g))
+            for g in wheres:
+                r = merged.filter((pl.col("platform") == plat) & (pl.col("where") == g))
                 v = r[col][0] if r.height else None
                 vals.append(float("nan") if v is None else v * scale)
                 drawn |= v is not None
-            xs = [i + (j - (len(plats) - 1) / 2) * width for i in range(len(gpus))]
+            xs = [i + (j - (len(plats) - 1) / 2) * width for i in range(len(wheres))]
             ax.bar(xs, vals, width=width, label=plat, color=f"C{j % 10}")
-        ax.set_xticks(range(len(gpus)))
-        ax.set_xticklabels([str(g) for g in gpus])
-        ax.set_xlabel("GPUs (N)")
+        ax.set_xticks(range(len(wheres)))
+        ax.set_xticklabels(wheres)
+        ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(ylabel.split(" (")[0].split(" T(")[0])
         ax.grid(True, axis="y", alpha=0.3)

@@ -144,14 +144,14 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
     """Speedup, efficiency, GPU and CPU utilisation: per GPU count one bar per platform, each
     the median over the platform's series (harvest.plots.platform_comparison_figure's).
     None when fewer than two platforms were measured."""
-    from campaign.harvest.plots import platform_comparison_data
+    from campaign.harvest.plots import comparison_axis, platform_comparison_data
 
     plats = sorted(set(scaling["platform"].to_list()))
     if len(plats) < 2:
         return None
     merged = platform_comparison_data(scaling, util)
-    at = {(r["platform"], r["gpus"]): r for r in merged.iter_rows(named=True)}
-    gpus = sorted(set(merged["gpus"].to_list()))
+    at = {(r["platform"], r["where"]): r for r in merged.iter_rows(named=True)}
+    wheres, _ = comparison_axis(merged)
     width = 0.8 / len(plats)
     panels = []
     for col, ylabel, scale in (("speedup", "speedup T(1)/T(N) (×)", 1.0),
@@ -159,14 +159,14 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
                                ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)):
         vals = [v[col] * scale for v in at.values() if v[col] is not None]
         p = Panel(ylabel.split(" (")[0].split(" T(")[0], ylabel, ytop=max(vals + [0.0]) * HEADROOM or 1.0,
-                  categories=[(i, str(g)) for i, g in enumerate(gpus)])
+                  categories=[(i, str(g)) for i, g in enumerate(wheres)])
         for j, plat in enumerate(plats):
             start = len(p.marks)
-            for i, g in enumerate(gpus):
+            for i, g in enumerate(wheres):
                 v = at.get((plat, g), {}).get(col)
                 if v is not None:
                     p.bar(i + (j - (len(plats) - 1) / 2) * width, 0.0, v * scale, width, color(j),
-                          attrs=f" data-gpus=\"{g}\" data-v=\"{value(v)}\"")
+                          attrs=f" data-gpus=\"{esc(g)}\" data-v=\"{value(v)}\"")
             p.group(f" data-platform=\"{esc(plat)}\"", start)
         if not vals:
             p.note("not recorded")
