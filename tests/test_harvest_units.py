@@ -412,3 +412,23 @@ def test_the_platform_comparison_keeps_placements_apart():
     assert ax.get_xlabel() == "GPUs (N), or nodes x GPUs per node"
     svg = svg_figure(s, u)
     assert 'data-gpus="2x2" data-v="1.25"' in svg and 'data-v="1.875"' not in svg
+
+
+def test_reference_figures_leave_out_a_series_of_other_work():
+    """A fixed schedule (the same 100 iterations at 8 images per GPU: 2 GPUs train twice the
+    images) is no time to solution: the study's "-26 % from 1 to 2 GPUs" is not compared with
+    its T(2)/T(1) - 1 (+10 %), and its speedup is not called unmeasured (review of 2026-11-26)."""
+    fixed = _points({1: [100.0], 2: [110.0]}, "v100", iters=lambda n: 100)
+    c = compare_reference(scaling_table(fixed))
+    (avg,) = c.filter(pl.col("figure") == "time_1_to_2").iter_rows(named=True)
+    assert avg["measured"] is None and avg["note"] == "this series is not the study's same-images schedule (v100)"
+    (speedup,) = c.filter(pl.col("figure") == "speedup_2_average").iter_rows(named=True)
+    assert speedup["measured"] is None and "not measured" not in speedup["note"]
+    (v100_2,) = c.filter(pl.col("figure") == "speedup_v100_2").iter_rows(named=True)
+    assert v100_2["measured"] is None and v100_2["note"] == "this series is not the study's same-images schedule"
+    # beside a weak-scaling series on another platform: the mean is that series' alone, and says what it left out
+    weak = _points({1: [76.0], 2: [43.0]}, "a100")
+    (avg,) = compare_reference(scaling_table(pl.concat([fixed, weak]))).filter(
+        pl.col("figure") == "time_1_to_2").iter_rows(named=True)
+    assert avg["measured"] == pytest.approx(43 / 76 - 1) and avg["platform"] == "a100"
+    assert "left out: v100 (this series is not the study's same-images schedule)" in avg["note"]

@@ -42,7 +42,7 @@ from typing import Any, Optional
 
 import polars as pl
 
-from campaign.harvest.views import SERIES
+from campaign.harvest.views import SAME_WORK_TOLERANCE, SERIES
 
 REFERENCE_FILE = "reference_study.json"
 GROUP = [k for k in SERIES if k != "platform"]  # what an average over platforms keeps apart
@@ -134,10 +134,28 @@ def _row(fig: dict, ref: dict, **values: Any) -> dict:
     return row
 
 
+OTHER_WORK = "this series is not the study's same-images schedule"
+
+
+def _other_work(fig: dict, by_n: dict[int, dict]) -> bool:
+    """Whether the series trains other images at the figure's GPU count than at the count
+    it is measured from (its 1 GPU, or ``from_gpus``): a fixed schedule (the same iterations
+    at a fixed batch per GPU), whose time at N is no time to solution, so no figure of the
+    study's, which keeps the images ("training time when using a single GPU ... to ... N
+    GPUs on that same node", the thesis, line 241 of its text)."""
+    at_n = by_n.get(fig.get("gpus"), {})
+    if at_n.get("note") and "other images" in at_n["note"]:
+        return True
+    base = by_n.get(fig.get("from_gpus") or 1, {})
+    a, b = at_n.get("images_planned"), base.get("images_planned")
+    return bool(a and b) and abs(a - b) > SAME_WORK_TOLERANCE * b
+
+
 def _value(fig: dict, by_n: dict[int, dict]) -> tuple[Optional[float], float]:
-    """(measured, ideal) of a series for a per-series figure (speedup, bound, time change)."""
+    """(measured, ideal) of a series for a per-series figure (speedup, bound, time change);
+    None measured for a series of other work at N (``_other_work``)."""
     kind, n = fig["kind"], fig.get("gpus")
-    at_n = by_n.get(n, {})
+    at_n = {} if _other_work(fig, by_n) else by_n.get(n, {})
     if kind == "speedup":
         return at_n.get("speedup"), float(n)
     if kind == "efficiency_upper_bound":
@@ -148,8 +166,8 @@ def _value(fig: dict, by_n: dict[int, dict]) -> tuple[Optional[float], float]:
 def _notes(fig: dict, by_n: dict[int, dict]) -> list[str]:
     n, at_n = fig.get("gpus"), by_n.get(fig.get("gpus"), {})
     note = []
-    if at_n.get("note") and "other images" in at_n["note"]:
-        note.append("this series is not the study's same-images schedule")
+    if _other_work(fig, by_n):
+        note.append(OTHER_WORK)
     if at_n.get("projected"):
         note.append("measured value is projected")
     if not at_n:
@@ -186,11 +204,15 @@ def _over_platforms(fig: dict, ref: dict, series: dict) -> list[dict]:
         values = [(names["platform"], _value(fig, by_n)) for names, by_n in members]
         got = [(p, v) for p, (v, _) in values if v is not None]
         ideal = values[0][1][1]
+        other = sorted(names["platform"] for names, by_n in members if _other_work(fig, by_n))
         note = [f"campaign mean over {len(got)} series ({', '.join(sorted(p for p, _ in got))})" if got
+                else f"{OTHER_WORK} ({', '.join(other)})" if other
                 else f"not measured at {fig.get('gpus')} GPU(s) on these platforms"]
-        missing = sorted(p for p, (v, _) in values if v is None)
+        missing = sorted(p for p, (v, _) in values if v is None and p not in other)
         if missing and got:
             note.append(f"not measured on {', '.join(missing)}")
+        if other and got:
+            note.append(f"left out: {', '.join(other)} ({OTHER_WORK})")
         if wanted is not None:
             absent = sorted(wanted - {names["platform"] for names, _ in members})
             if absent:
