@@ -106,3 +106,25 @@ def test_an_inter_node_choice_launches_on_its_nodes():
     assert "gpus=64 nodes=16 experiment.sample_iterations=null" in line
     assert "nodes=" not in launch_line(rows.filter(pl.col("gpus") == 16, pl.col("span") == "intra-node")
                                        .row(0, named=True))
+
+
+def test_two_datasets_are_two_series_and_the_launch_line_names_its_own():
+    """The same platform, trainer and schedule on two datasets (one 10x slower a step) plan
+    as two series, each row naming its dataset, never two indistinguishable rows (review of
+    2026-11-26); the launch line gives the series' own dataset overrides again."""
+    from campaign.harvest.derive import dataset_args
+    from test_model import LAW
+
+    fast = frame([1, 2, 4, 8], LAW).with_columns(pl.lit("cifar10 32px 10 classes").alias("dataset"))
+    slow = frame([1, 2, 4, 8], tuple(10 * c for c in LAW)).with_columns(
+        pl.lit("cifar100 32px 100 classes").alias("dataset"))
+    rows = candidates(model_table(pl.concat([fast, slow])))
+    four = rows.filter(pl.col("gpus") == 4).sort("dataset")
+    assert four["dataset"].to_list() == ["cifar10 32px 10 classes", "cifar100 32px 100 classes"]
+    assert four["gpu_hours"][1] == pytest.approx(10 * four["gpu_hours"][0])
+    overrides = [["platform=v100", "dataset=cifar10", "gpus=1"], ["platform=v100", "dataset=cifar100", "gpus=1"],
+                 ["platform=v100", "dataset=cifar100", "dataset.image_size=64", "gpus=2"]]
+    assert dataset_args(overrides) == ["dataset=cifar10", "dataset=cifar100", "dataset=cifar100 dataset.image_size=64"]
+    assert dataset_args([["dataset=mnist", "gpus=1"], ["dataset=mnist", "gpus=2"]]) == ["", ""]  # shared: no need
+    line = launch_line(four.row(1, named=True), "dataset=cifar100")
+    assert line.startswith("campaign launch platform=local trainer=sleep experiment=weak gpus=4 dataset=cifar100 ")

@@ -18,7 +18,7 @@ import polars as pl
 from campaign.common.errors import ConfigError
 from campaign.common.text import printable
 
-KEYS = ["platform", "trainer", "experiment", "variant", "image", "span"]
+KEYS = ["platform", "trainer", "experiment", "dataset", "variant", "image", "span"]
 SHOWN = KEYS + ["gpus", "kind", "time_h", "gpu_hours"]
 
 
@@ -32,8 +32,7 @@ def candidates(model: pl.DataFrame, scaling: Optional[pl.DataFrame] = None) -> p
         parts.append(fitted.select(KEYS + ["gpus", "kind", (pl.col("time_s") / 3600.0).alias("time_h"),
                                            "gpu_hours"]))
     if scaling is not None and scaling.height and model.height:
-        unfit = model.filter(pl.col("kind") == "no fit").select("platform", "trainer", "experiment", "variant",
-                                                                 "image", "span")
+        unfit = model.filter(pl.col("kind") == "no fit").select(KEYS)
         s = scaling.with_columns(pl.when(pl.col("nodes") > 1).then(pl.lit("inter-node"))
                                  .otherwise(pl.lit("intra-node")).alias("span"))
         s = s.join(unfit, on=KEYS, how="semi", nulls_equal=True)
@@ -81,11 +80,12 @@ def choose(rows: pl.DataFrame, hours: Optional[float], budget: Optional[float]) 
     return out
 
 
-def launch_line(row: dict) -> str:
+def launch_line(row: dict, dataset_args: str = "") -> str:
     """The ``campaign launch`` line that runs the chosen point's full schedule (sampling off,
-    on the chosen point's nodes)."""
+    on the chosen point's nodes); ``dataset_args``: the series' own dataset overrides, where
+    the campaign's points differ in them (derive.dataset_args)."""
     args = [f"platform={row['platform']}", f"trainer={row['trainer']}", f"experiment={row['experiment']}",
-            f"gpus={row['gpus']}"]
+            f"gpus={row['gpus']}", *dataset_args.split()]
     if (row.get("nodes") or 1) > 1:  # an inter-node choice: its own placement (the default is one node)
         args.append(f"nodes={row['nodes']}")
     args.append("experiment.sample_iterations=null")
@@ -94,8 +94,10 @@ def launch_line(row: dict) -> str:
     return "campaign launch " + " ".join(shlex.quote(a) for a in args)
 
 
-def _describe(row: dict) -> str:
+def _describe(row: dict, datasets: int = 1) -> str:
     where = " ".join(f"{k}={row[k]}" for k in ("platform", "trainer", "experiment", "variant") if row.get(k))
+    if datasets > 1:
+        where += f" on {row['dataset']}"
     return (f"{where} gpus={row['gpus']} ({row['kind']}): {row['time_h']:.3g} h, "
             f"{row['gpu_hours']:.3g} GPU-hours")
 
@@ -135,8 +137,11 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
     print(printable(f"campaign {cid}"))
     print("plan: the full schedule's time to solution (hours) and GPU-hours per platform and GPU count; "
           "kind predicted: from the fitted model (campaign harvest --table model)\n")
+    datasets = rows["dataset"].n_unique() if "dataset" in rows.columns else 1
     shown = rows.select([c for c in SHOWN if c in rows.columns and not (
-        c in ("variant", "image") and rows[c].fill_null("").eq("").all())])
+        c in ("variant", "image") and rows[c].fill_null("").eq("").all()) and not (c == "dataset" and datasets < 2)])
+    args_of = dict(zip(points["dataset"].to_list(), points["dataset_args"].to_list())) \
+        if "dataset_args" in points.columns else {}
     write_tables([("plan", "plan", shown)], "table", None)
     chosen = choose(rows, hours, budget)
     status = 0
@@ -149,7 +154,7 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
             print(printable(f"{label}: none (loosen the {'budget' if what == 'fastest' else 'deadline'})"))
             status = 1
             continue
-        print(printable(f"{label}: {_describe(row)}"))
+        print(printable(f"{label}: {_describe(row, datasets)}"))
         if launch:
-            print(printable(launch_line(row)))
+            print(printable(launch_line(row, args_of.get(row.get("dataset")) or "")))
     return status
