@@ -79,6 +79,23 @@ def test_bad_cli_input(ws, argv, message):
     assert _digest(ws.db) == before
 
 
+def test_an_output_over_the_results_store_is_refused(ws, tmp_path):
+    """harvest --out and report --out never write over an SQLite database or its -wal/-shm
+    file (they did, exit 0: every campaign lost; review of 2026-11-26)."""
+    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
+    ws.campaign("status", "--wait", "--interval", "0.5")
+    before = _digest(ws.db)
+    for argv, what in [(["harvest", "--to", "csv", "--out", str(ws.db)], "an SQLite database (a results store?)"),
+                       (["harvest", "--to", "csv", "--out", f"{ws.db}-wal"], f"the -wal file of the SQLite database {ws.db}"),
+                       (["report", "--out", str(ws.db)], "an SQLite database (a results store?)"),
+                       (["report", "--out", f"{ws.db}-shm"], f"the -shm file of the SQLite database {ws.db}")]:
+        res = ws.campaign(*argv)
+        assert res.returncode == 2, res.stdout + res.stderr
+        assert res.stderr == f"error: --out {argv[-1]} is {what}: not overwritten; give another file\n", res.stderr
+        assert _digest(ws.db) == before
+    assert ws.campaign("harvest", "--to", "csv", "--out", str(tmp_path / "t.csv")).returncode == 0  # any other file
+
+
 def test_missing_store_is_explained(ws):
     res = ws.campaign("status")
     assert res.returncode == 2

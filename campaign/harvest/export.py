@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from campaign.common.errors import ConfigError
+from campaign.common.outfile import check_output
 from campaign.common.text import printable
 
 if TYPE_CHECKING:
@@ -159,6 +160,7 @@ def _shown(spec: ExportFormat, df: "pl.DataFrame") -> str:
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
+    check_output(path)  # never over a results store (campaign.common.outfile)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from campaign.common.errors import ConfigError
+from campaign.common.outfile import check_output
 from campaign.common.text import printable
 from campaign.report import sections
 from campaign.report.data import ReportData
@@ -83,6 +84,8 @@ def build_report(store_url: str, refs: Sequence[str] = ()) -> tuple[str, list[st
 
 def write_report(store_url: str, refs: Sequence[str] = (), out: Optional[str] = None) -> int:
     """``campaign report``: the page to ``out`` (a file, made with its folder) or standard output."""
+    if out is not None:
+        check_output(out)  # never over a results store (campaign.common.outfile): before the store is read
     page, warnings = build_report(store_url, refs)
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
