@@ -96,6 +96,19 @@ def test_an_output_over_the_results_store_is_refused(ws, tmp_path):
     assert ws.campaign("harvest", "--to", "csv", "--out", str(tmp_path / "t.csv")).returncode == 0  # any other file
 
 
+@pytest.mark.parametrize("url", ["postgresql+psycopg2://h:abc/db", "postgresql+psycopg2://u:p@[::1/db"])
+def test_a_store_url_whose_port_is_no_number_is_one_line(ws, url):
+    """SQLAlchemy reads the port with int(): a ValueError, which was a traceback in every
+    command (review of 2026-11-26)."""
+    for argv in (["status", "--store", url], ["harvest", "--store", url], ["resume", "--store", url]):
+        res = ws.campaign(*argv)
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith("error: store URL '") and "its port is not a number" in res.stderr, res.stderr
+        assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    res = ws.launch("gpus=1", f"store.url='{url}'")  # quoted: Hydra's grammar reads '[' as a list
+    assert res.returncode == 2 and "its port is not a number" in res.stderr, res.stderr
+
+
 def test_missing_store_is_explained(ws):
     res = ws.campaign("status")
     assert res.returncode == 2

@@ -84,6 +84,9 @@ def check_store_url(url: str) -> None:
         u = postgres_driver(make_url(url))
     except ArgumentError:
         raise StoreError(f"store URL {redact(url)!r} is not a database URL; use e.g. sqlite:///results/campaign.db") from None
+    except ValueError:  # SQLAlchemy reads the port with int(): host:abc, or [::1 without its ']'
+        raise StoreError(f"store URL {redact(url)!r}: its port is not a number (host:PORT; an IPv6 host in "
+                         "brackets, [::1]:5432), e.g. postgresql+psycopg2://host:5432/db") from None
     try:
         u.get_dialect().import_dbapi()  # the driver itself, not only SQLAlchemy's dialect for it
     except NoSuchModuleError:
