@@ -62,7 +62,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -113,7 +113,8 @@ def _rank(rank: int, args) -> None:
              else Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
              for kind in args.also}
     logs: dict = {kind: ([], []) for kind in args.also}  # wall and CPU log-ratios over the same bare blocks
-    state: dict = {"hook_kind": None, "timer": None}
+    hook_kind: Optional[str] = None
+    timer: Any = None
 
     def stepper(trainer, recorder):
         def run(n: int) -> None:
@@ -132,6 +133,7 @@ def _rank(rank: int, args) -> None:
         interval (what stays, e.g. the loops' own code, the --also none control shows)."""
         import random
 
+        nonlocal hook_kind, timer
         for r in (rec, *crecs.values()):  # the last iteration's spans, to the Recorder
             if getattr(r, "span_source", None) is not None:
                 r.take_spans()
@@ -148,8 +150,8 @@ def _rank(rank: int, args) -> None:
         if args.passthrough:  # the instrumented copy: a Python hook that times nothing, no Recorder
             inst.model.register_comm_hook(dist.group.WORLD, passthrough_hook())
         elif not args.no_hook:
-            state["timer"] = comm.attach(inst, rec, hook=args.hook)[0]
-            state["hook_kind"] = getattr(state["timer"], "kind", "python")
+            timer = comm.attach(inst, rec, hook=args.hook)[0]
+            hook_kind = getattr(timer, "kind", "python")
         also = {}
         for kind in args.also:
             if kind != "none":
@@ -189,7 +191,8 @@ def _rank(rank: int, args) -> None:
     def ab(values: list[float]) -> tuple[float, float, float]:
         """A ratio's (log) estimate and 95 % interval: over the sets of copies where there
         are three or more (each set's trimmed mean of its pairs), else over the pairs."""
-        per = per_set(values, starts()) if len(starts()) >= 3 else []
+        at = starts()
+        per = per_set(values, at) if len(at) >= 3 else []
         return trimmed_mean_ci(per if len(per) >= 3 else [v for v in values if v == v])
 
     def one_round(copies: tuple) -> None:
@@ -200,14 +203,12 @@ def _rank(rank: int, args) -> None:
         if len(wall) % 2:
             runs.reverse()
         times = {id(r): block(r) for r in runs}
-        b, a = times[id(run_bare)], times[id(run_instrumented)]
-        wall.append(math.log(a[0] / b[0]))
-        cpu.append(math.log(a[1] / b[1]) if a[1] > 0 and b[1] > 0 else float("nan"))
+        b = times[id(run_bare)]
+        for (w, c), t in [((wall, cpu), times[id(run_instrumented)]),  # the --also ones over the same bare block
+                          *((logs[kind], times[id(run)]) for kind, run in also.items())]:
+            w.append(math.log(t[0] / b[0]))
+            c.append(math.log(t[1] / b[1]) if t[1] > 0 and b[1] > 0 else float("nan"))
         bare_s.append(b[0])
-        for kind, run in also.items():  # over the same bare block
-            c = times[id(run)]
-            logs[kind][0].append(math.log(c[0] / b[0]))
-            logs[kind][1].append(math.log(c[1] / b[1]) if c[1] > 0 and b[1] > 0 else float("nan"))
 
     while not why:
         for _ in range(min(CHUNK, args.pairs - len(wall))):
@@ -221,7 +222,9 @@ def _rank(rank: int, args) -> None:
         # --fresh, not before there are three sets to take the interval over).
         est, lo, hi = ab(wall)
         half = (math.exp(hi) - math.exp(lo)) / 2 / math.exp(est)
-        why = ("target met" if half <= args.target and (not args.fresh or len(starts()) >= 3) else f"--pairs {args.pairs} reached" if len(wall) >= args.pairs
+        enough_sets = not args.fresh or len(starts()) >= 3
+        why = ("target met" if half <= args.target and enough_sets
+               else f"--pairs {args.pairs} reached" if len(wall) >= args.pairs
                else f"--max-seconds {args.max_seconds:g} reached" if time.perf_counter() - started >= args.max_seconds
                else "")
         if backend != "none":
@@ -229,7 +232,6 @@ def _rank(rank: int, args) -> None:
             dist.broadcast(flag, src=0)
             why = (why or "rank 0 stopped") if int(flag.item()) else ""
     copies = None
-    timer, hook_kind = state["timer"], state["hook_kind"]
     rec.finish()
     rec.rows()  # resolve what was recorded (after the window in a real job)
     if args.no_hook:

@@ -31,7 +31,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from campaign.harvest.export import shown
+from campaign.harvest.export import shown as terminal_value
 from campaign.report.data import RESUMABLE, gpu_hours_used
 from campaign.report.html import esc, utc
 from campaign.store import open_store
@@ -122,7 +122,7 @@ def test_the_tables_are_harvests_csv(ws, store):
                 assert exact == row[col], (name, col)
                 if exact and text != "-":  # the terminal's value: 4 places, 4 significant digits below 1
                     try:
-                        assert float(text) == shown(float(exact))
+                        assert float(text) == terminal_value(float(exact))
                     except ValueError:
                         assert text == exact
     # a hand count: 1 GPU in 10 s, 2 GPUs in 6 s: speedup 10/6
