@@ -74,6 +74,10 @@ def test_a_number_beyond_its_range_is_refused_at_once(ws, overrides, message):
     (["status", "--wait", "--interval", "-1"],
      "error: argument --interval: value must be a positive number of seconds, got -1; see campaign status --help"),
     (["status", "--wait", "--timeout", "0"], "error: argument --timeout: value must be a positive number of seconds"),
+    # past what time.sleep can wait (an OverflowError traceback), and a busy loop (review of 2026-11-26)
+    (["status", "--wait", "--interval", "1e308"],
+     "error: argument --interval: give seconds from 0.1 to 86400 (a day), got 1e308; see campaign status --help"),
+    (["status", "--watch", "--interval", "1e-9"], "error: argument --interval: give seconds from 0.1 to 86400"),
     (["harvest", "--gpus", BEYOND], f"error: argument --gpus: value={BEYOND} is beyond a 64-bit integer"),
     (["harvest", "--where", f"gpus=2,{BEYOND}"],
      f"error: --where 'gpus=2,{BEYOND}': gpus takes integers (gpus={BEYOND} is beyond a 64-bit integer"),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from campaign.cli.parser import CAMPAIGN_HELP, INT64, SECONDS, command, store_arg
+from campaign.cli.parser import CAMPAIGN_HELP, INT64, INTERVAL, SECONDS, command, store_arg
 from campaign.common.errors import CampaignError
 
 
@@ -30,7 +30,8 @@ def add_status(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--wait", action="store_true", help="block until every point is final, then one summary line; "
                                                         "exit 1 if any did not complete")
     st.add_argument("--watch", action="store_true", help="redraw the table live until every point is final (Ctrl-C stops)")
-    st.add_argument("--interval", type=SECONDS, default=2.0, help="seconds between refreshes with --wait/--watch (default 2)")
+    st.add_argument("--interval", type=INTERVAL, default=2.0,
+                    help="seconds between refreshes with --wait/--watch, 0.1 to 86400 (default 2)")
     st.add_argument("--timeout", type=SECONDS, default=None, metavar="SECONDS",
                     help="with --wait: give up after this many seconds (exit 124, with a summary and the ETA)")
     st.add_argument("--submit", action="store_true",

@@ -57,10 +57,22 @@ def _seconds(text: str) -> float:
     return positive_seconds(text, "value")
 
 
+INTERVAL_S = (0.1, 86400.0)  # a refresh: not a busy loop, and within what time.sleep can wait
+
+
+def _interval(text: str) -> float:
+    value = _seconds(text)
+    lo, hi = INTERVAL_S
+    if not lo <= value <= hi:
+        raise ConfigError(f"give seconds from {lo:g} to {hi:g} (a day), got {text}")
+    return value
+
+
 # shared ``type=`` of every numeric option: integers within 64 bits, positive seconds
 INT64 = _argparse_type(_int64, "integer")
 POSITIVE_INT64 = _argparse_type(_positive_int64, "positive integer")
 SECONDS = _argparse_type(_seconds, "seconds")
+INTERVAL = _argparse_type(_interval, "seconds")
 
 
 def store_arg(p: argparse.ArgumentParser) -> None:
