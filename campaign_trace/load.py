@@ -51,9 +51,10 @@ def read_json(path: str | os.PathLike, *, max_bytes: int = MAX_TRACE) -> dict[st
         raise TraceError(f"{name}: no such file") from None
     except OSError as exc:
         raise TraceError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # before open(): io refuses a folder with its own error
+        os.close(fd)
+        raise TraceError(f"{name}: not a regular file; expected a chrome trace (.json or .json.gz)")
     with open(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise TraceError(f"{name}: not a regular file; expected a chrome trace (.json or .json.gz)")
         try:
             gzipped = fh.read(2) == b"\x1f\x8b"
             fh.seek(0)

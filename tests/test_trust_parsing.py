@@ -202,3 +202,26 @@ def test_a_trace_that_is_a_fifo_is_refused_without_blocking(ws, tmp_path):
     path = tmp_path / "fifo_trace.json"
     os.mkfifo(path)
     _trace_refused(ws, path, "not a regular file")
+
+
+def test_a_trace_folder_is_read_as_its_trace_files_and_an_empty_one_is_one_line(ws, tmp_path):
+    """``campaign trace DIR`` was an IsADirectoryError traceback (review of 2026-11-26): a
+    folder is its *.json and *.json.gz files, sorted; one with none is one line, exit 2; a
+    folder given to the reader itself is refused as not a regular file."""
+    from campaign_trace import TraceError, read_trace
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "notes.txt").write_text("not a trace")
+    _trace_refused(ws, empty, "a folder with no trace file (*.json, *.json.gz) in it; give the trace files")
+    with pytest.raises(TraceError, match="not a regular file"):
+        read_trace(str(empty))
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 10, "pid": 1, "tid": 1}
+    for name in ("b_trace.json", "a_trace.json"):
+        (folder / name).write_text(json.dumps({"traceEvents": [event]}))
+    res = ws.campaign("trace", str(folder), "--json")
+    _no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    assert [Path(f["file"]).name for f in json.loads(res.stdout)] == ["a_trace.json", "b_trace.json"]

@@ -30,7 +30,8 @@ def add_trace(sub: argparse._SubParsersAction) -> None:
                  epilog="examples:\n  campaign trace results/jobs/*/123_0_trace.json.gz\n"
                         "  campaign trace my_run.json --top 10\n  campaign trace a.json.gz b.json.gz --json",
                  handler=trace)
-    tr.add_argument("files", nargs="+", metavar="FILE", help="chrome trace files (.json or .json.gz)")
+    tr.add_argument("files", nargs="+", metavar="FILE",
+                    help="chrome trace files (.json or .json.gz), or folders of them (each file in it)")
     tr.add_argument("--json", action="store_true", help="machine-readable output (every figure)")
     tr.add_argument("--top", type=int, default=5, help="kernels and operators listed per file (default 5)")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Optional, Sequence
 
 from tabulate import tabulate
@@ -66,6 +67,28 @@ def render(figs, top: int) -> str:
     return "\n".join(parts)
 
 
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def trace_files(paths: Sequence[str]) -> list[str]:
+    """``paths`` with each folder replaced by the trace files in it (``*.json``,
+    ``*.json.gz``, sorted; not its subfolders): a profiler's output folder read as it
+    wrote it. A folder without one is a one-line error."""
+    out = []
+    for p in paths:
+        if not os.path.isdir(p):
+            out.append(p)
+            continue
+        try:
+            found = sorted(str(f) for f in Path(p).iterdir() if f.name.endswith(TRACE_SUFFIXES) and f.is_file())
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot list the folder ({exc.strerror or exc})") from None
+        if not found:
+            raise ConfigError(f"{p}: a folder with no trace file (*.json, *.json.gz) in it; give the trace files")
+        out.extend(found)
+    return out
+
+
 def show_traces(paths: Sequence[str], *, as_json: bool = False, top: int = 5) -> int:
     """Print the figures of each trace file; a file that is not a trace is a one-line error."""
     from campaign_trace import TraceError, read_trace
@@ -73,7 +96,7 @@ def show_traces(paths: Sequence[str], *, as_json: bool = False, top: int = 5) ->
     if top < 0:
         raise ConfigError(f"--top {top}: expected 0 or more")
     try:
-        figs = [read_trace(p, top=max(top, 1)) for p in paths]
+        figs = [read_trace(p, top=max(top, 1)) for p in trace_files(paths)]
     except TraceError as exc:
         raise ConfigError(str(exc)) from None
     if as_json:
