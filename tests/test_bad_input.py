@@ -45,9 +45,14 @@ def test_bad_launch_leaves_an_existing_store_unchanged(ws):
     assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
     assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
     before = _digest(ws.db)
+    records = sorted(ws.results.rglob("multirun.yaml"))  # Hydra's record of the sweep that ran
+    assert records
+    kept = [_digest(r) for r in records]
     res = ws.launch("-m", *TINY, "gpus=1,2", "experiment.images_per_gpu=8,0")
     assert res.returncode == 2
     assert _digest(ws.db) == before
+    # the refused sweep did not write its record over the last one's (review of 2026-11-26)
+    assert sorted(ws.results.rglob("multirun.yaml")) == records and [_digest(r) for r in records] == kept
 
 
 def test_points_a_platform_cannot_hold_are_left_out_with_the_reason(ws):

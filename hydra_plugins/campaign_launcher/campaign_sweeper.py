@@ -68,11 +68,24 @@ class CampaignSweeper(Sweeper):
     def sweep(self, arguments: List[str]) -> Any:
         from campaign.launch.sweep import check_returns, save_multirun_yaml
 
+        from campaign.common.errors import EXIT_USAGE
+        from campaign.launch.preflight import writable_here
+
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         batch = sweep_points(parser.parse_overrides(list(arguments)))
-        if not _dry_run(self.config):  # a dry run makes nothing, Hydra's record of the sweep included
-            save_multirun_yaml(self.config, Path(self.config.hydra.sweep.dir) / "multirun.yaml")
-        returns = self.launcher.launch(batch, initial_job_idx=0)
+        record = None if _dry_run(self.config) else Path(self.config.hydra.sweep.dir) / "multirun.yaml"
+        if record is not None:  # a dry run makes nothing, Hydra's record of the sweep included
+            writable_here(record.parent, "results_dir's Hydra record folder")  # one line (exit 2), making nothing
+        try:
+            returns = self.launcher.launch(batch, initial_job_idx=0)
+        except BaseException as exc:
+            # exit 2 is a refusal before anything was stored: the last sweep's record stays as it
+            # was; anything else stored or submitted part of it: its record, then the error
+            if record is not None and getattr(exc, "exit_code", None) != EXIT_USAGE:
+                save_multirun_yaml(self.config, record)
+            raise
+        if record is not None:
+            save_multirun_yaml(self.config, record)
         check_returns(self.launcher, returns)
         return [returns]
 
