@@ -176,3 +176,31 @@ def test_waiting_points_agree_in_status_harvest_and_cancel(ws):
                                                                                             ("cancelled",)]
     again = ws.campaign("resume", cid, "--dry-run")
     assert again.returncode == 0 and "would resubmit 1 point(s)" in again.stdout and "cancelled" in again.stdout
+
+
+def test_a_dry_run_resume_takes_overrides_anywhere_and_needs_no_write_access(ws, monkeypatch, capsys):
+    """Overrides after an option (``resume CID --dry-run KEY=V``) were 'unrecognized
+    arguments'; a dry run on a store this user cannot write was refused (exit 2), where a
+    dry run writes nothing: it says what a resume would be refused here for, as a launch's
+    dry run does, and names --store, not results_dir (review of 2026-11-26)."""
+    import os
+
+    from campaign.launch import preflight
+    from campaign.launch.resume import resume
+
+    res = ws.launch("-m", "gpus=1", *SLEEPY, "+trainer.params.fail_rank=0")
+    cid = campaign_id_from(res.stdout)
+    _wait(ws, cid)
+    before = _digest(ws.db)
+    dry = ws.campaign("resume", cid, "--dry-run", "trainer.params.fail_rank=null")
+    assert dry.returncode == 0, dry.stderr
+    assert f"campaign {cid}: would resubmit 1 point(s) as new attempts; with trainer.params.fail_rank=null" in dry.stdout
+    folder = str(ws.db.parent)
+    access = os.access
+    monkeypatch.setattr(preflight.os, "access", lambda p, mode: False if str(p) == folder else access(p, mode))
+    out = resume(cid, ws.store_url, dry_run=True)
+    assert out.dry_run and [r["idx"] for r in out.rows] == [0]
+    printed = capsys.readouterr().out
+    assert (f"note: would be refused here: the store's folder {folder} is not writable by this user; choose another "
+            "one (store.url=sqlite:///PATH, or --store URL) or fix its permissions") in printed, printed
+    assert _digest(ws.db) == before

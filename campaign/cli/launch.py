@@ -98,7 +98,7 @@ def resume_main(argv: Sequence[str], prog: str = "campaign resume", states: Opti
     private_umask()
 
     def run() -> None:
-        args = resume_parser(prog).parse_args(list(argv))
+        args = resume_parser(prog).parse_intermixed_args(list(argv))  # overrides after an option too
         from campaign.launch.resume import check_resubmitted, parse_states, resume
         from campaign.store import default_store_url
 

@@ -55,7 +55,7 @@ def check_store(url: str) -> None:
         path = Path(u.database).expanduser()
         if path.exists() and not path.is_file():
             raise StoreError(f"store {path} is not a file; name a SQLite file with store.url=sqlite:///PATH")
-        check_writable_folder(path.parent, "the store's folder")
+        check_writable_folder(path.parent, "the store's folder", STORE_OPTION)
         if path.exists() and not os.access(path, os.R_OK | os.W_OK):
             raise StoreError(f"store {path} is not writable by this user; fix its permissions or use another store.url")
         return
@@ -98,8 +98,12 @@ def _check_server(url: str) -> None:
         engine.dispose()
 
 
-def check_writable_folder(folder: Path | str, what: str) -> Path:
-    """``folder`` exists (made if missing) and this user can create files in it."""
+STORE_OPTION = "store.url=sqlite:///PATH, or --store URL"
+
+
+def check_writable_folder(folder: Path | str, what: str, option: str = "results_dir=PATH") -> Path:
+    """``folder`` exists (made if missing) and this user can create files in it; ``option``:
+    what the message offers to choose another one with."""
     folder = Path(folder).expanduser()
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"{what} {folder} is not a folder; choose another one")
@@ -111,11 +115,11 @@ def check_writable_folder(folder: Path | str, what: str) -> Path:
         os.unlink(probe)
     except OSError as exc:
         raise ConfigError(f"{what} {folder} is not writable: {exc.strerror or one_line(exc)}; "
-                          "choose another one (results_dir=PATH) or fix its permissions") from None
+                          f"choose another one ({option}) or fix its permissions") from None
     return folder
 
 
-def writable_here(folder: Path | str, what: str) -> None:
+def writable_here(folder: Path | str, what: str, option: str = "results_dir=PATH") -> None:
     """``check_writable_folder`` that makes nothing (a dry run): the folder, or the nearest
     folder above it that exists, can be written by this user."""
     folder = Path(folder).expanduser().absolute()
@@ -125,7 +129,7 @@ def writable_here(folder: Path | str, what: str) -> None:
     if not probe.is_dir():
         raise ConfigError(f"{what} {folder} is not a folder; choose another one")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"{what} {folder} is not writable by this user; choose another one (results_dir=PATH) "
+        raise ConfigError(f"{what} {folder} is not writable by this user; choose another one ({option}) "
                           "or fix its permissions")
 
 
@@ -163,7 +167,7 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str
         refuse_memory_store(url)
         u = make_url(url)
         if u.get_backend_name() == "sqlite":
-            here(writable_here, Path(u.database).parent, "the store's folder")
+            here(writable_here, Path(u.database).parent, "the store's folder", STORE_OPTION)
         else:
             here(_check_server, url)
         here(writable_here, first["results_dir"], "results_dir")

@@ -51,6 +51,7 @@ class Resubmission:
     left: Counter = field(default_factory=Counter)  # states of the points left alone
     skipped: int = 0  # chosen points another command took meanwhile
     dry_run: bool = False  # nothing was submitted (``submitted`` says which would wait)
+    notes: list[str] = field(default_factory=list)  # a dry run: what this machine lacks (preflight's notes)
 
 
 def parse_states(text: Optional[str]) -> Optional[list[str]]:
@@ -262,10 +263,11 @@ def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]
         print(f"warning: {w}", file=sys.stderr)
     chosen, left = choose(points, states)
     plans = replan(chosen, store_url, camp, parsed) if chosen else []
-    if plans:
-        preflight(plans)
+    # a dry run writes nothing and needs no write access: what a resume would be refused
+    # here for (a read-only store, no sbatch) are notes, as a launch's dry run says them
+    notes = preflight(plans, dry_run=dry_run) if plans else []
     if dry_run or not chosen:
-        out = Resubmission(camp["id"], store_url, chosen, plans, [], left, dry_run=dry_run)
+        out = Resubmission(camp["id"], store_url, chosen, plans, [], left, dry_run=dry_run, notes=notes)
         if plans:  # which would go now and which would wait for room
             from campaign.launch.waves import wave_for
 
@@ -376,6 +378,8 @@ def print_plan(out: Resubmission, *, dry_run: bool = False, overrides: Sequence[
     print(tables.render(rows, headers=["point", "platform", "gpus", "trainer", "was", "why", "now"]))
     if out.skipped:
         print(f"({out.skipped} point(s) were taken by another command meanwhile)")
+    for n in out.notes:
+        print(printable(f"note: would be refused here: {redact(n)}"))
     if not dry_run:
         print(f"\nfollow it:  campaign status {cid} --wait")
         print(f"attempts:   campaign harvest {cid} --table attempts")
