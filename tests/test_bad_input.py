@@ -114,6 +114,27 @@ def test_a_store_url_whose_port_is_no_number_is_one_line(ws, url):
     assert res.returncode == 2 and "its port is not a number" in res.stderr, res.stderr
 
 
+def test_a_closed_standard_output_is_dev_null_not_a_traceback(ws, tmp_path):
+    """``campaign harvest >&-`` was an AttributeError traceback (Python's sys.stdout is None);
+    a closed stream is /dev/null, so no file opened later takes descriptor 1 (the store
+    would get what is printed), and --out still writes (review of 2026-11-26)."""
+    import shlex
+    import subprocess
+    import sys
+
+    assert ws.launch("-m", "gpus=1,2", *TINY).returncode == 0
+    ws.campaign("status", "--wait", "--interval", "0.5")
+    before = _digest(ws.db)
+    out = tmp_path / "t.csv"
+    for argv in (["harvest"], ["report"], ["plan"], ["status"], ["harvest", "--to", "csv", "--out", str(out)]):
+        line = shlex.join([sys.executable, "-m", "campaign", *argv]) + " >&-"
+        proc = subprocess.run(["bash", "-c", line], cwd=ws.path, env=ws.env, capture_output=True, text=True,
+                              timeout=120)
+        assert proc.returncode == 0 and "Traceback" not in proc.stderr, (argv, proc.stderr)
+        assert _digest(ws.db) == before
+    assert out.read_text().startswith("view,")
+
+
 def test_missing_store_is_explained(ws):
     res = ws.campaign("status")
     assert res.returncode == 2

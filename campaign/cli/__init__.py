@@ -20,7 +20,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from campaign.cli.exits import exit_with, guarded
+from campaign.cli.exits import exit_with, guarded, std_streams
 from campaign.cli.parser import Parser
 from campaign.common.errors import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CampaignError
 
@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``campaign`` with ``argv`` (default: this process's arguments); returns its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    std_streams()  # a closed one becomes /dev/null (campaign.cli.exits)
     return guarded(lambda: _dispatch(argv))
 
 

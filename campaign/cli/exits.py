@@ -51,6 +51,26 @@ def quiet_broken_pipe() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def std_streams() -> None:
+    """A standard stream the caller closed (``campaign harvest >&-``) becomes /dev/null: what
+    is printed goes nowhere, as into a pipe nobody reads (Python leaves ``sys.stdout`` None:
+    an AttributeError at the first print), and no file this process opens later takes its
+    number (a store opened as descriptor 1 would receive what is printed, and an sbatch
+    child would inherit it as its output)."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(fd, mode, closefd=False))
+
+
 def os_message(exc: OSError) -> str:
     """``<file>: <reason>`` of an OSError, as one line."""
     where = f"{exc.filename}: " if exc.filename else ""

@@ -14,7 +14,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from campaign.cli.exits import guarded
+from campaign.cli.exits import guarded, std_streams
 from campaign.cli.parser import Parser
 
 PROG = "campaign launch"
@@ -50,6 +50,7 @@ def launch_main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:
     from campaign.backends.entry import private_umask
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    std_streams()  # a closed one becomes /dev/null (campaign.cli.exits)
     private_umask()  # the store, results, logs and job folders made from here on are the user's alone
     if argv[:1] == ["--retry"]:
         return retry_main(argv[1:], prog=f"{prog} --retry")
