@@ -99,6 +99,12 @@ def test_an_output_over_the_results_store_is_refused(ws, tmp_path):
         assert res.stderr == f"error: --out {argv[-1]} is {what}: not overwritten; give another file\n", res.stderr
         assert _digest(ws.db) == before
     assert ws.campaign("harvest", "--to", "csv", "--out", str(tmp_path / "t.csv")).returncode == 0  # any other file
+    # without --to, the file's extension chooses (a .csv of the terminal's table was written before)
+    for name, start in (("u.csv", "view,"), ("u.json", '[{"view":'), ("u.md", "| view"), ("u.txt", "view ")):
+        assert ws.campaign("harvest", "--out", str(tmp_path / name)).returncode == 0
+        assert (tmp_path / name).read_text().startswith(start), name
+    assert ws.campaign("harvest", "--to", "json", "--out", str(tmp_path / "v.csv")).returncode == 0  # --to wins
+    assert (tmp_path / "v.csv").read_text().startswith("[{")
 
 
 @pytest.mark.parametrize("url", ["postgresql+psycopg2://h:abc/db", "postgresql+psycopg2://u:p@[::1/db"])

@@ -29,7 +29,7 @@ FILTERS = ("platform", "trainer", "experiment", "gpus")  # --KEY V (repeatable):
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """``campaign harvest``."""
-    from campaign.harvest.export import DEFAULT, format_help
+    from campaign.harvest.export import format_help
     from campaign.harvest.tables import TABLE_CHOICES, table_help
 
     hv = command(sub, "harvest", help="speedup, parallel efficiency, throughput tables and exports",
@@ -37,7 +37,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                  epilog=EPILOG, handler=harvest)
     hv.add_argument("campaign", nargs="?", help=CAMPAIGN_HELP)
     store_arg(hv)
-    hv.add_argument("--to", dest="fmt", default=DEFAULT, help=format_help())
+    hv.add_argument("--to", dest="fmt", default=None,
+                    help=format_help() + "; without it, --out FILE's extension chooses (.csv, .json, .md, .parquet)")
     hv.add_argument("--out", default=None, help="write to this file instead of standard output")
     for key in ("platform", "trainer", "experiment"):
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
@@ -64,8 +65,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``campaign harvest``."""
     from campaign.harvest.run import harvest as harvest_campaign
+    from campaign.harvest.export import format_of
 
     where = {k: v for k in FILTERS if (v := getattr(args, k))}
-    return harvest_campaign(args.campaign, store_url=args.store, fmt=args.fmt, out=args.out, where=where,
+    fmt = args.fmt or format_of(args.out)
+    return harvest_campaign(args.campaign, store_url=args.store, fmt=fmt, out=args.out, where=where,
                             where_items=args.where, table=args.table, compare=args.compare, plots=args.plots,
                             loss_threshold=args.loss_threshold, efficiency_floor=args.efficiency_floor, x=args.x)

@@ -78,6 +78,14 @@ def get_format(name: str) -> ExportFormat:
     return FORMATS[name]
 
 
+def format_of(out: Optional[str]) -> str:
+    """The format ``--out FILE`` asks for by its extension where ``--to`` is not given
+    (``--out t.csv``: csv), else the default: a file named .csv holds CSV, not the terminal's
+    table."""
+    suffix = Path(out).name.rpartition(".")[2].lower() if out and "." in Path(out).name else ""
+    return next((name for name, spec in FORMATS.items() if suffix and spec.extension == suffix), DEFAULT)
+
+
 def format_help() -> str:
     """``--to``'s help: ``table (default), csv, json, markdown or parquet`` (the registered names)."""
     others = [n for n in FORMATS if n != DEFAULT]

@@ -41,7 +41,7 @@ def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) ->
         key, sep, values = item.partition("=")
         key = key.strip()
         if not sep or key not in FILTERS or not values:
-            raise ConfigError(f"--where {item!r}: expected KEY=VALUE[,VALUE...] with KEY one of {', '.join(FILTERS)}")
+            raise ConfigError(f"--where {item!r}: expected NAME=VALUE[,VALUE...] with NAME one of {', '.join(FILTERS)}")
         vals = [v.strip() for v in values.split(",") if v.strip()]
         if key in ("gpus", "nodes"):
             from campaign.common.numbers import parse_int64
