@@ -169,3 +169,13 @@ def test_help_of_every_command_has_an_example(ws):
         res = ws.campaign(*argv, "--help")
         assert res.returncode == 0
         assert "examples:" in res.stdout
+
+
+def test_out_dash_is_standard_output(ws, tmp_path):
+    """``--out -`` wrote a file named '-' (review of 2026-11-26): it is standard output."""
+    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
+    ws.campaign("status", "--wait", "--interval", "0.5")
+    res = ws.campaign("harvest", "--to", "csv", "--out", "-")
+    assert res.returncode == 0 and res.stdout.startswith("view,") and not (ws.path / "-").exists()
+    page = ws.campaign("report", "--out", "-")
+    assert page.returncode == 0 and page.stdout.startswith("<!DOCTYPE html>") and not (ws.path / "-").exists()

@@ -39,7 +39,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     store_arg(hv)
     hv.add_argument("--to", dest="fmt", default=None,
                     help=format_help() + "; without it, --out FILE's extension chooses (.csv, .json, .md, .parquet)")
-    hv.add_argument("--out", default=None, help="write to this file instead of standard output")
+    hv.add_argument("--out", default=None, help="write to this file instead of standard output (-: standard output)")
     for key in ("platform", "trainer", "experiment"):
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
     hv.add_argument("--gpus", action="append", type=INT64, help="only these GPU counts (repeatable)")
@@ -68,7 +68,8 @@ def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from campaign.harvest.export import format_of
 
     where = {k: v for k in FILTERS if (v := getattr(args, k))}
-    fmt = args.fmt or format_of(args.out)
-    return harvest_campaign(args.campaign, store_url=args.store, fmt=fmt, out=args.out, where=where,
+    out = None if args.out == "-" else args.out  # -: standard output, as Unix tools read it
+    fmt = args.fmt or format_of(out)
+    return harvest_campaign(args.campaign, store_url=args.store, fmt=fmt, out=out, where=where,
                             where_items=args.where, table=args.table, compare=args.compare, plots=args.plots,
                             loss_threshold=args.loss_threshold, efficiency_floor=args.efficiency_floor, x=args.x)

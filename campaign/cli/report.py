@@ -33,4 +33,4 @@ def report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``campaign report``."""
     from campaign.report.page import write_report
 
-    return write_report(args.store, args.campaign, args.out)
+    return write_report(args.store, args.campaign, None if args.out == "-" else args.out)  # -: standard output

@@ -115,7 +115,7 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
     from campaign.store import find_campaign_noted, open_store
 
     for name, value in (("--hours", hours), ("--budget", budget)):
-        if value is not None and not value > 0:
+        if value is not None and not 0 < value < float("inf"):
             raise ConfigError(f"{name} {value}: give a positive number")
     if not 0 < efficiency_floor <= 1:
         raise ConfigError(f"--efficiency-floor {efficiency_floor}: give a number in (0, 1], e.g. 0.8")
