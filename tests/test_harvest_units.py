@@ -432,3 +432,19 @@ def test_reference_figures_leave_out_a_series_of_other_work():
         pl.col("figure") == "time_1_to_2").iter_rows(named=True)
     assert avg["measured"] == pytest.approx(43 / 76 - 1) and avg["platform"] == "a100"
     assert "left out: v100 (this series is not the study's same-images schedule)" in avg["note"]
+
+
+def test_the_profile_window_comm_shares_are_of_its_total_time_median_over_repeats():
+    """profile_comm_share = all-reduce time / profiled window, exposed_comm_share = the part
+    no compute hid / the window; medians over repeats; none without a window (review of
+    2026-11-26: no test pinned either)."""
+    p = pl.concat([_points({2: [t]}, profile_iterations=8, profile_total_s=total, profile_comm_s=comm,
+                           profile_exposed_comm_s=exposed, profile_cpu_s=1.0, profile_device_s=total * 0.75)
+                   for t, total, comm, exposed in ((10.0, 2.0, 0.5, 0.1), (11.0, 2.0, 0.4, 0.2), (12.0, 4.0, 2.0, 0.2))])
+    u = utilisation_table(p).row(0, named=True)
+    assert u["profile_comm_share"] == pytest.approx(0.25)  # median of 0.25, 0.2, 0.5
+    assert u["exposed_comm_share"] == pytest.approx(0.05)  # median of 0.05, 0.1, 0.05
+    assert u["exposed_comm_share"] <= u["profile_comm_share"] <= 1
+    assert u["gpu_util_study"] + u["cpu_util_study"] == pytest.approx(1.0)
+    none = utilisation_table(_points({2: [10.0]}, profile_total_s=0.0, profile_comm_s=0.0)).row(0, named=True)
+    assert none["profile_comm_share"] is None and none["exposed_comm_share"] is None
