@@ -179,3 +179,12 @@ def test_out_dash_is_standard_output(ws, tmp_path):
     assert res.returncode == 0 and res.stdout.startswith("view,") and not (ws.path / "-").exists()
     page = ws.campaign("report", "--out", "-")
     assert page.returncode == 0 and page.stdout.startswith("<!DOCTYPE html>") and not (ws.path / "-").exists()
+
+
+def test_an_output_named_like_a_companion_file_alone_is_a_file():
+    """--out x/-wal (a name that is the suffix alone) was a ValueError traceback (review)."""
+    from pathlib import Path
+
+    from campaign.common.outfile import check_output
+
+    assert check_output("x/-wal") == Path("x/-wal") and check_output("-shm") == Path("-shm")

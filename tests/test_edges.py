@@ -121,8 +121,8 @@ def test_a_results_dir_under_a_file_is_refused_before_anything_is_stored(ws):
     # root writes anywhere chmod forbids: a path under a file is refused by the kernel for anyone
     (ws.path / "afile").write_text("")
     res = ws.launch("-m", "gpus=1", f"results_dir={ws.path}/afile/results", *TINY)
-    _one_line_refusal(res, f"error: results_dir's Hydra record folder {ws.path}/afile/results/.hydra is not "
-                           "writable: Not a directory")
+    _one_line_refusal(res, f"error: results_dir's Hydra record folder {ws.path}/afile/results/.hydra cannot be "
+                           f"made: {ws.path}/afile is a file, not a folder; choose another one (results_dir=PATH)")
     hydra_file = ws.results / ".hydra"
     hydra_file.parent.mkdir(parents=True)
     hydra_file.write_text("")  # Hydra's record folder taken by a file

@@ -249,7 +249,7 @@ def test_platform_comparison_figure_has_four_labelled_panels():
 def test_where_filters_are_checked_and_typed():
     assert parse_where(["gpus=1,2", "platform=v100"], {"trainer": ["sleep"]}) == {
         "trainer": ["sleep"], "gpus": [1, 2], "platform": ["v100"]}
-    with pytest.raises(ConfigError, match="KEY one of platform, trainer, experiment, gpus, nodes, dataset"):
+    with pytest.raises(ConfigError, match="NAME one of platform, trainer, experiment, gpus, nodes, dataset"):
         parse_where(["colour=red"])
     with pytest.raises(ConfigError, match="gpus takes integers"):
         parse_where(["gpus=two"])
@@ -411,7 +411,8 @@ def test_the_platform_comparison_keeps_placements_apart():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "4", "2x2"]
     assert ax.get_xlabel() == "GPUs (N), or nodes x GPUs per node"
     svg = svg_figure(s, u)
-    assert 'data-gpus="2x2" data-v="1.25"' in svg and 'data-v="1.875"' not in svg
+    assert 'data-gpus="4" data-placement="2x2" data-v="1.25"' in svg and 'data-v="1.875"' not in svg
+    assert 'data-gpus="4" data-placement="1x4" data-v="2.5"' in svg
 
 
 def test_reference_figures_leave_out_a_series_of_other_work():

@@ -57,9 +57,9 @@ def test_plan_on_a_store_reads_and_says_why_two_points_are_not_enough(ws):
     assert ws.db.read_bytes() == before
 
 
-@pytest.mark.parametrize("argv,message", [(["--hours", "0"], "--hours 0.0: give a positive number"),
-                                          (["--budget", "inf"], "--budget inf: give a positive number"),
-                                          (["--hours", "nan"], "--hours nan: give a positive number"),
+@pytest.mark.parametrize("argv,message", [(["--hours", "0"], "--hours 0.0: give a positive, finite number"),
+                                          (["--budget", "inf"], "--budget inf: give a positive, finite number"),
+                                          (["--hours", "nan"], "--hours nan: give a positive, finite number"),
                                           (["--efficiency-floor", "2"], "--efficiency-floor 2.0")])
 def test_bad_input_is_one_line(ws, argv, message):
     build(ws.store_url, ws.results)

@@ -30,7 +30,7 @@ def check_output(path: Path | str, flag: str = "--out") -> Path:
     """``path``, or a ConfigError (one line) where writing it would overwrite an SQLite
     database or one of its companion files."""
     p = Path(path)
-    base = next((p.with_name(p.name[: -len(s)]) for s in COMPANIONS if p.name.endswith(s)), None)
+    base = next((p.with_name(p.name[: -len(s)]) for s in COMPANIONS if p.name.endswith(s) and p.name != s), None)
     if is_sqlite(p) or (base is not None and is_sqlite(base)):
         what = "an SQLite database (a results store?)" if base is None or not is_sqlite(base) else \
             f"the {p.name[len(base.name):]} file of the SQLite database {base}"

@@ -86,11 +86,12 @@ def launch_line(row: dict, dataset_args: str = "") -> str:
     the campaign's points differ in them (derive.dataset_args)."""
     args = [f"platform={row['platform']}", f"trainer={row['trainer']}", f"experiment={row['experiment']}",
             f"gpus={row['gpus']}", *dataset_args.split()]
+    given = set(args)
     if (row.get("nodes") or 1) > 1:  # an inter-node choice: its own placement (the default is one node)
         args.append(f"nodes={row['nodes']}")
     args.append("experiment.sample_iterations=null")
     if row.get("variant"):
-        args += str(row["variant"]).split()  # the varying overrides, as derive's label joins them
+        args += [a for a in str(row["variant"]).split() if a not in given]  # the varying overrides (derive's label)
     return "campaign launch " + " ".join(shlex.quote(a) for a in args)
 
 
@@ -116,7 +117,7 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
 
     for name, value in (("--hours", hours), ("--budget", budget)):
         if value is not None and not 0 < value < float("inf"):
-            raise ConfigError(f"{name} {value}: give a positive number")
+            raise ConfigError(f"{name} {value}: give a positive, finite number")
     if not 0 < efficiency_floor <= 1:
         raise ConfigError(f"--efficiency-floor {efficiency_floor}: give a number in (0, 1], e.g. 0.8")
     with open_store(store_url, readonly=True) as store:

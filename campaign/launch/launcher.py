@@ -61,7 +61,7 @@ def launch(launcher: Any, job_overrides: Sequence[Sequence[str]], initial_job_id
             print(f"refused: {shown(line)}", file=sys.stderr)
         task = launcher.config.hydra.overrides.task  # the sweep as given, from Hydra (not sys.argv)
         launcher.last_launch = launch_campaign(points, launcher.config, sweep_overrides=list(task), multirun=True,
-                                               wait=wait)
+                                               wait=wait, on_stored=getattr(launcher, "on_stored", None))
         return launcher.last_launch.returns
     from campaign.launch.generic import launch_app
 

@@ -127,7 +127,8 @@ def writable_here(folder: Path | str, what: str, option: str = "results_dir=PATH
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
     if not probe.is_dir():
-        raise ConfigError(f"{what} {folder} is not a folder; choose another one")
+        where = "is not a folder" if probe == folder else f"cannot be made: {probe} is a file, not a folder"
+        raise ConfigError(f"{what} {folder} {where}; choose another one ({option})")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"{what} {folder} is not writable by this user; choose another one ({option}) "
                           "or fix its permissions")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import shlex
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
@@ -53,8 +53,9 @@ class LaunchResult:
 
 
 def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: Sequence[str], multirun: bool,
-                    wait: bool) -> LaunchResult:
-    """Check what the points need (``preflight``), store and submit them, wait with ``wait``.
+                    wait: bool, on_stored: Optional[Callable[[], None]] = None) -> LaunchResult:
+    """Check what the points need (``preflight``), store and submit them, wait with ``wait``;
+    ``on_stored`` is called once they are stored and submitted (the sweeper's record).
 
     ``base`` is the launch's composed config (Hydra's node, if any, gives the returns'
     ``hydra_cfg`` and task name). Raises ``CampaignError`` before anything is stored when
@@ -88,6 +89,8 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
         points, store_url=result.store_url, results_dir=result.results_dir, name=first.get("name"),
         overrides=list(sweep_overrides), command=command_line(sweep_overrides, multirun=multirun), python=python,
     )
+    if on_stored is not None:
+        on_stored()
     try:
         print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun,
                         cost=cost)

@@ -163,10 +163,12 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
         for j, plat in enumerate(plats):
             start = len(p.marks)
             for i, g in enumerate(wheres):
-                v = at.get((plat, g), {}).get(col)
-                if v is not None:
+                row = at.get((plat, g), {})
+                v = row.get(col)
+                if v is not None:  # data-gpus the GPU count, as every mark's; data-placement nodes x GPUs per node
                     p.bar(i + (j - (len(plats) - 1) / 2) * width, 0.0, v * scale, width, color(j),
-                          attrs=f" data-gpus=\"{esc(g)}\" data-v=\"{value(v)}\"")
+                          attrs=f" data-gpus=\"{row['gpus']}\" data-placement=\"{esc(row['placement'])}\" "
+                                f"data-v=\"{value(v)}\"")
             p.group(f" data-platform=\"{esc(plat)}\"", start)
         if not vals:
             p.note("not recorded")

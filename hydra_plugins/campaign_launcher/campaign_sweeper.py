@@ -68,26 +68,49 @@ class CampaignSweeper(Sweeper):
     def sweep(self, arguments: List[str]) -> Any:
         from campaign.launch.sweep import check_returns, save_multirun_yaml
 
-        from campaign.common.errors import EXIT_USAGE
+        from campaign.catalogue.config import is_campaign_config
         from campaign.launch.preflight import writable_here
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
         batch = sweep_points(parser.parse_overrides(list(arguments)))
         record = None if _dry_run(self.config) else Path(self.config.hydra.sweep.dir) / "multirun.yaml"
-        if record is not None:  # a dry run makes nothing, Hydra's record of the sweep included
+        # a dry run makes nothing, Hydra's record of the sweep included; a campaign's is written
+        # once its points are stored (the launcher calls on_stored): a refused or interrupted
+        # launch leaves the last sweep's record as it was; another app's, before its jobs go
+        kept: list[bool] = []
+
+        def keep() -> None:
+            if not kept:
+                kept.append(True)
+                _keep_record(self.config, record)
+
+        self.launcher.on_stored = None
+        if record is not None and is_campaign_config(self.config):
             writable_here(record.parent, "results_dir's Hydra record folder")  # one line (exit 2), making nothing
-        try:
-            returns = self.launcher.launch(batch, initial_job_idx=0)
-        except BaseException as exc:
-            # exit 2 is a refusal before anything was stored: the last sweep's record stays as it
-            # was; anything else stored or submitted part of it: its record, then the error
-            if record is not None and getattr(exc, "exit_code", None) != EXIT_USAGE:
-                save_multirun_yaml(self.config, record)
-            raise
-        if record is not None:
+            self.launcher.on_stored = keep
+        elif record is not None:
             save_multirun_yaml(self.config, record)
+            kept.append(True)
+        returns = self.launcher.launch(batch, initial_job_idx=0)
+        if record is not None:
+            keep()  # a launcher that does not call on_stored: after it returned
         check_returns(self.launcher, returns)
         return [returns]
+
+
+def _keep_record(config: Any, record: Path) -> None:
+    """Hydra's record of a campaign's sweep, written once the campaign is stored: a folder
+    that cannot take it now is a warning (the campaign is stored and submitted already)."""
+    import sys
+
+    from campaign.common.errors import CampaignError
+    from campaign.common.text import printable
+    from campaign.launch.sweep import save_multirun_yaml
+
+    try:
+        save_multirun_yaml(config, record)
+    except (CampaignError, OSError) as exc:
+        print(f"warning: Hydra's record of the sweep was not written: {printable(str(exc))}", file=sys.stderr)
 
 
 def _dry_run(config: Any) -> bool:
