@@ -31,8 +31,10 @@ def check_output(path: Path | str, flag: str = "--out") -> Path:
     database or one of its companion files."""
     p = Path(path)
     base = next((p.with_name(p.name[: -len(s)]) for s in COMPANIONS if p.name.endswith(s) and p.name != s), None)
-    if is_sqlite(p) or (base is not None and is_sqlite(base)):
-        what = "an SQLite database (a results store?)" if base is None or not is_sqlite(base) else \
-            f"the {p.name[len(base.name):]} file of the SQLite database {base}"
-        raise ConfigError(f"{flag} {p} is {what}: not overwritten; give another file")
-    return p
+    if base is not None and is_sqlite(base):
+        what = f"the {p.name[len(base.name):]} file of the SQLite database {base}"
+    elif is_sqlite(p):
+        what = "an SQLite database (a results store?)"
+    else:
+        return p
+    raise ConfigError(f"{flag} {p} is {what}: not overwritten; give another file")

@@ -98,8 +98,10 @@ def format_help() -> str:
 def shown(v: float) -> float:
     """A float as the terminal and markdown tables show it: 4 decimals from 1 up, 4
     significant digits below (a time per image of 1.9e-5 s stays 1.9e-05, not 0.0)."""
-    if v == 0 or not math.isfinite(v) or abs(v) >= 1:
-        return round(v, 4) if math.isfinite(v) else v
+    if not math.isfinite(v):
+        return v
+    if v == 0 or abs(v) >= 1:
+        return round(v, 4)
     return round(v, 3 - math.floor(math.log10(abs(v))))
 
 

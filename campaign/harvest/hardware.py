@@ -37,7 +37,7 @@ from campaign.harvest.views import KEYS, with_optional
 _COLUMNS = {
     "precision": pl.Utf8, "math": pl.Utf8, "achieved_tflops": pl.Float64, "peak_tflops": pl.Float64, "mfu": pl.Float64,
     "trainable_params": pl.Int64, "allreduce_bytes_per_iter": pl.Float64, "allreduce_busbw_gbs": pl.Float64,
-    "interconnect_bandwidth_gbs": pl.Float64, "allreduce_busbw_fraction": pl.Float64, "exposed_comm_s": pl.Float64,
+    "interconnect_bandwidth_gbs": pl.Float64, "exposed_comm_s": pl.Float64,
     "sync_bytes_per_epoch": pl.Float64, "peak_memory_bytes": pl.Float64, "peak_memory_source": pl.Utf8,
     "warmup_peak_memory_bytes": pl.Float64,
     "timed_iterations": pl.Int64,

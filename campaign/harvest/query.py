@@ -138,7 +138,7 @@ def _hardware_aggregates() -> list:
         func.max(extra("math", "string")).label("math"),
         agg_extra("achieved_tflops"), agg_extra("peak_tflops", func.max), agg_extra("mfu"),
         agg_extra("allreduce_bytes_per_iter", func.max), agg_extra("allreduce_busbw_gbs"),
-        agg_extra("interconnect_bandwidth_gbs", func.max), agg_extra("allreduce_busbw_fraction"),
+        agg_extra("interconnect_bandwidth_gbs", func.max),  # the busbw fraction: hardware.py derives it
         agg_extra("exposed_comm_s"), agg_extra("sync_bytes_per_epoch", func.max),
         agg_extra("warmup_peak_memory_bytes", func.max),
     ]
