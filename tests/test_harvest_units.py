@@ -413,6 +413,7 @@ def test_the_platform_comparison_keeps_placements_apart():
     svg = svg_figure(s, u)
     assert 'data-gpus="4" data-placement="2x2" data-v="1.25"' in svg and 'data-v="1.875"' not in svg
     assert 'data-gpus="4" data-placement="1x4" data-v="2.5"' in svg
+    assert ">GPUs (N), or nodes x GPUs per node</text>" in svg  # the PNG's axis label
 
 
 def test_reference_figures_leave_out_a_series_of_other_work():

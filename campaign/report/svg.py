@@ -151,7 +151,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
         return None
     merged = platform_comparison_data(scaling, util)
     at = {(r["platform"], r["where"]): r for r in merged.iter_rows(named=True)}
-    wheres, _ = comparison_axis(merged)
+    wheres, xlabel = comparison_axis(merged)
     width = 0.8 / len(plats)
     panels = []
     for col, ylabel, scale in (("speedup", "speedup T(1)/T(N) (×)", 1.0),
@@ -159,7 +159,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
                                ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)):
         vals = [v[col] * scale for v in at.values() if v[col] is not None]
         p = Panel(ylabel.split(" (")[0].split(" T(")[0], ylabel, ytop=max(vals + [0.0]) * HEADROOM or 1.0,
-                  categories=[(i, str(g)) for i, g in enumerate(wheres)])
+                  categories=[(i, str(g)) for i, g in enumerate(wheres)], xlabel=xlabel)
         for j, plat in enumerate(plats):
             start = len(p.marks)
             for i, g in enumerate(wheres):
