@@ -4,7 +4,7 @@
 # gloo), end to end: launch (with its estimate), follow it (progress, ETA), harvest
 # speedup and parallel efficiency, draw the figures. A couple of minutes on 2 cores.
 #
-# --readme: also write what it printed into README.md's main-job blocks and its
+# --readme: also write what it printed into the main-job blocks (README.md, docs/getting-started.md) and its
 # speedup figure into docs/main-job-speedup.png and a screenshot of its report into docs/img/report.png
 # (scripts/readme_blocks.py; the campaign
 # then runs in a fresh results folder, so that its estimate is the one a first run gets).
@@ -43,9 +43,9 @@ if [[ -n $README ]]; then
     $py scripts/readme_blocks.py set "main-job-$block" "$out/$block.txt"
   done
   cp "$CAMPAIGN_RESULTS/figures/speedup.png" docs/main-job-speedup.png
-  if command -v chromium >/dev/null; then  # the README's picture of the report (scripts/setup.sh installs chromium)
+  if command -v chromium >/dev/null; then  # the manual's picture of the report (scripts/setup.sh installs chromium)
     chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1280,2400 \
       --screenshot="$PWD/docs/img/report.png" "file://$CAMPAIGN_RESULTS/main-job-report.html" 2>/dev/null
   fi
-  echo "README.md's main-job blocks and docs/main-job-speedup.png written from campaign in $CAMPAIGN_RESULTS"
+  echo "the main-job blocks (README.md, docs/getting-started.md) and docs/main-job-speedup.png written from campaign in $CAMPAIGN_RESULTS"
 fi

@@ -1,7 +1,8 @@
-"""The outputs README.md shows, kept true: each is a marked block made by running the
-real command, and tests/test_readme.py checks every one against a fresh run.
+"""The outputs README.md and the manual (docs/) show, kept true: each is a marked block made
+by running the real command, and tests/test_readme.py checks every one against a fresh run.
 
-A block in README.md::
+A block in README.md or a page of docs/ (a block may stand in several files: ``set`` and
+``refresh`` write every copy, and the tests check every copy)::
 
     <!-- output: NAME -->
     ```text
@@ -41,6 +42,7 @@ from typing import Optional, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 HOME = "/home/me/study"  # where the exact blocks say they ran (a test's folder stands in for it)
 BLOCK = re.compile(r"<!-- output: (?P<name>[\w-]+) -->\n```text\n(?P<body>.*?)```\n<!-- /output -->", re.S)
 KINDS = {
@@ -61,6 +63,38 @@ SLEEP_LAW = ["trainer=sleep", "gpus=1,2,4", "platform.gpus_per_node=4", "experim
 def blocks(text: str) -> dict[str, str]:
     """NAME -> the block's text (what is between its fences)."""
     return {m["name"]: m["body"] for m in BLOCK.finditer(text)}
+
+
+def files() -> list[Path]:
+    """The files that may hold blocks: README.md and every page of the manual."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
+
+
+def all_blocks() -> dict[str, str]:
+    """NAME -> the block's text, over README.md and docs/ (the first copy of each)."""
+    found: dict[str, str] = {}
+    for path in files():
+        for name, body in blocks(path.read_text()).items():
+            found.setdefault(name, body)
+    return found
+
+
+def copies() -> list[tuple[Path, str, str]]:
+    """Every block in every file: (file, NAME, text)."""
+    return [(path, name, body) for path in files() for name, body in blocks(path.read_text()).items()]
+
+
+def write_block(name: str, body: str) -> list[Path]:
+    """Put ``body`` into every copy of block ``name``; the files written (KeyError when none holds it)."""
+    written = []
+    for path in files():
+        text = path.read_text()
+        if name in blocks(text):
+            path.write_text(replace(text, name, body))
+            written.append(path)
+    if not written:
+        raise KeyError(f"no block '{name}' in README.md or docs/")
+    return written
 
 
 def replace(text: str, name: str, body: str) -> str:
@@ -208,15 +242,14 @@ def main(argv: Sequence[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0
-    text = README.read_text()
-    found = blocks(text)
+    found = all_blocks()
     if argv[0] == "list":
-        for name in found:
-            print(f"{name}\t{KINDS.get(name, '?')}")
+        for path, name, _ in copies():
+            print(f"{name}\t{KINDS.get(name, '?')}\t{path.relative_to(ROOT)}")
         return 0
     if argv[0] == "set":
         name, path = argv[1], argv[2]
-        README.write_text(replace(text, name, Path(path).read_text()))
+        write_block(name, Path(path).read_text())
         return 0
     if argv[0] == "snapshot":
         shot = snapshot(argv[1])
@@ -229,9 +262,8 @@ def main(argv: Sequence[str]) -> int:
         names = argv[1:] or [n for n, k in KINDS.items() if k == "exact"] + ["sleep-harvest"]
         for name in names:
             body = sleep_harvest() if name == "sleep-harvest" else run_exact(found[name])
-            text = replace(text, name, body)
+            write_block(name, body)
             print(f"refreshed {name}", file=sys.stderr)
-        README.write_text(text)
         return 0
     print(f"unknown command {argv[0]!r}; see --help", file=sys.stderr)
     return 2

@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
-# run-tests.sh [pytest args] - the README's second command (and what .ci/run calls):
+# run-tests.sh [--fast] [pytest args] - the README's second command (and what .ci/run calls):
 # install campaign with the test extras (and the optional DeepSpeed engine, whose tests
 # run too), bring up the local SLURM test cluster (two nodes, n1 and n2, so that nodes=2
 # points really span two slurmds: tests/test_internode.py) and a private PostgreSQL on
-# loopback, run the whole test suite, stop what it started.
+# loopback, run the whole test suite on two pytest-xdist workers, stop what it started.
+#
+# --fast: the edit-test loop's lane: no SLURM, no PostgreSQL, no training, no browser
+# (markers slurm, postgres, slow, gpu, browser deselected), no services started.
+#
+# The suite runs on two workers (-n 2, tests/conftest.py: the SLURM modules one group, every
+# other module its own, the longest first by tests/durations.json); -n 0 after the command
+# runs it in this process, as plain pytest. It prints the 25 slowest tests and the total.
 #
 # The cluster's knobs (LOCAL_SLURM_BASE, LOCAL_SLURM_PORT, ...: scripts/LOCAL-SLURM.md)
 # pass through, so the suite can run against a second cluster beside a running one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=
+args=()
+for arg in "$@"; do
+  if [[ $arg == --fast ]]; then fast=1; else args+=("$arg"); fi
+done
 bash scripts/setup.sh train,test,deepspeed
 started=()
 cleanup() { for s in "${started[@]}"; do bash "scripts/local-$s.sh" stop >/dev/null 2>&1 || true; done; }
 trap cleanup EXIT
-if [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
+if [[ -n $fast ]]; then
+  echo "[tests] fast lane: no SLURM, PostgreSQL, training or browser tests (the whole suite: without --fast)"
+elif [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
   bash scripts/local-slurm.sh status >/dev/null 2>&1 || { bash scripts/local-slurm.sh start && started+=(slurm); }
   bash scripts/local-postgres.sh status >/dev/null 2>&1 || { bash scripts/local-postgres.sh start && started+=(postgres); }
   eval "$(bash scripts/local-slurm.sh env)"
@@ -25,8 +39,12 @@ if [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
 else
   echo "[tests] not root (or CAMPAIGN_TEST_SERVICES=0): SLURM and PostgreSQL tests will be skipped"
 fi
+lane=(-n "${CAMPAIGN_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder --durations=25)
+if [[ -n $fast ]]; then
+  lane+=(-m "not slow and not slurm and not postgres and not gpu and not browser")
+fi
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "${lane[@]}" "${args[@]}"
 rc=$?
 set -e
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.

@@ -106,6 +106,9 @@ def pytest_configure(config):
         return
     if value == "random":
         value = str(random.SystemRandom().randrange(10**6))
+        # pytest-xdist hands its workers the controller's options: each worker then shuffles
+        # with this one seed, and all of them collect the same order (xdist requires it)
+        config.option.shuffle = value
     if not value.isdigit():
         raise pytest.UsageError(f"--shuffle takes a whole-number seed, got {value!r}: write --shuffle=SEED "
                                 "(or --shuffle after the test paths)")
@@ -121,9 +124,50 @@ def pytest_report_header(config):
     return _shuffle_note(config)
 
 
+# Seconds each test module took in a whole run here (scripts/test_durations.py writes it from a
+# run's --junitxml): the order the suite's two workers take its groups in, longest first.
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def _groups(items) -> dict[str, str]:
+    """Test module -> the group a pytest-xdist worker runs whole (``--dist loadgroup``): the
+    modules that use the local SLURM cluster form one group (one worker: their jobs share the
+    cluster's 8 emulated GPUs, and some fill its queue on purpose), every other module its own
+    (module-scoped campaigns are made once, by the worker that runs the module)."""
+    modules: dict[str, str] = {}
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        if item.get_closest_marker("slurm"):
+            modules[module] = "slurm"
+        else:
+            modules.setdefault(module, module)
+    return modules
+
+
+def _by_cost(items, modules: dict[str, str]) -> list:
+    """``items`` with the costliest group first (a module keeps its tests together, in their
+    order: splitting a module would set its module-scoped fixtures up twice)."""
+    try:
+        seconds = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        seconds = {}
+    cost: dict[str, float] = {}
+    for module, group in modules.items():
+        cost[group] = cost.get(group, 0.0) + float(seconds.get(module, 5.0))
+    rank = {module: (-cost[group], group) for module, group in modules.items()}
+    return sorted(items, key=lambda item: rank[item.nodeid.split("::")[0]])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the tests' ids
 def pytest_collection_modifyitems(config, items):
+    modules = _groups(items)
     if getattr(config, "shuffle_seed", None) is not None:
         random.Random(config.shuffle_seed).shuffle(items)
+    else:
+        items[:] = _by_cost(items, modules)
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "loadgroup":
+        for item in items:
+            item.add_marker(pytest.mark.xdist_group(modules[item.nodeid.split("::")[0]]))
 
 
 def pytest_terminal_summary(terminalreporter, config):

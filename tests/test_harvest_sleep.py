@@ -228,7 +228,7 @@ def test_breakdown_figure_stacks_each_runs_phases(runs):
 
 
 def test_the_readmes_known_answer_block_is_this_campaigns_harvest(runs):
-    """README.md's sleep-harvest block (scripts/readme_blocks.py) has the shape of this
+    """The manual's sleep-harvest block (scripts/readme_blocks.py) has the shape of this
     campaign's `campaign harvest` and the law's speedups and efficiencies."""
     import importlib.util
     from pathlib import Path
@@ -240,7 +240,7 @@ def test_the_readmes_known_answer_block_is_this_campaigns_harvest(runs):
     assert rb.SLEEP_LAW == ["trainer=sleep", "gpus=1,2,4", "platform.gpus_per_node=4", "experiment=weak_scaling",
                             *LAW[:3], *LAW[3:]]  # the same campaign as this module's
     ws, full, _ = runs
-    shown = rb.blocks(rb.README.read_text())["sleep-harvest"]
+    shown = rb.all_blocks()["sleep-harvest"]
     printed = ws.campaign("harvest", full).stdout
     assert rb.shape(shown.split("\n", 1)[1]) == rb.shape(printed)
     lines = shown.splitlines()  # $ command, campaign, title, blank, header, rule, rows

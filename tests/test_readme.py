@@ -1,5 +1,5 @@
-"""README.md tells the truth: every output it shows is a marked block (scripts/readme_blocks.py)
-checked here against the real command. Exact blocks are run again and compared line for
+"""README.md and the manual (docs/) tell the truth: every output they show is a marked block
+(scripts/readme_blocks.py) checked here against the real command. Exact blocks are run again and compared line for
 line; measured ones (the main job's) are compared by shape with a fresh main job (the
 known-answer harvest: tests/test_harvest_sleep.py). ``campaign launch --help`` describes
 campaign's own options, groups and examples."""
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("readme_blocks", ROOT / "scripts" / "readme_blocks.py")
 rb = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rb)
-BLOCKS = rb.blocks(rb.README.read_text())
+BLOCKS = rb.all_blocks()
 
 
 def test_every_block_has_a_kind_and_every_kind_a_block():
@@ -25,13 +25,20 @@ def test_every_block_has_a_kind_and_every_kind_a_block():
         assert body.startswith("$ campaign "), f"block {name} does not start with the command it shows"
 
 
+def test_a_block_shown_in_several_files_is_the_same_in_each():
+    for path, name, body in rb.copies():
+        assert body == BLOCKS[name], f"{path.relative_to(rb.ROOT)}'s copy of block {name} differs from the first " \
+                                     f"(python scripts/readme_blocks.py set {name} FILE writes every copy)"
+    assert "main-job-harvest" in rb.blocks(rb.README.read_text())  # the front page shows a real run
+
+
 @pytest.mark.parametrize("name", [n for n, k in rb.KINDS.items() if k == "exact"])
 def test_an_exact_block_is_what_its_commands_print(name, tmp_path):
     env = rb.laptop_env(tmp_path)
     for command, shown in rb.commands(BLOCKS[name]):
         printed = rb.run_shown(command, tmp_path, env)
         problem = rb.matches(shown, printed)
-        assert problem is None, f"README block {name}, `{command}`: {problem}\n" \
+        assert problem is None, f"block {name}, `{command}`: {problem}\n" \
                                 f"(python scripts/readme_blocks.py refresh {name} writes it again)"
     assert not (tmp_path / "results" / "campaign.db").exists()  # none of them stored anything
     if name != "launch-refusals":  # a dry run makes nothing at all
@@ -62,7 +69,7 @@ def test_the_main_job_blocks_have_the_shape_the_commands_print(ws):
     fresh = {"main-job-launch": launch.stdout, "main-job-status": status.stdout, "main-job-harvest": harvest.stdout}
     for name, printed in fresh.items():
         shown = BLOCKS[name].split("\n", 1)[1]  # after its "$ command" line
-        assert rb.shape(shown) == rb.shape(printed), f"README block {name} (bash scripts/main-job.sh --readme " \
+        assert rb.shape(shown) == rb.shape(printed), f"block {name} (bash scripts/main-job.sh --readme " \
                                                      f"writes it again):\n{printed}"
 
 

@@ -1,5 +1,5 @@
-"""The README's performance table is what benchmarks/report.py makes of the saved
-outputs in benchmarks/results/ (so a README figure is always one a benchmark printed),
+"""The manual's performance table (docs/performance.md) is what benchmarks/report.py makes of the saved
+outputs in benchmarks/results/ (so a figure there is always one a benchmark printed),
 and the report renders a saved figure as it was measured."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_readme_performance_block_is_what_the_saved_outputs_give():
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     report = _module("report")
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "performance.md").read_text()
     block = text[text.index(report.BEGIN):text.index(report.END) + len(report.END)]
     assert block == report.render(report.load_results())
     # every saved benchmark is in it, with its command
@@ -52,9 +52,9 @@ def test_saved_figures_render_with_their_spread_goal_and_load(tmp_path):
     assert f"load 3.5 -> {doc['load_end'][0]:g}" in block and doc["machine"] in block
     readme = tmp_path / "README.md"
     readme.write_text(f"before\n{report.BEGIN}\nold\n{report.END}\nafter\n")
-    assert report.main(["--results", str(tmp_path), "--readme", str(readme)]) == 0
+    assert report.main(["--results", str(tmp_path), "--page", str(readme)]) == 0
     assert readme.read_text() == f"before\n{block}\nafter\n"
-    assert report.main(["--results", str(tmp_path), "--readme", str(readme), "--check"]) == 0
+    assert report.main(["--results", str(tmp_path), "--page", str(readme), "--check"]) == 0
 
 
 def test_a_saved_command_line_shows_no_store_password():
@@ -71,3 +71,18 @@ def test_a_figure_with_a_bar_in_its_name_stays_in_its_cell(tmp_path):
     assert "pairs with \\|error\\| <= 3 %" in row
     # five cells: the escaped bars are no column separators
     assert len([c for c in row.replace("\\|", "").split("|")[1:-1]]) == 5, row
+
+
+def test_suite_time_reads_pytests_closing_line(monkeypatch):
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # as when run as a script
+    suite = _module("suite_time")
+    out = ("....\n=========== slowest 25 durations ===========\n12.0s call tests/test_x.py::t\n"
+           "1440 passed, 8 skipped, 3 warnings in 1146.21s (0:19:06)\n")
+    assert suite.closing(out) == ({"passed": 1440, "skipped": 8, "warnings": 3}, 1146.21)
+    assert suite.closing("== 905 passed, 596 deselected in 155.02s (0:02:35) ==") == (
+        {"passed": 905, "deselected": 596}, 155.02)
+    assert suite.closing("no closing line here") is None
+    assert suite.main(["--lanes", "slow"]) == 2
+    report = _module("report")
+    fig = _module("_common").figure("f", "test suite, full lane", [19.14], unit="min", goal="<= 20 min", met=True)
+    assert report.cell(fig) == "**19.1 min** (1 run)"

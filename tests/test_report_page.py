@@ -485,6 +485,7 @@ def open_page(binary: str, page: Path, profile: Path, shot: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.browser
 def test_the_page_in_a_real_browser(ws, store, tmp_path):
     binary = chromium()
     if binary is None:
