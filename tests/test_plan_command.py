@@ -10,7 +10,8 @@ import polars as pl
 import pytest
 
 from campaign.harvest.model import model_table
-from campaign.harvest.plan import candidates, choose, launch_line
+from campaign.harvest.launchline import launch_line
+from campaign.harvest.plan import candidates, choose
 from test_model import frame, law
 from test_states import CID, build
 
@@ -42,9 +43,10 @@ def test_predicted_points_are_marked_and_can_be_chosen():
 
 def test_the_launch_line_runs_the_full_schedule():
     row = dict(platform="h100", trainer="vit", experiment="projection", variant="trainer.lr=0.1", gpus=8)
-    assert launch_line(row) == ("campaign launch platform=h100 trainer=vit experiment=projection gpus=8 "
+    assert launch_line(row, [("trainer.lr", "0.1")]) == ("campaign launch platform=h100 trainer=vit experiment=projection gpus=8 "
                                 "experiment.sample_iterations=null trainer.lr=0.1")
     assert "'platform=a; b'" in launch_line(dict(row, platform="a; b", variant=""))
+    assert launch_line(row).endswith("experiment.sample_iterations=null")  # overrides only as given
 
 
 def test_plan_on_a_store_reads_and_says_why_two_points_are_not_enough(ws):
@@ -114,7 +116,6 @@ def test_two_datasets_are_two_series_and_the_launch_line_names_its_own():
     """The same platform, trainer and schedule on two datasets (one 10x slower a step) plan
     as two series, each row naming its dataset, never two indistinguishable rows (review of
     2026-11-26); the launch line gives the series' own dataset overrides again."""
-    from campaign.harvest.derive import dataset_args
     from test_model import LAW
 
     fast = frame([1, 2, 4, 8], LAW).with_columns(pl.lit("cifar10 32px 10 classes").alias("dataset"))
@@ -124,9 +125,6 @@ def test_two_datasets_are_two_series_and_the_launch_line_names_its_own():
     four = rows.filter(pl.col("gpus") == 4).sort("dataset")
     assert four["dataset"].to_list() == ["cifar10 32px 10 classes", "cifar100 32px 100 classes"]
     assert four["gpu_hours"][1] == pytest.approx(10 * four["gpu_hours"][0])
-    overrides = [["platform=v100", "dataset=cifar10", "gpus=1"], ["platform=v100", "dataset=cifar100", "gpus=1"],
-                 ["platform=v100", "dataset=cifar100", "dataset.image_size=64", "gpus=2"]]
-    assert dataset_args(overrides) == ["dataset=cifar10", "dataset=cifar100", "dataset=cifar100 dataset.image_size=64"]
-    assert dataset_args([["dataset=mnist", "gpus=1"], ["dataset=mnist", "gpus=2"]]) == ["", ""]  # shared: no need
-    line = launch_line(four.row(1, named=True), "dataset=cifar100")
-    assert line.startswith("campaign launch platform=local trainer=sleep experiment=weak gpus=4 dataset=cifar100 ")
+    line = launch_line(four.row(1, named=True), [("dataset", "cifar100")])
+    assert line == ("campaign launch platform=local trainer=sleep experiment=weak gpus=4 "
+                    "experiment.sample_iterations=null dataset=cifar100")

@@ -38,14 +38,6 @@ def variants(all_overrides: Sequence[object]) -> list[str]:
     return [label(v) for v in values]
 
 
-def dataset_args(all_overrides: Sequence[object]) -> list[str]:
-    """Per point, its dataset overrides that differ between the campaign's points
-    (``dataset=cifar100``, ``dataset.image_size=64``): what a launch line must give again to
-    run that point's dataset (the ``dataset`` column words it, and is no override)."""
-    _, values = varying(all_overrides, skip=())
-    return [label({k: v for k, v in d.items() if k == "dataset" or k.startswith("dataset.")}) for d in values]
-
-
 def varying_columns(all_overrides: Sequence[object]) -> tuple[list[str], list[pl.Series]]:
     """The varying overrides' names and, per name, its values over the points (numbers
     where every value is one: campaign.common.varying.typed)."""
@@ -146,7 +138,6 @@ def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None
     batches = global_batches(configs, df["batch_per_gpu"].to_list(), df["gpus"].to_list())
     df = df.drop("overrides", "config").with_columns(pl.Series("variant", variants(overrides), dtype=pl.Utf8),
                                                      pl.Series("dataset", datasets, dtype=pl.Utf8), image_label(),
-                                                     pl.Series("dataset_args", dataset_args(overrides), dtype=pl.Utf8),
                                                      pl.Series("global_batch", batches, dtype=pl.Int64))
     if names:  # one struct column, so that the tables' group-bys leave it alone (run.py puts it back as columns)
         df = df.with_columns(pl.DataFrame(columns).to_struct(VARYING))

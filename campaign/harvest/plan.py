@@ -9,7 +9,6 @@ a GPU-hour budget and the cheapest within a deadline, and with ``--launch`` the
 
 from __future__ import annotations
 
-import shlex
 import sys
 from typing import Optional
 
@@ -17,6 +16,7 @@ import polars as pl
 
 from campaign.common.errors import ConfigError
 from campaign.common.text import printable
+from campaign.harvest.launchline import UnsafeWord, launch_line, series_overrides
 
 KEYS = ["platform", "trainer", "experiment", "dataset", "variant", "image", "span"]
 SHOWN = KEYS + ["gpus", "kind", "time_h", "gpu_hours"]
@@ -80,21 +80,6 @@ def choose(rows: pl.DataFrame, hours: Optional[float], budget: Optional[float]) 
     return out
 
 
-def launch_line(row: dict, dataset_args: str = "") -> str:
-    """The ``campaign launch`` line that runs the chosen point's full schedule (sampling off,
-    on the chosen point's nodes); ``dataset_args``: the series' own dataset overrides, where
-    the campaign's points differ in them (derive.dataset_args)."""
-    args = [f"platform={row['platform']}", f"trainer={row['trainer']}", f"experiment={row['experiment']}",
-            f"gpus={row['gpus']}", *dataset_args.split()]
-    given = set(args)
-    if (row.get("nodes") or 1) > 1:  # an inter-node choice: its own placement (the default is one node)
-        args.append(f"nodes={row['nodes']}")
-    args.append("experiment.sample_iterations=null")
-    if row.get("variant"):
-        args += [a for a in str(row["variant"]).split() if a not in given]  # the varying overrides (derive's label)
-    return "campaign launch " + " ".join(shlex.quote(a) for a in args)
-
-
 def _describe(row: dict, datasets: int = 1) -> str:
     where = " ".join(f"{k}={row[k]}" for k in ("platform", "trainer", "experiment", "variant") if row.get(k))
     if datasets > 1:
@@ -125,6 +110,7 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
         cid = campaign["id"]
         mine, _, warnings = completed_where(store, campaign, None)
         points = point_frame(store, [cid], mine) if mine.get(POINT_IDS) != [] else pl.DataFrame()
+        stored = store.points(cid) if launch else []
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if points.height == 0:
@@ -141,8 +127,6 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
     datasets = rows["dataset"].n_unique() if "dataset" in rows.columns else 1
     shown = rows.select([c for c in SHOWN if c in rows.columns and not (
         c in ("variant", "image") and rows[c].fill_null("").eq("").all()) and not (c == "dataset" and datasets < 2)])
-    args_of = dict(zip(points["dataset"].to_list(), points["dataset_args"].to_list())) \
-        if "dataset_args" in points.columns else {}
     write_tables([("plan", "plan", shown)], "table", None)
     chosen = choose(rows, hours, budget)
     status = 0
@@ -157,5 +141,12 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
             continue
         print(printable(f"{label}: {_describe(row, datasets)}"))
         if launch:
-            print(printable(launch_line(row, args_of.get(row.get("dataset")) or "")))
+            overrides, note = series_overrides(row, points, stored, campaign)
+            if note:
+                print(printable(note), file=sys.stderr)
+            try:
+                print(printable(launch_line(row, overrides)))
+            except UnsafeWord as exc:
+                print(printable(f"note: no launch line for this choice: a stored value cannot stand on it ({exc})"),
+                      file=sys.stderr)
     return status
