@@ -2,10 +2,11 @@
 and per test, from the JUnit XML that ``pytest --junitxml`` writes.
 
     python scripts/test_durations.py run.xml --write     # tests/durations.json: the workers' order
+                                                         # (each test of a second or more, by its id)
     python scripts/test_durations.py run.xml --top 25    # the slowest modules and tests, and the total
 
 tests/conftest.py orders the suite's groups by tests/durations.json (longest first), so that
-pytest-xdist's two workers finish together; write it again when a module's cost moves."""
+pytest-xdist's two workers finish together; write it again when a test's cost moves."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from pathlib import Path
 DURATIONS = Path(__file__).resolve().parents[1] / "tests" / "durations.json"
 
 
+KEEP_S = 1.0  # tests faster than this are left out of the file (tests/conftest.py counts them as FAST_S)
+
+
 def module_of(classname: str) -> str:
     """``tests.test_x`` or ``tests.test_x.TestClass`` -> ``tests/test_x.py``."""
     parts = classname.split(".")
@@ -27,16 +31,23 @@ def module_of(classname: str) -> str:
     return "/".join(parts) + ".py"
 
 
+def nodeid_of(classname: str, name: str) -> str:
+    """pytest's id of a JUnit test case: ``tests/test_x.py[::Class]::name``."""
+    module = module_of(classname)
+    cls = classname.split(".")[len(module[:-3].split("/")):]
+    return "::".join([module, *cls, name])
+
+
 def durations(junit: Path) -> tuple[dict[str, float], list[tuple[float, str]]]:
     """(seconds per module, [(seconds, test id)]) of one run; each test's time is its setup,
     call and teardown together (pytest's junit_duration_report=total)."""
     per_module: dict[str, float] = defaultdict(float)
     tests = []
     for case in ET.parse(junit).getroot().iter("testcase"):
-        module = module_of(case.get("classname", ""))
+        classname = case.get("classname", "")
         seconds = float(case.get("time", 0.0))
-        per_module[module] += seconds
-        tests.append((seconds, f"{module}::{case.get('name')}"))
+        per_module[module_of(classname)] += seconds
+        tests.append((seconds, nodeid_of(classname, case.get("name", ""))))
     return dict(per_module), sorted(tests, reverse=True)
 
 
@@ -51,7 +62,8 @@ def main(argv=None) -> int:
         return 2
     per_module, tests = durations(args.junit)
     if args.write:
-        DURATIONS.write_text(json.dumps({m: round(s, 1) for m, s in sorted(per_module.items())}, indent=1) + "\n")
+        kept = {test: round(s, 1) for s, test in sorted(tests, key=lambda st: st[1]) if s >= KEEP_S}
+        DURATIONS.write_text(json.dumps(kept, indent=0) + "\n")
     print(f"{len(tests)} tests, {sum(per_module.values()):.0f} s of test time in {len(per_module)} modules")
     for module, seconds in sorted(per_module.items(), key=lambda kv: -kv[1])[:args.top]:
         print(f"{seconds:8.1f} s  {module}")

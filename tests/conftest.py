@@ -104,15 +104,21 @@ def pytest_configure(config):
     value = config.getoption("--shuffle")
     if value is None:
         return
-    if value == "random":
-        value = str(random.SystemRandom().randrange(10**6))
-        # pytest-xdist hands its workers the controller's options: each worker then shuffles
-        # with this one seed, and all of them collect the same order (xdist requires it)
-        config.option.shuffle = value
+    if value == "random":  # a pytest-xdist worker takes the seed its controller drew (pytest_configure_node)
+        value = str(getattr(config, "workerinput", {}).get("shuffle_seed", random.SystemRandom().randrange(10**6)))
     if not value.isdigit():
         raise pytest.UsageError(f"--shuffle takes a whole-number seed, got {value!r}: write --shuffle=SEED "
                                 "(or --shuffle after the test paths)")
     config.shuffle_seed = int(value)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: every worker shuffles with the controller's seed, so that all of them
+    collect one order (xdist refuses to run otherwise)."""
+    seed = getattr(node.config, "shuffle_seed", None)
+    if seed is not None:
+        node.workerinput["shuffle_seed"] = seed
 
 
 def _shuffle_note(config) -> str | None:
@@ -124,50 +130,42 @@ def pytest_report_header(config):
     return _shuffle_note(config)
 
 
-# Seconds each test module took in a whole run here (scripts/test_durations.py writes it from a
-# run's --junitxml): the order the suite's two workers take its groups in, longest first.
+# Seconds each test took in a whole run here (scripts/test_durations.py writes it from a run's
+# --junitxml): the order the suite's two workers take its groups in, longest first.
 DURATIONS = Path(__file__).with_name("durations.json")
+FAST_S = 0.3  # a test the file leaves out (under a second there)
 
 
-def _groups(items) -> dict[str, str]:
-    """Test module -> the group a pytest-xdist worker runs whole (``--dist loadgroup``): the
-    modules that use the local SLURM cluster form one group (one worker: their jobs share the
-    cluster's 8 emulated GPUs, and some fill its queue on purpose), every other module its own
-    (module-scoped campaigns are made once, by the worker that runs the module)."""
-    modules: dict[str, str] = {}
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        if item.get_closest_marker("slurm"):
-            modules[module] = "slurm"
-        else:
-            modules.setdefault(module, module)
-    return modules
+def _group(item) -> str:
+    """The group a pytest-xdist worker runs whole (``--dist loadgroup``): every test that uses
+    the local SLURM cluster is in one (one worker: their jobs share the cluster's 8 emulated
+    GPUs, and some fill its queue on purpose); every other test is in its module's (its
+    module-scoped campaigns are then made once, by the worker that runs the module)."""
+    return "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::")[0]
 
 
-def _by_cost(items, modules: dict[str, str]) -> list:
-    """``items`` with the costliest group first (a module keeps its tests together, in their
-    order: splitting a module would set its module-scoped fixtures up twice)."""
+def _by_cost(items) -> list:
+    """``items`` with the costliest group first, each group's tests together and in their
+    order (a module split apart would set its module-scoped fixtures up again)."""
     try:
         seconds = json.loads(DURATIONS.read_text())
     except (OSError, ValueError):
         seconds = {}
     cost: dict[str, float] = {}
-    for module, group in modules.items():
-        cost[group] = cost.get(group, 0.0) + float(seconds.get(module, 5.0))
-    rank = {module: (-cost[group], group) for module, group in modules.items()}
-    return sorted(items, key=lambda item: rank[item.nodeid.split("::")[0]])
+    for item in items:
+        cost[_group(item)] = cost.get(_group(item), 0.0) + float(seconds.get(item.nodeid, FAST_S))
+    return sorted(items, key=lambda item: (-cost[_group(item)], _group(item)))
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the tests' ids
 def pytest_collection_modifyitems(config, items):
-    modules = _groups(items)
     if getattr(config, "shuffle_seed", None) is not None:
         random.Random(config.shuffle_seed).shuffle(items)
     else:
-        items[:] = _by_cost(items, modules)
+        items[:] = _by_cost(items)
     if config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "loadgroup":
         for item in items:
-            item.add_marker(pytest.mark.xdist_group(modules[item.nodeid.split("::")[0]]))
+            item.add_marker(pytest.mark.xdist_group(_group(item)))
 
 
 def pytest_terminal_summary(terminalreporter, config):
