@@ -11,7 +11,9 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +103,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput") \
+            and getattr(config.option, "testrunuid", "unset") is None:
+        config.option.testrunuid = uuid.uuid4().hex  # known here and on every worker: the groups' file
     value = config.getoption("--shuffle")
     if value is None:
         return
@@ -144,6 +149,52 @@ def _group(item) -> str:
     return "slurm" if item.get_closest_marker("slurm") else item.nodeid.split("::")[0]
 
 
+# pytest-xdist's own loadgroup reads xdist_group marks into the tests' ids by assigning
+# item._nodeid, which pytest 9 no longer reads (its nodeid comes from item._id): every test
+# is then its own group, and a module's module-scoped campaign is made once per worker that
+# runs one of its tests. So the groups are ours: the first worker writes the SLURM tests' ids
+# to a file named by the run's id as it finishes collecting, and the controller's scheduler
+# (pytest_xdist_make_scheduler) groups by it.
+def _groups_file(testrunuid: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"campaign-tests-{testrunuid}-groups.json"
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker tells the controller its collection is done
+def pytest_collection_finish(session):
+    workerinput = getattr(session.config, "workerinput", None)
+    if not workerinput or workerinput.get("workerid") != "gw0":
+        return
+    slurm = [item.nodeid for item in session.items if _group(item) == "slurm"]
+    target = _groups_file(workerinput["testrunuid"])
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(slurm))
+    os.replace(tmp, target)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    path = _groups_file(config.option.testrunuid)
+
+    class Groups(LoadScopeScheduling):
+        """xdist's scope scheduling with tests/conftest.py's groups (``_group``)."""
+
+        slurm: set | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if Groups.slurm is None:
+                try:
+                    Groups.slurm = set(json.loads(path.read_text()))
+                except (OSError, ValueError):
+                    Groups.slurm = set()  # no file: each module a group of its own
+            return "slurm" if nodeid in Groups.slurm else nodeid.split("::")[0]
+
+    return Groups(config, log)
+
+
 def _by_cost(items) -> list:
     """``items`` with the costliest group first, each group's tests together and in their
     order (a module split apart would set its module-scoped fixtures up again)."""
@@ -157,15 +208,16 @@ def _by_cost(items) -> list:
     return sorted(items, key=lambda item: (-cost[_group(item)], _group(item)))
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the tests' ids
 def pytest_collection_modifyitems(config, items):
     if getattr(config, "shuffle_seed", None) is not None:
         random.Random(config.shuffle_seed).shuffle(items)
     else:
         items[:] = _by_cost(items)
-    if config.pluginmanager.hasplugin("xdist") and config.getoption("dist", "no") == "loadgroup":
-        for item in items:
-            item.add_marker(pytest.mark.xdist_group(_group(item)))
+
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput") and getattr(config.option, "testrunuid", None):
+        _groups_file(config.option.testrunuid).unlink(missing_ok=True)
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -332,3 +384,4 @@ def until(pred, timeout: float, what: str, every: float = 0.5):
             return value
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
+

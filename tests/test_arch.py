@@ -69,6 +69,7 @@ def test_this_environments_torch_is_read_without_importing_it():
     assert not covers(build.arch_list, (7, 0)) and covers(build.arch_list, (8, 0))
 
 
+@pytest.mark.slow
 def test_the_wheel_table_matches_this_machines_torch():
     """WHEEL_ARCHS' entry for this machine's build is what torch itself reports."""
     import subprocess
@@ -295,6 +296,7 @@ def test_points_of_two_images_never_share_an_array():
 
 
 # ---------------------------------------------------------------- the launch
+@pytest.mark.slow
 def test_v100_refused_with_the_cuda13_image_and_run_in_the_cuda126_one(ws, tmp_path):
     cu13 = make_image(tmp_path / "img", "campaign-cu130.sif", "13.0", CU130)
     cu126 = make_image(tmp_path / "img", "campaign-cu126.sif", "12.6", CU126)
@@ -323,6 +325,7 @@ def test_v100_refused_with_the_cuda13_image_and_run_in_the_cuda126_one(ws, tmp_p
     assert wrong.stderr.strip().endswith("point container.images.v100 at it (container.images.v100=PATH.sif)")
 
 
+@pytest.mark.slow
 def test_v100_refused_with_this_environments_cuda13_torch(ws):
     res = ws.launch("platform=v100", "gpus=1", "trainer=sleep", "--dry-run")  # nothing left: refused
     assert res.returncode == 2, res.stdout + res.stderr

@@ -41,6 +41,7 @@ def test_bad_launch_is_one_line_exit_2_and_stores_nothing(ws, overrides, message
     assert not ws.db.exists()
 
 
+@pytest.mark.slow
 def test_bad_launch_leaves_an_existing_store_unchanged(ws):
     assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
     assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
@@ -73,6 +74,7 @@ def test_points_a_platform_cannot_hold_are_left_out_with_the_reason(ws):
         (["cancel", "--point", "99"], "error: campaign"),
     ],
 )
+@pytest.mark.slow
 def test_bad_cli_input(ws, argv, message):
     assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
     ws.campaign("status", "--wait", "--interval", "0.5")
@@ -84,6 +86,7 @@ def test_bad_cli_input(ws, argv, message):
     assert _digest(ws.db) == before
 
 
+@pytest.mark.slow
 def test_an_output_over_the_results_store_is_refused(ws, tmp_path):
     """harvest --out and report --out never write over an SQLite database or its -wal/-shm
     file (they did, exit 0: every campaign lost; review of 2026-11-26)."""
@@ -120,6 +123,7 @@ def test_a_store_url_whose_port_is_no_number_is_one_line(ws, url):
     assert res.returncode == 2 and "its port is not a number" in res.stderr, res.stderr
 
 
+@pytest.mark.slow
 def test_a_closed_standard_output_is_dev_null_not_a_traceback(ws, tmp_path):
     """``campaign harvest >&-`` was an AttributeError traceback (Python's sys.stdout is None);
     a closed stream is /dev/null, so no file opened later takes descriptor 1 (the store
@@ -147,6 +151,7 @@ def test_missing_store_is_explained(ws):
     assert res.stderr.startswith("error: no results store at ") and "launch a campaign first" in res.stderr
 
 
+@pytest.mark.slow
 def test_schema_version_mismatch_is_refused(ws):
     assert ws.launch("-m", "gpus=1", "dry_run=false", *TINY).returncode == 0
     ws.campaign("status", "--wait", "--interval", "0.5")
@@ -171,6 +176,7 @@ def test_help_of_every_command_has_an_example(ws):
         assert "examples:" in res.stdout
 
 
+@pytest.mark.slow
 def test_out_dash_is_standard_output(ws, tmp_path):
     """``--out -`` wrote a file named '-' (review of 2026-11-26): it is standard output."""
     assert ws.launch("-m", "gpus=1", *TINY).returncode == 0

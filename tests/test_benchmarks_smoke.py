@@ -184,14 +184,22 @@ def test_projection_sets_the_errors_beside_how_far_apart_the_full_runs_are():
     assert by_key["t.full_near"]["runs"] == pytest.approx([100 / 3])
 
 
+@pytest.fixture(scope="module")
+def overhead_one_set() -> str:
+    """One run of the overhead benchmark (~40 s here) read by two tests: ``--step-ms`` below
+    any step (the calibration takes its first size), fewer pairs than ``--fresh`` (100: one
+    set of copies)."""
+    return _run("overhead.py", "--step-ms", "0.001", "--pairs", "20", "--steps", "1")
+
+
 @pytest.mark.slow
-def test_overhead_prints_the_ab_ratio_and_the_accounted_cost():
-    out = _run("overhead.py", "--pairs", "40", "--steps", "1", "--presets", "3ms")
+def test_overhead_prints_the_ab_ratio_and_the_accounted_cost(overhead_one_set):
+    out = overhead_one_set
     # fewer pairs than --fresh (100): one set of copies, and the line says what its interval leaves out
-    m = re.search(r"instrumented/bare step time: \d+\.\d{3} \(40 pairs, 1 set\(s\) of copies; 95% CI [\d.]+-[\d.]+, "
+    m = re.search(r"instrumented/bare step time: \d+\.\d{3} \(20 pairs, 1 set\(s\) of copies; 95% CI [\d.]+-[\d.]+, "
                   r"the copies' own difference not in it; "
-                  r"half-width [\d.]+ %, (target met|--pairs 40 reached); bare [\d.]+ ms/step; 2 rank\(s\) on cpu, "
-                  r"width 8, depth 2, 8x16x16 images/rank", out)
+                  r"half-width [\d.]+ %, (target met|--pairs 20 reached); bare [\d.]+ ms/step; 2 rank\(s\) on cpu, "
+                  r"width 8, depth 2, 4x8x8 images/rank", out)
     assert m, out
     # the accounted cost may come out below 0 on a noisy machine (the hook's part is a difference)
     m = re.search(r"accounted: (-?[\d.]+) us/step = (-?[\d.]+)% of the bare step \(Recorder ([\d.]+) us/step \+ "
@@ -220,9 +228,9 @@ def test_overhead_measures_the_python_hook_beside_the_cpp_one():
 
 
 @pytest.mark.slow
-def test_overhead_step_ms_times_the_bare_step_to_choose_the_image_size():
+def test_overhead_step_ms_times_the_bare_step_to_choose_the_image_size(overhead_one_set):
     # a target below any step: the first size tried is already past it, and is the nearest
-    out = _run("overhead.py", "--step-ms", "0.001", "--pairs", "20", "--steps", "1")
+    out = overhead_one_set
     m = re.search(r"^calibrated: --image-size 8 gives a ([\d.]+) ms bare step here \(target 0\.001 ms; tried 8: ([\d.]+)\); not within 20 % of it: "
                   r"another --depth, --batch or --width gets nearer$",
                   out, re.M)

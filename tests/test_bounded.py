@@ -129,7 +129,7 @@ def test_gzip_zero_padding_is_read_as_gzip_reads_it():
     assert bytes(decompress_gzip(raw, "t")) == b"[1]" == gzip.decompress(raw)
 
 
-@pytest.mark.parametrize("raw", [gzip.compress(b"[1, 2, 3]" * 100)[:-9], b"", b"\x1f\x8b"])
+@pytest.mark.parametrize("raw", [gzip.compress(b"[1, 2, 3]" * 100, mtime=0)[:-9], b"", b"\x1f\x8b"])
 def test_truncated_gzip_is_damaged(raw):
     with pytest.raises(BoundError, match="^t: a damaged gzip file"):
         decompress_gzip(raw, "t")

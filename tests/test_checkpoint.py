@@ -161,11 +161,13 @@ def _restarted_ranks(tmp_path, rank0: str, before: str) -> tuple[str, str]:
     return first, second
 
 
+@pytest.mark.slow
 def test_restarted_local_ranks_meet_at_their_rank_0s_port_not_the_run_befores(tmp_path):
     port0, port1 = _restarted_ranks(tmp_path, "publish", "34577")  # as written before ranks signed it
     assert port1 == port0 != "34577"
 
 
+@pytest.mark.slow
 def test_a_local_rank_whose_rank_0_ended_without_a_port_fails_at_once(tmp_path):
     said0, said1 = _restarted_ranks(tmp_path, "end", "34577 12345:678")  # its rank 0 (pid 12345), ended
     assert said0 == "ended"
@@ -290,6 +292,7 @@ def test_a_local_job_signalled_while_it_starts_requeues_at_its_first_iterations(
     assert _assert_resumed_once(ws, cid) <= 21
 
 
+@pytest.mark.slow
 def test_a_timing_run_does_not_checkpoint(ws):
     res = ws.launch("-m", "gpus=1", *TINY)
     cid = campaign_id_from(res.stdout)

@@ -15,6 +15,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import TINY
 
 FAKE_RUNTIME = """#!/usr/bin/env bash
@@ -32,6 +34,7 @@ exec {python} "$@"
 """
 
 
+@pytest.mark.slow
 def test_job_runs_through_the_runtime_and_records_the_image(ws, tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

@@ -140,6 +140,7 @@ def test_without_the_kernels_signal_the_watcher_ends_a_rank_within_its_poll(tmp_
     assert "ended while this rank ran (killed?); the rank ended itself" in out, out
 
 
+@pytest.mark.slow
 def test_a_rank_that_cannot_take_the_hang_up_is_ended_by_its_watcher(tmp_path):
     from trainers import orphan
 

@@ -132,6 +132,7 @@ def test_dry_run_modes():
         dry_run_mode("yesplease")
 
 
+@pytest.mark.slow
 def test_a_budget_refuses_a_campaign_over_it_and_stores_nothing(ws):
     over = ws.launch("-m", "gpus=1,2", "trainer=sleep", "experiment.base_iterations=100", "max_gpu_hours=0.001")
     assert over.returncode == 2

@@ -56,6 +56,7 @@ def _agree(run, cid: str) -> dict:
     return p
 
 
+@pytest.mark.slow
 def test_a_killed_job_controller_fails_its_point_everywhere(ws):
     """kill -9 of a local job's controller while its ranks run: the ranks end themselves
     (their parent died), the point is failed in status, --json and harvest, never
@@ -78,6 +79,7 @@ def test_a_killed_job_controller_fails_its_point_everywhere(ws):
     assert p["elapsed_s"] is not None
 
 
+@pytest.mark.slow
 def test_a_local_point_past_its_time_limit_is_timeout(ws):
     res = ws.launch("-m", "gpus=1", "platform.time_limit_min=1", *LONG_SLEEP)
     assert res.returncode == 0, res.stderr

@@ -96,6 +96,7 @@ def _register(url: str, cid: str, name: str, created: float) -> None:
                      "dataset": "synthetic", "gpus": 1, "nodes": 1, "executor": "local", "state": "completed"}])
 
 
+@pytest.mark.slow
 def test_a_name_several_campaigns_share_takes_the_latest_and_says_so(ws):
     _register(ws.store_url, "20260101-000000-aaaa", "study", 1_000.0)
     _register(ws.store_url, "20260102-000000-bbbb", "study", 2_000.0)

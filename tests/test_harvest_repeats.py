@@ -36,6 +36,7 @@ def _csv(ws, *args) -> list[dict]:
     return list(csv.DictReader(io.StringIO(res.stdout)))
 
 
+@pytest.mark.slow
 def test_repeat_statistics_from_the_store(repeated):
     ws, cid, times = repeated
     (row,) = _csv(ws, cid)
@@ -50,6 +51,7 @@ def test_repeat_statistics_from_the_store(repeated):
     assert float(row["speedup"]) == 1.0
 
 
+@pytest.mark.slow
 def test_throughput_repeats_have_their_spread(repeated):
     ws, cid, _ = repeated
     (row,) = _csv(ws, cid, "--table", "throughput")
@@ -57,6 +59,7 @@ def test_throughput_repeats_have_their_spread(repeated):
     assert float(row["iter_min_s"]) <= float(row["iter_s"]) <= float(row["iter_max_s"])
 
 
+@pytest.mark.slow
 def test_utilisation_shows_what_was_profiled_and_only_that(repeated):
     ws, cid, _ = repeated
     (row,) = _csv(ws, cid, "--table", "utilisation")

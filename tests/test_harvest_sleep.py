@@ -64,6 +64,7 @@ def _f(v: str):
     return None if v == "" else float(v)
 
 
+@pytest.mark.slow
 def test_time_to_solution_follows_the_law(runs):
     ws, full, _ = runs
     rows = {int(r["gpus"]): r for r in _csv(ws, full, "--table", "scaling")}
@@ -75,6 +76,7 @@ def test_time_to_solution_follows_the_law(runs):
         assert float(r["ideal_speedup"]) == n and r["projected"] == "false" and r["note"] == ""
 
 
+@pytest.mark.slow
 def test_throughput_view_follows_the_law(runs):
     ws, full, _ = runs
     rows = {int(r["gpus"]): r for r in _csv(ws, full, "--table", "throughput")}
@@ -87,6 +89,7 @@ def test_throughput_view_follows_the_law(runs):
         assert float(r["ideal_images_per_s_per_gpu"]) == pytest.approx(1 / t(1), rel=0.01)
 
 
+@pytest.mark.slow
 def test_breakdown_shares_are_the_law_terms(runs):
     ws, full, _ = runs
     rows = _csv(ws, full, "--table", "breakdown")
@@ -101,6 +104,7 @@ def test_breakdown_shares_are_the_law_terms(runs):
         assert share[(n, "phases", "forward")] == pytest.approx(A / n / t(n), abs=0.03)
 
 
+@pytest.mark.slow
 def test_utilisation_without_profiler_is_absent_not_zero(runs):
     ws, full, _ = runs
     rows = _csv(ws, full, "--table", "utilisation")
@@ -112,6 +116,7 @@ def test_utilisation_without_profiler_is_absent_not_zero(runs):
     assert "utilisation: GPU and CPU busy time / the profiler window's wall time (<= 1" in table.stdout and " -  " in table.stdout
 
 
+@pytest.mark.slow
 def test_projection_from_a_short_window_matches_the_full_run(runs):
     ws, full, sampled = runs
     (row,) = _csv(ws, sampled)
@@ -125,6 +130,7 @@ def test_projection_from_a_short_window_matches_the_full_run(runs):
     assert abs(float(time["relative"])) < 0.03, time
 
 
+@pytest.mark.slow
 def test_reference_comparison_beside_measured(runs):
     ws, full, _ = runs
     rows = _csv(ws, full, "--compare", "reference")
@@ -139,6 +145,7 @@ def test_reference_comparison_beside_measured(runs):
     assert pair["measured"] == "" and float(pair["reference"]) == -0.24
 
 
+@pytest.mark.slow
 def test_every_table_in_every_format(runs, tmp_path):
     ws, full, _ = runs
     names = ("scaling", "throughput", "utilisation", "breakdown", "hardware", "model")
@@ -156,6 +163,7 @@ def test_every_table_in_every_format(runs, tmp_path):
     assert md.count("## ") == len(names) and "| platform" in md
 
 
+@pytest.mark.slow
 def test_where_filters_are_bound_and_checked(runs):
     ws, full, _ = runs
     rows = _csv(ws, full, "--where", "gpus=1,4", "--table", "throughput")
@@ -167,6 +175,7 @@ def test_where_filters_are_bound_and_checked(runs):
     assert ws.query("select count(*) from point")[0][0] == 4
 
 
+@pytest.mark.slow
 def test_plots_are_written_with_labelled_axes(runs, tmp_path):
     ws, full, _ = runs
     res = ws.campaign("harvest", full, "--plots", str(tmp_path / "fig"))
@@ -196,6 +205,7 @@ def test_plots_are_written_with_labelled_axes(runs, tmp_path):
     assert list(ax.lines[0].get_ydata()) == pytest.approx([t(1) / t(n) for n in GPUS], rel=0.01)
 
 
+@pytest.mark.slow
 def test_breakdown_figure_stacks_each_runs_phases(runs):
     """One bar per GPU count stacking the sleep trainer's phases (data, forward, and from
     2 ranks its own comm phase), each the ranks' mean per iteration from the store; a
@@ -227,6 +237,7 @@ def test_breakdown_figure_stacks_each_runs_phases(runs):
         "iteration (measured)", "communication (trainer's own phase)", "forward", "data wait"]
 
 
+@pytest.mark.slow
 def test_the_readmes_known_answer_block_is_this_campaigns_harvest(runs):
     """The manual's sleep-harvest block (scripts/readme_blocks.py) has the shape of this
     campaign's `campaign harvest` and the law's speedups and efficiencies."""

@@ -30,6 +30,7 @@ class TestCampaignLauncher(LauncherTestSuite):
     "task_launcher_cfg, extra_flags",
     [({}, ["-m", "hydra/hydra_logging=disabled", "hydra/job_logging=disabled", "hydra/launcher=campaign", *WAIT])],
 )
+@pytest.mark.slow
 class TestCampaignLauncherIntegration(IntegrationTestSuite):
     pass
 

@@ -129,6 +129,7 @@ _RANK = textwrap.dedent("""
     (0, "127.0.0.1", "RendezvousError rendezvous at the master 127.0.0.1:{port} (from MASTER_ADDR) failed: "),
     (1, "127.0.0.1", "RendezvousError cannot reach the master 127.0.0.1:{port} (from MASTER_ADDR) after "),
 ])
+@pytest.mark.slow
 def test_no_rank_waits_out_the_process_group_timeout(rank, addr, reason):
     """setup() with a 10-minute process-group timeout and a 3-second rendezvous: every
     failure to meet ends within the rendezvous timeout, one line naming host and port."""

@@ -99,6 +99,7 @@ def test_a_misspelt_key_in_a_site_config_is_named_with_the_nearest(ws):
 # ------------------------------------------------------------------ 0 and 3, the campaign kept honest
 
 
+@pytest.mark.slow
 def test_foreground_point_that_fails_exits_3_naming_it_and_the_rerun(ws):
     res = ws.launch(*SLEEPY, "+trainer.params.fail_rank=0")
     err = one_line_error(res, 3)
@@ -110,12 +111,14 @@ def test_foreground_point_that_fails_exits_3_naming_it_and_the_rerun(ws):
     assert ws.query("select state from point") == [("failed",)]
 
 
+@pytest.mark.slow
 def test_foreground_point_that_completes_exits_0(ws):
     res = ws.launch(*TINY)
     assert res.returncode == 0, res.stderr
     assert "1 point(s): 1 completed" in res.stdout
 
 
+@pytest.mark.slow
 def test_waiting_sweep_exits_3_when_a_point_fails_and_0_when_all_complete(ws):
     res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1", "hydra.launcher.wait=true")
     err = one_line_error(res, 3)
@@ -127,6 +130,7 @@ def test_waiting_sweep_exits_3_when_a_point_fails_and_0_when_all_complete(ws):
         [("completed",), ("completed",)]
 
 
+@pytest.mark.slow
 def test_points_that_cannot_be_submitted_are_not_left_registered_and_retry_submits_them(ws):
     """The job folder cannot be made (a file is in its way: NotADirectoryError): every point is
     stored `rejected` with the reason, exit 3 names them and the retry, which works once fixed."""
@@ -234,6 +238,7 @@ def test_a_store_password_is_nowhere_on_disk_nor_on_the_terminal(ws):
 
 
 @pytest.mark.parametrize("umask,files,folders", [(0o022, 0o600, 0o700), (0o077, 0o600, 0o700), (0o027, 0o600, 0o700)])
+@pytest.mark.slow
 def test_store_results_logs_and_job_folders_are_private(ws, umask, files, folders):
     res = ws.run(sys.executable, "-c", f"import os, sys; os.umask({umask}); sys.argv = ['x', '-m', 'gpus=1', *{TINY!r}];"
                  "from campaign.cli.launch import launch_main; sys.exit(launch_main())")
@@ -287,6 +292,7 @@ def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
 
 
 @pytest.mark.usefixtures("hydra_restore_singletons")
+@pytest.mark.slow
 def test_a_waiting_campaign_sweep_returns_each_points_real_jobreturn(hydra_sweep_runner, tmp_path, monkeypatch):
     """Campaign's own app under the launcher with wait=true: each JobReturn has the point's
     config, its overrides, its job folder and rank 0's return value; status COMPLETED."""

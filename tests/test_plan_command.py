@@ -69,6 +69,7 @@ def test_bad_input_is_one_line(ws, argv, message):
     assert res.returncode == 2 and res.stderr.startswith(f"error: {message}") and res.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_the_model_table_on_two_points_says_why_there_is_no_fit(ws, tmp_path):
     # the main job's campaign shape: gpus=1,2 completed (test_states.build)
     build(ws.store_url, ws.results)

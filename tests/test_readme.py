@@ -33,6 +33,7 @@ def test_a_block_shown_in_several_files_is_the_same_in_each():
 
 
 @pytest.mark.parametrize("name", [n for n, k in rb.KINDS.items() if k == "exact"])
+@pytest.mark.slow
 def test_an_exact_block_is_what_its_commands_print(name, tmp_path):
     env = rb.laptop_env(tmp_path)
     for command, shown in rb.commands(BLOCKS[name]):

@@ -222,6 +222,7 @@ def _count(*args: str) -> int:
     return int(res.stdout.split()[-1])
 
 
+@pytest.mark.slow
 def test_the_flops_table_is_what_torchs_counter_counts():
     """Recounts the table's micro entry on the CPU (a real forward and backward) and a
     class count other than the table's on meta tensors: a wrong table entry or a wrong

@@ -108,6 +108,7 @@ def _harvest_csv(ws, table="scaling") -> list[dict]:
     return list(csv.DictReader(io.StringIO(res.stdout)))
 
 
+@pytest.mark.slow
 def test_the_tables_are_harvests_csv(ws, store):
     res = _report(ws)
     assert res.returncode == 0, res.stderr

@@ -31,6 +31,7 @@ def _wait(ws, cid, *extra):
     return ws.campaign("status", cid, "--wait", "--interval", "0.5", "--timeout", "240", *extra, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_failed_point_is_resumed_alone_and_completes(ws):
     res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1")
     assert res.returncode == 0, res.stderr
@@ -87,6 +88,7 @@ def test_a_failed_point_is_resumed_alone_and_completes(ws):
     (["--state", "completed"], "--state 'completed': completed is not a state a resume reruns; valid: failed,"),
     (["nosuch"], "no campaign 'nosuch'"),
 ])
+@pytest.mark.slow
 def test_what_a_resume_refuses_is_one_line_and_changes_nothing(ws, argv, message):
     res = ws.launch("-m", "gpus=1", *SLEEPY, "+trainer.params.fail_rank=0")
     cid = campaign_id_from(res.stdout)
@@ -98,6 +100,7 @@ def test_what_a_resume_refuses_is_one_line_and_changes_nothing(ws, argv, message
     assert _digest(ws.db) == before
 
 
+@pytest.mark.slow
 def test_a_campaign_larger_than_max_submit_goes_out_in_waves(ws):
     res = ws.launch("-m", "gpus=1", "seed=0,1,2", *SLEEPY, "platform.max_submit=1")
     assert res.returncode == 0, res.stderr
@@ -119,6 +122,7 @@ def test_a_campaign_larger_than_max_submit_goes_out_in_waves(ws):
     assert [(i, n, s, o) for i, n, s, o, _ in attempts] == [(i, 0, "completed", "launch") for i in range(3)]
 
 
+@pytest.mark.slow
 def test_max_retries_resubmits_a_retry_on_failure_and_stops_at_k(ws):
     res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1", "--max-retries", "2",
                     "retry_on=[failed]")
@@ -138,6 +142,7 @@ def test_max_retries_resubmits_a_retry_on_failure_and_stops_at_k(ws):
     assert len(_attempts(ws, cid)) == 4
 
 
+@pytest.mark.slow
 def test_a_waiting_launch_submits_its_waves_itself(ws):
     res = ws.launch("-m", "gpus=1", "seed=0,1", *TINY, "platform.max_submit=1", "hydra.launcher.wait=true",
                     timeout=300)
@@ -146,6 +151,7 @@ def test_a_waiting_launch_submits_its_waves_itself(ws):
     assert ws.query("select state from point where campaign_id = ? order by idx", cid) == [("completed",), ("completed",)]
 
 
+@pytest.mark.slow
 def test_launch_retry_is_an_alias_of_resume_for_what_never_reached_a_scheduler(ws):
     res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1")
     cid = campaign_id_from(res.stdout)
@@ -156,6 +162,7 @@ def test_launch_retry_is_an_alias_of_resume_for_what_never_reached_a_scheduler(w
     assert alias.stdout.strip() == f"campaign {cid}: nothing to resume (1 completed, 1 failed)"  # failed: not its job
 
 
+@pytest.mark.slow
 def test_waiting_points_agree_in_status_harvest_and_cancel(ws):
     """A waiting point is unfinished everywhere: status shows it waiting, harvest leaves it
     out and says so, cancel records it cancelled (there is no job to stop) and a resume
@@ -178,6 +185,7 @@ def test_waiting_points_agree_in_status_harvest_and_cancel(ws):
     assert again.returncode == 0 and "would resubmit 1 point(s)" in again.stdout and "cancelled" in again.stdout
 
 
+@pytest.mark.slow
 def test_a_dry_run_resume_takes_overrides_anywhere_and_needs_no_write_access(ws, monkeypatch, capsys):
     """Overrides after an option (``resume CID --dry-run KEY=V``) were 'unrecognized
     arguments'; a dry run on a store this user cannot write was refused (exit 2), where a

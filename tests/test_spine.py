@@ -26,6 +26,7 @@ def sweep(tmp_path_factory):
     return ws, cid, res, wait
 
 
+@pytest.mark.slow
 def test_launch_returns_before_jobs_end_and_prints_how_to_follow(sweep):
     ws, cid, res, _ = sweep
     assert f"campaign {cid}: 4 of 4 point(s) submitted" in res.stdout
@@ -33,6 +34,7 @@ def test_launch_returns_before_jobs_end_and_prints_how_to_follow(sweep):
     assert f"campaign harvest {cid}" in res.stdout
 
 
+@pytest.mark.slow
 def test_status_wait_reports_every_point_completed(sweep):
     ws, cid, _, wait = sweep
     assert wait.returncode == 0, wait.stdout + wait.stderr
@@ -41,6 +43,7 @@ def test_status_wait_reports_every_point_completed(sweep):
     assert states == [("completed", 4)]
 
 
+@pytest.mark.slow
 def test_store_holds_rank_and_iteration_rows(sweep):
     ws, cid, _, _ = sweep
     # one rank_timing row per rank: 1 + 2 + 1 + 2
@@ -58,6 +61,7 @@ def test_store_holds_rank_and_iteration_rows(sweep):
     assert prov["backend"] in ("none", "gloo") and prov["torch"].startswith("2.")
 
 
+@pytest.mark.slow
 def test_status_json_is_machine_readable(sweep):
     ws, cid, _, _ = sweep
     res = ws.campaign("status", "--json")
@@ -66,6 +70,7 @@ def test_status_json_is_machine_readable(sweep):
     assert [p["gpus"] for p in doc["points"]] == [1, 1, 2, 2] or sorted(p["gpus"] for p in doc["points"]) == [1, 1, 2, 2]
 
 
+@pytest.mark.slow
 def test_harvest_csv_has_speedup_and_efficiency(sweep):
     ws, cid, _, _ = sweep
     res = ws.campaign("harvest", cid, "--to", "csv")
@@ -82,6 +87,7 @@ def test_harvest_csv_has_speedup_and_efficiency(sweep):
 
 
 @pytest.mark.parametrize("fmt", ["json", "markdown", "parquet", "table"])
+@pytest.mark.slow
 def test_harvest_exports(sweep, fmt, tmp_path):
     ws, cid, _, _ = sweep
     out = tmp_path / f"scaling.{fmt}"
@@ -94,6 +100,7 @@ def test_harvest_exports(sweep, fmt, tmp_path):
         assert pl.read_parquet(out).height == 4
 
 
+@pytest.mark.slow
 def test_harvest_filters_are_applied(sweep):
     ws, cid, _, _ = sweep
     res = ws.campaign("harvest", "--to", "csv", "--gpus", "2")
@@ -102,6 +109,7 @@ def test_harvest_filters_are_applied(sweep):
     assert all(r["note"] == "no 1-GPU baseline" for r in rows)
 
 
+@pytest.mark.slow
 def test_missing_baseline_is_said_not_invented(ws):
     res = ws.launch("-m", "gpus=2", *TINY)
     assert res.returncode == 0, res.stderr
@@ -111,6 +119,7 @@ def test_missing_baseline_is_said_not_invented(ws):
     assert row["note"] == "no 1-GPU baseline" and row["speedup"] == "" and row["efficiency"] == ""
 
 
+@pytest.mark.slow
 def test_failed_point_shows_its_reason_and_log(ws):
     # (a bad optimizer name no longer gets this far: the launch refuses it, tests/test_launch_truth.py)
     res = ws.launch("-m", "gpus=1", "trainer=sleep", "+trainer.params.fail_rank=0",
@@ -125,6 +134,7 @@ def test_failed_point_shows_its_reason_and_log(ws):
     assert doc["points"][0]["state"] == "failed"
 
 
+@pytest.mark.slow
 def test_single_point_runs_in_the_foreground(ws):
     res = ws.launch("gpus=1", *TINY)
     assert res.returncode == 0, res.stderr
@@ -139,6 +149,7 @@ def test_dry_run_submits_nothing(ws):
 
 
 @pytest.mark.parametrize("when", ["queued", "running"])
+@pytest.mark.slow
 def test_cancel_stops_a_point(ws, when):
     res = ws.launch("-m", "gpus=1", "experiment.base_iterations=100000000", "experiment.until_time_limit=true", "trainer.params.width=4", "dataset.image_size=8")
     assert res.returncode == 0, res.stderr
@@ -192,6 +203,7 @@ def test_campaign_never_imports_torch():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
+@pytest.mark.slow
 def test_status_watch_ends_when_every_point_is_final(sweep):
     ws, cid, _, _ = sweep
     res = ws.campaign("status", cid, "--watch", "--interval", "0.2")
@@ -199,6 +211,7 @@ def test_status_watch_ends_when_every_point_is_final(sweep):
     assert "4 point(s): 4 completed" in res.stdout and "refreshing every 0.2 s" in res.stdout
 
 
+@pytest.mark.slow
 def test_a_failing_rank_is_named_and_ends_its_peers(ws):
     """Rank 1 of 2 raises mid-run. Rank 0, which alone would sleep on for days (the sleep
     trainer's ranks never communicate), is ended with it, as srun --kill-on-bad-exit does on
@@ -230,6 +243,7 @@ def test_a_failing_rank_is_named_and_ends_its_peers(ws):
     assert point["reason"].startswith(reason)
 
 
+@pytest.mark.slow
 def test_a_stalled_rank_fails_its_peers_after_the_distributed_timeout(ws):
     """platform.dist_timeout_min bounds how long a rank waits for a peer in a collective:
     rank 1 stalls 40 s, rank 0 gives up at the end-of-run barrier after ~6 s."""

@@ -234,6 +234,7 @@ class _Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
+@pytest.mark.slow
 def test_a_planted_result_pickle_is_never_loaded(ws, tmp_path):
     """Whoever can write the store or the results folder must not run code as whoever
     reads it: every command leaves a malicious submitit result pickle unopened."""

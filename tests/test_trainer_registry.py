@@ -100,6 +100,7 @@ def toy(ws):
             "experiment.base_iterations=6", "experiment.warmup_iterations=1"]
 
 
+@pytest.mark.slow
 def test_a_toy_trainer_is_one_module_and_one_conf_file_and_runs_as_a_job(ws, toy):
     res = ws.launch("-m", "gpus=1,2", "trainer.params.init=zeros,normal", *toy)
     assert res.returncode == 0, res.stdout + res.stderr

@@ -183,6 +183,7 @@ def test_a_gzip_bomb_stops_at_the_cap(tmp_path):
         read_json(plain, max_bytes=1000)
 
 
+@pytest.mark.slow
 def test_the_reproduction_a_small_gzip_that_expands_past_2_gib(ws, tmp_path):
     """The issue's 9 MB trace that expands to 2 GB ended in MemoryError: refused at the
     real cap (2 GiB), in one line, the file a few MB."""

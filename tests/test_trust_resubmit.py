@@ -90,6 +90,7 @@ def _refused(ws, message: str, *argv: str) -> None:
     assert not (ws.results / "jobs").exists()
 
 
+@pytest.mark.slow
 def test_a_crafted_dataset_root_is_refused(copy, tmp_path):
     ws, cid = copy
     evil = tmp_path / "evil"
@@ -210,6 +211,7 @@ def test_a_masked_secret_is_refused_naming_the_key_and_given_again(copy):
     assert res.returncode == 0 and f"campaign {cid}: would resubmit 1 point(s)" in res.stdout, res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_a_resume_of_an_untouched_campaign_goes_and_its_overrides_are_signed(ws):
     """The launcher's own campaign resumes; a resume with overrides stores the new config
     signed, so a later resume of it goes too."""

@@ -170,6 +170,7 @@ def _fake_apptainer(ws, outside: Path) -> tuple[Path, Path]:
     return logs, image
 
 
+@pytest.mark.slow
 def test_container_variables_reach_the_job_through_its_environment_only(ws, tmp_path_factory):
     _check_container_variables(ws, tmp_path_factory.mktemp("outside"), ["gpus=1", *TINY])
 

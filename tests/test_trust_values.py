@@ -359,6 +359,7 @@ from trainers.specs.synthetic import TRAINER  # a declaration, so that the impor
     {"name": "nosuch", "module": "trust_marker_mod"},
     {"name": "trust_marker_mod", "module": None},
 ])
+@pytest.mark.slow
 def test_status_imports_no_trainer_module_the_store_names(ws, trainer):
     (ws.path / "trust_marker_mod.py").write_text(MARKER_MODULE)
     marker = ws.path / "imported.txt"

@@ -336,6 +336,7 @@ def test_a_full_controller_is_not_retried_nor_taken_for_a_dead_one(tmp_path):
     assert issubclass(ControllerFull, SubmitError)
 
 
+@pytest.mark.slow
 def test_a_timeout_keeps_what_the_program_said_until_then():
     """proc.run stops a program at its timeout and keeps its stderr so far: how a full
     controller is told from a dead one."""

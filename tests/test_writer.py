@@ -42,6 +42,7 @@ def _write(url, point_id, barrier):
     writer.close()
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_writers_lose_and_double_nothing(tmp_path):
     url = f"sqlite:///{tmp_path}/c.db"
     with open_store(url, create=True) as s:
@@ -98,6 +99,7 @@ def test_locked_store_spools_and_is_ingested_exactly_once(tmp_path):
     assert con.execute("select count(*) from attempt").fetchone()[0] == 1
 
 
+@pytest.mark.slow
 def test_ingest_command(ws):
     """`campaign ingest` on a campaign without spool files: nothing to do, exit 0."""
     from conftest import TINY
@@ -108,6 +110,7 @@ def test_ingest_command(ws):
     assert res.returncode == 0 and "ingested 0 spool file(s)" in res.stdout
 
 
+@pytest.mark.slow
 def test_spooled_results_wait_for_ingest_and_harvest_never_writes(ws):
     """A job whose store was locked past its timeout spools. status and harvest say so
     (state ``spooled``; harvest counts it as not completed) and change nothing;
