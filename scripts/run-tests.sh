@@ -3,14 +3,16 @@
 # install campaign with the test extras (and the optional DeepSpeed engine, whose tests
 # run too), bring up the local SLURM test cluster (two nodes, n1 and n2, so that nodes=2
 # points really span two slurmds: tests/test_internode.py) and a private PostgreSQL on
-# loopback, run the whole test suite on two pytest-xdist workers, stop what it started.
+# loopback, run the whole test suite on three pytest-xdist workers, stop what it started.
 #
 # --fast: the edit-test loop's lane: no SLURM, no PostgreSQL, no training, no browser
 # (markers slurm, postgres, slow, gpu, browser deselected), no services started.
 #
-# The suite runs on two workers (-n 2, tests/conftest.py: the SLURM modules one group, every
-# other module its own, the longest first by tests/durations.json); -n 0 after the command
-# runs it in this process, as plain pytest. It prints the 25 slowest tests and the total.
+# The suite runs on three workers (CAMPAIGN_TEST_WORKERS, default 3; tests/conftest.py: the
+# SLURM tests one group, every other module its own, the costliest first by
+# tests/durations.json): on 2 cores, 18.6 min against 20.1 with two and 30.7 in one process
+# (most of a test's time is a job's start-up, sleep or a scheduler's answer). -n 0 after the
+# command runs it in this process, as plain pytest. It prints the 25 slowest tests and the total.
 #
 # The cluster's knobs (LOCAL_SLURM_BASE, LOCAL_SLURM_PORT, ...: scripts/LOCAL-SLURM.md)
 # pass through, so the suite can run against a second cluster beside a running one.
@@ -39,7 +41,7 @@ elif [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
 else
   echo "[tests] not root (or CAMPAIGN_TEST_SERVICES=0): SLURM and PostgreSQL tests will be skipped"
 fi
-lane=(-n "${CAMPAIGN_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder --durations=25)
+lane=(-n "${CAMPAIGN_TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder --durations=25)
 if [[ -n $fast ]]; then
   lane+=(-m "not slow and not slurm and not postgres and not gpu and not browser")
 fi

@@ -136,7 +136,7 @@ def pytest_report_header(config):
 
 
 # Seconds each test took in a whole run here (scripts/test_durations.py writes it from a run's
-# --junitxml): the order the suite's two workers take its groups in, longest first.
+# --junitxml): the order the suite's workers take its groups in, costliest first.
 DURATIONS = Path(__file__).with_name("durations.json")
 FAST_S = 0.3  # a test the file leaves out (under a second there)
 
