@@ -29,6 +29,12 @@ cleanup() { for s in "${started[@]}"; do bash "scripts/local-$s.sh" stop >/dev/n
 trap cleanup EXIT
 if [[ -n $fast ]]; then
   echo "[tests] fast lane: no SLURM, PostgreSQL, training or browser tests (the whole suite: without --fast)"
+  # A local cluster started once and stopped leaves SLURM's clients its config, whose controller
+  # does not answer: each sinfo then waits ~9 s (dry runs ask it). Up again it answers at once.
+  if [[ $(id -u) == 0 ]] && command -v sinfo >/dev/null && [[ -e /etc/slurm/slurm.conf ]] \
+      && ! bash scripts/local-slurm.sh status >/dev/null 2>&1; then
+    bash scripts/local-slurm.sh start >/dev/null 2>&1 && started+=(slurm)
+  fi
 elif [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
   bash scripts/local-slurm.sh status >/dev/null 2>&1 || { bash scripts/local-slurm.sh start && started+=(slurm); }
   bash scripts/local-postgres.sh status >/dev/null 2>&1 || { bash scripts/local-postgres.sh start && started+=(postgres); }
