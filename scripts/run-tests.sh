@@ -6,7 +6,8 @@
 # loopback, run the whole test suite on three pytest-xdist workers, stop what it started.
 #
 # --fast: the edit-test loop's lane: no SLURM, no PostgreSQL, no training, no browser
-# (markers slurm, postgres, slow, gpu, browser deselected), no services started.
+# (markers slurm, postgres, slow, gpu, browser deselected); it starts no service, but brings
+# back up a local cluster that was started here once and stopped (below).
 #
 # The suite runs on three workers (CAMPAIGN_TEST_WORKERS, default 3; tests/conftest.py: the
 # SLURM tests one group, every other module its own, the costliest first by

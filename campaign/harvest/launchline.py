@@ -4,7 +4,7 @@ A store may be written by others (docs/security.md): what it holds reaches this 
 as whole, validated ``key=value`` words. A stored value is never split into words (a
 stored override ``trainer.optimizer=sgd --experimental-rerun=FILE`` split on its space put
 Hydra's unpickling option on the printed line), every key is a dotted config name (no
-``hydra.*``), every word is shell-quoted and starts with a letter (never ``-``), and the
+``hydra.*``), every word is shell-quoted and starts with its key (never ``-``), and the
 series' own overrides come only from points whose stored config and overrides carry the
 reader's signature (campaign/common/signing.py): an unsigned or unverifiable point gives
 the axes alone (platform, trainer, experiment, GPUs, nodes) and a note. Overrides are
@@ -80,8 +80,8 @@ def series_overrides(row: Mapping[str, Any], points: Any, stored: Sequence[Mappi
     names, _ = varying([r.get("overrides") for r in stored], skip=AXES)
     if not names:
         return [], None
-    if not all(r["point_id"] in by_id for r in mine) or not {r["point_id"] for r in mine} <= signed_ids(
-            [by_id[r["point_id"]] for r in mine if r["point_id"] in by_id], campaign):
+    rows = [by_id.get(r["point_id"]) for r in mine]
+    if None in rows or len(signed_ids(rows, campaign)) < len(rows):  # every point of the series signed by you
         return [], f"note: the launch line leaves out the series' overrides: {NOT_SIGNED}"
     same_n = [r for r in mine if r["gpus"] == row["gpus"]]
     values = parse(by_id[(same_n or mine)[0]["point_id"]].get("overrides"))
