@@ -31,7 +31,11 @@ PORT=${LOCAL_SLURM_PORT:-6817}
 LINK_ETC=${LOCAL_SLURM_LINK_ETC:-1}
 CLUSTER=${LOCAL_SLURM_CLUSTER:-campaign}
 NODE_PREFIX=${LOCAL_SLURM_NODE_PREFIX:-n}
-FEATURES=a100_40g,a100_80g
+# a100_40g/a100_80g: the constraints of the built-in a100_nvlink_* platforms. emulated_gpu:
+# these nodes' GPUs are gres entries over /dev/null with CPU ranks behind them; a launch
+# reads the feature from sinfo and does not check such a partition's compute capability
+# against the torch build (campaign/launch/arch.py).
+FEATURES=a100_40g,a100_80g,emulated_gpu
 # Slurm's default ports from PORT=6817: slurmctld 6817, slurmd 6818, slurmdbd 6819; the
 # slurmd of node k >= 2 listens on PORT+1+k (6820, 6821, ...).
 CTLD_PORT=$PORT SLURMD_PORT=$((PORT + 1)) DBD_PORT=$((PORT + 2))
