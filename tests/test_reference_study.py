@@ -132,7 +132,8 @@ def test_every_reference_sentence_is_in_the_study_and_names_its_section():
     cited = [(f["id"], f["source"]) for f in ref["figures"]]
     cited += [(f"omitted {v['value']}", v) for o in reference_omissions() for v in o["values"]]
     cited += [(p["partition"], p["text"]) for p in reference_partitions()]
-    cited += [("partitions", ref["partitions"]["source"]), ("schedule", ref["schedule"]["source"])]
+    cited += [("partitions", ref["partitions"]["source"]), ("schedule", ref["schedule"]["source"]),
+              ("workload", ref["workload"]["source"]), ("dataset", ref["workload"]["dataset_source"])]
     for name, src in cited:
         assert src.get("quote") and _plain(src["quote"]) in study, name
         assert re.match(r"(abstract|section \d\.\d|Figure \d|section \d\.\d, Table \d)", src["where"]), name

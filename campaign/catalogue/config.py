@@ -149,6 +149,18 @@ class ContainerSpec:
 
 
 @dataclass
+class StudySpec:
+    # Set by a study preset (conf/study/<name>.yaml, `study=NAME`); a point launched without one leaves it empty.
+    name: Optional[str] = None  # the preset's name, e.g. "swinv2_thesis"
+    title: str = ""  # the published study, in words (its author, kind and year)
+    text: str = ""  # its full text's file name (the project's shared reference folder)
+    reference: Optional[str] = None  # the published figures harvest and the report lay beside the campaign's (campaign/harvest/reference_data)
+    reads_files: bool = False  # the study read its dataset from files: no synthetic stand-in when dataset.root is missing (refused instead)
+    standin: Optional[str] = None  # the launch writes a stand-in of this size (tests, small, full; campaign datagen) at dataset.root when none is there
+    not_gathered: str = ""  # why the study has no point where a platform cannot hold it (said with the refusal)
+
+
+@dataclass
 class CampaignConfig:
     platform: PlatformSpec = MISSING  # where the point runs
     experiment: ExperimentSpec = MISSING  # how iterations and batch scale with gpus
@@ -156,6 +168,7 @@ class CampaignConfig:
     dataset: DatasetSpec = MISSING  # what it trains on
     store: StoreSpec = MISSING  # where timing rows go
     container: ContainerSpec = MISSING  # what the job's Python runs in
+    study: StudySpec = field(default_factory=StudySpec)  # the published study whose preset made the point (study=NAME)
     gpus: int = 1  # GPUs (= DDP ranks) of the point, over all its nodes
     nodes: int = 1  # nodes the point spans; gpus must divide evenly over them
     repeats: int = 1  # run each point this many times (harvest reports median and spread)

@@ -53,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_parsers(sub)
     observe.add_cancel_and_ingest(sub)
     tools.add_trace(sub)
+    tools.add_datagen(sub)
     return top
 
 

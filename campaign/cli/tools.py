@@ -1,6 +1,7 @@
-"""``campaign completion`` (a shell completion script from this parser) and ``campaign
-trace`` (profiler traces read from files, no store): adapters over campaign.cli.completion
-and campaign.observe.trace_report."""
+"""``campaign completion`` (a shell completion script from this parser), ``campaign
+trace`` (profiler traces read from files, no store) and ``campaign datagen`` (a dataset's
+stand-in in its real on-disk format): adapters over campaign.cli.completion,
+campaign.observe.trace_report and campaign_datasets.standin."""
 
 from __future__ import annotations
 
@@ -49,3 +50,47 @@ def trace(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from campaign.observe.trace_report import show_traces
 
     return show_traces(args.files, as_json=args.json, top=args.top)
+
+
+def add_datagen(sub: argparse._SubParsersAction) -> None:
+    """``campaign datagen DATASET --out DIR [--size S]``."""
+    from campaign_datasets.standin_sizes import DATASETS, SIZES
+
+    sizes = ", ".join(f"{name} {'/'.join(f'{t:,}+{v:,}' for t, v in SIZES[name].values())}" for name in DATASETS)
+    dg = command(sub, "datagen", help="write a stand-in of a study's dataset in its real on-disk format",
+                 description="Write made-up images in the exact on-disk format of a study's dataset (ADE20K's "
+                             "ADEChallengeData2016 JPEG/PNG tree, MNIST's idx files, CIFAR's pickled batches), "
+                             "so that the real loaders read files where the dataset cannot be downloaded; "
+                             "then launch with dataset.root=DIR. Sizes tests/small/full hold "
+                             f"(training+test images): {sizes}. A STANDIN.txt in the dataset's folder says "
+                             "what wrote it.",
+                 epilog="examples:\n  campaign datagen ade20k --out data/ade20k --size small\n"
+                        "  campaign launch -m trainer=swinv2_upernet dataset=ade20k dataset.root=data/ade20k\n"
+                        "  campaign datagen mnist --out data/mnist --size full",
+                 handler=datagen)
+    dg.add_argument("dataset", choices=DATASETS, help="the dataset whose format is written")
+    dg.add_argument("--out", required=True, metavar="DIR", help="the folder to write (dataset.root then names it)")
+    dg.add_argument("--size", default="small", choices=("tests", "small", "full"), help="how many images (default small)")
+    dg.add_argument("--seed", type=int, default=0, help="the pixels' seed (default 0)")
+
+
+def datagen(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """Write the stand-in ``args.dataset`` under ``args.out``; refuses a folder that holds it already."""
+    import os
+
+    from campaign.common.errors import ConfigError
+    from campaign_datasets.standin import StandinError, has_files, write_standin
+
+    if has_files(args.dataset, args.out):
+        raise ConfigError(f"{args.out} holds {args.dataset} already; nothing was written "
+                          f"(remove it first, or choose another --out)")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise ConfigError(f"--out {args.out} is a file, not a folder; choose another --out")
+    try:
+        folder = write_standin(args.dataset, args.out, args.size, args.seed)
+    except StandinError as exc:
+        raise ConfigError(str(exc)) from None
+    except OSError as exc:
+        raise ConfigError(f"--out {args.out}: {exc.strerror or exc}; choose another --out") from None
+    print(f"wrote a {args.size} stand-in of {args.dataset} at {folder}; launch with dataset.root={args.out}")
+    return EXIT_OK

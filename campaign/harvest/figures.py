@@ -12,7 +12,7 @@ import polars as pl
 from campaign.common.errors import ConfigError
 from campaign.harvest.figure import campaign_label, pyplot, stamp
 from campaign.harvest.plots import (efficiency_figure, platform_comparison_figure, speedup_figure, throughput_figure,
-                                    time_figure, utilisation_figure)
+                                    time_figure, utilisation_figure, utilisation_study_figure)
 from campaign.harvest.plots_bars import breakdown_figure, hardware_figure, placement_figure
 
 
@@ -82,6 +82,7 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         "efficiency": efficiency_figure(scaling, x),
         "throughput": throughput_figure(throughput, x),
         "utilisation": utilisation_figure(util),
+        "utilisation_study": utilisation_study_figure(util) if "gpu_util_study" in util.columns else None,
         "platform_comparison": platform_comparison_figure(both_scaling, both_util),
         "breakdown": breakdown_figure(stack, x) if stack is not None else None,
         "hardware": hardware_figure(hardware) if hardware is not None and hardware.height else None,

@@ -77,6 +77,16 @@ def utilisation_figure(util: pl.DataFrame):
                                  for col, what in (("gpu_util", "GPU"), ("cpu_util", "CPU"))])
 
 
+def utilisation_study_figure(util: pl.DataFrame):
+    """The reference study's Figures 4-5 its own way: GPU and CPU utilisation by its eq. 3.3
+    (device time, or CPU time, over CPU plus device time of the profiled window: the two add
+    up to 100 %), beside which ``utilisation_figure`` draws the physical reading."""
+    return panels_figure(util, [(col, 100.0, f"{what} utilisation, the study's eq. 3.3 ({what} time / (CPU + GPU time), %)",
+                                  f"{what} utilisation (eq. 3.3, Figure {fig})", f"no {what} time to divide (eq. 3.3)",
+                                  100.0)
+                                 for col, what, fig in (("gpu_util_study", "GPU", 4), ("cpu_util_study", "CPU", 5))])
+
+
 def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.DataFrame:
     """Per platform and placement: the median over the platform's series of speedup,
     efficiency, GPU and CPU utilisation (the platform comparison's bars, here and in

@@ -278,3 +278,48 @@ def compare_reference(scaling: pl.DataFrame, reference: Optional[dict] = None) -
         else:
             rows += _per_series(fig, ref, series) or [_row(fig, ref, note="no measured series")]
     return pl.DataFrame(rows, schema=_SCHEMA)
+
+
+def workload_differences(points: list[dict]) -> list[str]:
+    """How the campaign's completed points' workload differs from the one the study timed
+    (``workload`` and ``schedule`` of the reference dataset: SwinV2-B + UPerNet on ADE20K
+    read from files, 512 crops, weak scaling at 8 images per GPU from 160K iterations), one
+    phrase per difference and its count of points; empty when every point is the study's
+    workload. A comparison across workloads still prints: the differences say how to read it."""
+    ref = load_reference()
+    work, sched = ref["workload"], ref["schedule"]
+    found: dict[str, int] = {}
+
+    def differs(what: str) -> None:
+        found[what] = found.get(what, 0) + 1
+
+    for p in points:
+        if p.get("state") != "completed":
+            continue
+        c = p.get("config") or {}
+        trainer, data, exp = c.get("trainer") or {}, c.get("dataset") or {}, c.get("experiment") or {}
+        params = trainer.get("params") or {}
+        if trainer.get("name") != work["trainer"]:
+            differs(f"trainer={trainer.get('name')} (the study's: {work['trainer']})")
+        elif str(params.get("variant") or "base") != work["variant"]:
+            differs(f"trainer.params.variant={params.get('variant')} (the study's: SwinV2-{work['variant']})")
+        if data.get("name") != work["dataset"]:
+            differs(f"dataset={data.get('name')} (the study's: {work['dataset']} read from files)")
+        if data.get("image_size") != work["image_size"]:
+            differs(f"dataset.image_size={data.get('image_size')} (the study's: {work['image_size']})")
+        if (exp.get("scaling"), exp.get("images_per_gpu")) != (sched["scaling"], sched["images_per_gpu"]):
+            differs(f"experiment: {exp.get('scaling')} scaling at {exp.get('images_per_gpu')} images per GPU "
+                    f"(the study's: {sched['scaling']} at {sched['images_per_gpu']})")
+        elif exp.get("iterations") is not None or exp.get("base_iterations") != sched["base_iterations"]:
+            differs(f"a schedule of {exp.get('iterations') or exp.get('base_iterations')} iterations "
+                    f"(the study's: {sched['base_iterations']:,}/N)")
+    return [f"{what} in {n} point(s)" for what, n in found.items()]
+
+
+def workload_warning(points: list[dict]) -> Optional[str]:
+    """One line saying the comparison lays another workload beside the study's, or None."""
+    diffs = workload_differences(points)
+    if not diffs:
+        return None
+    return (f"the reference study timed another workload: {'; '.join(diffs)}; its figures are shown beside these "
+            f"as a yardstick, not as the same experiment")

@@ -214,6 +214,12 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         from campaign.harvest.xaxis import resolve_x
 
         x_column = resolve_x(x, tables["scaling"])
+    if compare == "reference":
+        from campaign.harvest.references import workload_warning
+
+        differs = workload_warning(points)
+        if differs:
+            print(f"warning: {printable(differs)}", file=sys.stderr)
     if compare is not None:
         selected = [_comparison(compare, tables, other_id, other)]
         if selected[0][2].height == 0:

@@ -71,7 +71,8 @@ def _where(arrs: Sequence[JobGroup]) -> dict[int, str]:
 
 def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[JobGroup]) -> tuple[str, str]:
     """(the head line naming what every point shares, the table of points)."""
-    names, values = varying([p.overrides for p in points], skip=("platform", "gpus", "nodes", "trainer", "experiment"))
+    names, values = varying([p.overrides for p in points],
+                            skip=("platform", "gpus", "nodes", "trainer", "experiment", "study"))
     axes = [a for a in ("trainer", "experiment") if len({p.config[a]["name"] for p in points}) > 1]
     shared = [f"{a}={points[0].config[a]['name']}" for a in ("trainer", "experiment") if a not in axes]
     where = _where(arrs)
@@ -86,6 +87,10 @@ def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence
                      fmt_duration(c.wall_s), fmt_gpu_hours(c.gpu_hours), c.kind])
     shared += trainer_datasets(points)
     name = points[0].config.get("name")
+    studies = list(dict.fromkeys((p.config.get("study") or {}).get("name") for p in points))
+    if studies != [None]:  # a study preset's points: which study, and its words
+        shared.insert(0, "study=" + ",".join(str(s or "-") for s in studies)
+                      + (f" ({points[0].config['study']['title']})" if len(studies) == 1 else ""))
     head = "; ".join(([f"campaign {name}"] if name else []) + (["every point: " + " ".join(shared)] if shared else []))
     return head, tables.render(rows, headers=headers)
 

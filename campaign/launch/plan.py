@@ -317,7 +317,11 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     check_known_keys(c)
     check_sizes(c)  # 64-bit integers, repeats and iterations within their caps: before anything is built
     plat = c["platform"]
-    check_resources(plat, c["gpus"], c["nodes"])
+    try:
+        check_resources(plat, c["gpus"], c["nodes"])
+    except InfeasiblePoint as exc:  # a study preset says why its study has no such point
+        said = (c.get("study") or {}).get("not_gathered")
+        raise (InfeasiblePoint(f"{exc}; {said}") if said else exc) from None
     check_platform(plat)
     trainer = check_trainer(c)  # the trainer's declaration, looked up once for every rule and the resources
     c["trainer"] = trainer.section  # trainer.params completed from that declaration

@@ -21,6 +21,7 @@ naming them and the command that retries them.
 from __future__ import annotations
 
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -64,6 +65,8 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     from campaign.observe.estimate import campaign_cost, check_budget, launch_measured
     from campaign.launch.dryrun import dry_run_mode, print_dry_run
     from campaign.launch.preflight import preflight
+    from campaign.common.text import printable
+    from campaign.launch.study import study_datasets
     from campaign.launch.report import print_submitted
     from campaign.launch.timelimit import check_time_limits, time_limit_refusals
     from campaign.launch.submit import command_line, job_python, register_and_submit
@@ -77,11 +80,14 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     check_budget(cost, first.get("max_gpu_hours"))
     if dry is None:  # a dry run shows them beside the estimates instead
         check_time_limits(points, cost)
-    notes = preflight(points, dry_run=dry is not None)
+    study_notes, writes, moot = study_datasets(points, dry_run=dry is not None)  # a study preset's data rules
+    notes = study_notes + [n for n in preflight(points, dry_run=dry is not None) if not n.startswith(tuple(moot))]
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
     if dry is not None:
         print_dry_run(points, cost, dry, python=job_python(points), notes=notes,
                       refusals=time_limit_refusals(points, cost))
+        for line in writes:  # after the table (on stderr beside --json's lines, as its notes)
+            print(f"note: {printable(line)}", file=sys.stderr if dry == "json" else sys.stdout)
         result.returns = [_job_return(p, hydra_cfg, JobStatus.UNKNOWN) for p in points]
         return result
     python = job_python(points)

@@ -239,8 +239,11 @@ def reference_dataset(config: Mapping[str, Any], spec: TrainerDef, overrides: ty
     which its conf file picks) keeps its shapes but becomes ``synthetic`` when the point gives
     no ``dataset.root`` and names no dataset, so ``trainer=swinv2_upernet`` alone trains on
     generated 512x512 batches of 150 classes; a dataset the point names is left as it is (a
-    named real dataset without its root is refused by the dataset check)."""
+    named real dataset without its root is refused by the dataset check), and so is a study
+    preset's that read files (``study.reads_files``): its study measured the loaders."""
     section = dict(config["dataset"])
+    if (config.get("study") or {}).get("reads_files"):
+        return section
     if (spec.dataset and section.get("name") == spec.dataset and not section.get("root")
             and not names_dataset(overrides)):
         section["name"] = "synthetic"

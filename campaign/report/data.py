@@ -47,7 +47,11 @@ def gather(store: Any, ref: Optional[str], others: Sequence[str] = ()) -> Report
     data = ReportData(campaign, points, tables, attempts_table(points, raw, harvested_segments(store, cid)), raw,
                       warnings=list(warnings))
     if tables:
-        data.comparisons.append(_comparison("reference", tables, None, {}))
+        from campaign.harvest.references import workload_warning
+
+        name, title, df = _comparison("reference", tables, None, {})
+        differs = workload_warning(points)  # said with the comparison, as harvest --compare reference says it
+        data.comparisons.append((name, f"{title}. Note: {differs}." if differs else title, df))
     for ref_other in others:
         other = find_campaign_noted(store, ref_other)
         theirs, _, more = completed_where(store, other, None)

@@ -18,7 +18,7 @@ Public Hydra API only (the override parser and ``Override``'s sweep accessors). 
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -28,6 +28,10 @@ from hydra.plugins.sweeper import Sweeper
 @dataclass
 class CampaignSweeperConf:
     _target_: str = "hydra_plugins.campaign_launcher.campaign_sweeper.CampaignSweeper"
+    # The sweep a config states (a study preset's grid, conf/study/): key -> values as on
+    # the command line ("1,2,4,8"), as Hydra's basic sweeper reads hydra.sweeper.params.
+    # The command line's overrides come after them: a key given there replaces the preset's.
+    params: Optional[Dict[str, str]] = None
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="campaign", node=CampaignSweeperConf, provider="campaign")
@@ -48,10 +52,18 @@ def sweep_points(overrides: List[Any]) -> List[List[str]]:
     return [list(point) for point in itertools.product(*per_key.values())]
 
 
+def stated_sweep(params: Any) -> List[str]:
+    """``hydra.sweeper.params`` as override lines (``gpus=1,2,4,8``), in the order stated;
+    ``sweep_points`` keeps a key's first place and its last values, so that the command
+    line (after these) narrows or replaces a preset's axis."""
+    return [f"{key}={value}" for key, value in (params or {}).items() if value is not None]
+
+
 class CampaignSweeper(Sweeper):
     # No super() calls: Hydra's plugin scan may execute this module (and Hydra's own
     # plugin modules) a second time, and zero-argument super() then breaks.
-    def __init__(self) -> None:
+    def __init__(self, params: Optional[Dict[str, str]] = None) -> None:
+        self.params = dict(params or {})
         self.config = None
         self.launcher = None
         self.hydra_context = None
@@ -72,7 +84,7 @@ class CampaignSweeper(Sweeper):
         from campaign.launch.preflight import writable_here
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        batch = sweep_points(parser.parse_overrides(list(arguments)))
+        batch = sweep_points(parser.parse_overrides(stated_sweep(self.params) + list(arguments)))
         record = None if _dry_run(self.config) else Path(self.config.hydra.sweep.dir) / "multirun.yaml"
         # a dry run makes nothing, Hydra's record of the sweep included; a campaign's is written
         # once its points are stored (the launcher calls on_stored): a refused or interrupted

@@ -1,0 +1,81 @@
+"""What a study preset (conf/study/, ``study=NAME``) asks of a launch beyond its grid:
+its dataset read from files, a stand-in written where its reduced twin names one.
+
+- ``study.reads_files``: the study measured its data loaders (the reference study's
+  section 5.3 blames them for its CPU time), so a point without ``dataset.root`` is
+  refused (a dry run notes it), naming the two ways out: the real dataset's folder or a
+  stand-in written by ``campaign datagen``;
+- ``study.standin`` (the reduced twin): where ``dataset.root`` holds no dataset yet, the
+  launch writes a stand-in of that size there (campaign_datasets/standin.py) before the
+  dataset check; a dry run only says it would.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+from campaign.common.errors import ConfigError
+from campaign.launch.plan import PointPlan
+
+
+def _missing_root(p: PointPlan) -> str:
+    name = p.config["dataset"].get("name")
+    study = p.config["study"]["name"]
+    return (f"study={study} reads {name} from files, as the study did (dataset.root is not set); "
+            f"name its folder (dataset.root=/path/to/{name}) or write a stand-in there first "
+            f"(campaign datagen {name} --out DIR --size full)")
+
+
+def study_datasets(points: Sequence[PointPlan], *, dry_run: bool) -> tuple[list[str], list[str], list[str]]:
+    """Apply the study presets' dataset rules (module docstring) to ``points``; returns what a
+    dry run says: (what a launch would refuse, what it would write, the starts of the
+    dataset check's notes these make moot: its own on the same missing or written root)."""
+    from campaign_datasets.standin import has_files
+
+    notes: list[str] = []
+    writes: list[str] = []
+    moot: list[str] = []
+    done: set[tuple[str, str, str]] = set()
+    for p in points:
+        study, data = p.config.get("study") or {}, p.config["dataset"]
+        if not study.get("reads_files") and not study.get("standin"):
+            continue
+        root = data.get("root")
+        if not root:
+            if dry_run:
+                notes.append(_missing_root(p))
+                moot.append(f"dataset.root is required for dataset={data.get('name')}")
+                continue
+            raise ConfigError(_missing_root(p))
+        size = study.get("standin")
+        if not size:
+            continue
+        data["root"] = root = os.path.abspath(str(root))  # the jobs read it from their own folders
+        key = (str(data["name"]), root, str(size))
+        if key in done:
+            continue
+        done.add(key)
+        if has_files(key[0], root):
+            continue
+        moot.append(f"dataset.root={root}")
+        what = f"a {size} stand-in of {key[0]} (campaign datagen {key[0]} --out {root} --size {size})"
+        if dry_run:
+            writes.append(f"would write {what} before submitting: study={study['name']} reads it")
+        else:
+            write(key[0], root, str(size), what)
+    return list(dict.fromkeys(notes)), writes, moot
+
+
+def write(name: str, root: str, size: str, what: str) -> None:
+    """Write the stand-in, one line on stderr before and after (a full one takes minutes)."""
+    from campaign_datasets.standin import StandinError, write_standin
+
+    print(f"writing {what} ...", file=sys.stderr, flush=True)
+    try:
+        folder = write_standin(name, root, size)
+    except (StandinError, OSError) as exc:
+        raise ConfigError(f"dataset.root={root}: the stand-in could not be written ({exc}); "
+                          f"choose another dataset.root") from None
+    print(f"wrote {folder}", file=sys.stderr, flush=True)

@@ -1,0 +1,232 @@
+"""Stand-ins for the studies' datasets, written on disk in the real downloads' formats.
+
+No dataset can be downloaded on every machine a study is tried on (this project's CI
+cannot reach one), so ``campaign datagen`` writes files that the real loaders read
+exactly as they read the real ones: MNIST's idx files, CIFAR's pickled batches, ADE20K's
+``ADEChallengeData2016`` tree of JPEG images and PNG annotations. The pixels are made up;
+the formats, split sizes, image sizes and label ranges are the real ones, so that a data
+loader does the work it does on the real dataset (decode, resize, crop, flip, distort,
+collate) and a study's data wait is measured, not assumed away.
+
+Sizes (``SIZES``): ``tests`` (a few files, seconds), ``small`` (hundreds of images, for a
+reduced study on one machine) and ``full`` (the real split sizes: ADE20K 20,210 + 2,000,
+MNIST 60,000 + 10,000, CIFAR 50,000 + 10,000).
+
+ADE20K's images are not of one size: the stand-in draws each image's shape from
+``ADE_SHAPES``, an approximation of ADEChallengeData2016's (most images are landscape
+with a 512-pixel short side, some portrait, a few square or smaller); its annotations are
+regions of the 150 classes plus 0 ("other", ignored by the benchmark), so a JPEG holds
+smooth regions as a photograph does and is about as large to decode.
+
+Each writer is deterministic in its seed and leaves a ``STANDIN.txt`` in the dataset's
+folder saying what wrote it: a stand-in is never taken for the real data.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+import struct
+from pathlib import Path
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from campaign_datasets.standin_sizes import DATASETS, SIZES
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+# (width, height, weight): shapes an ADE20K stand-in's images are drawn from (module docstring)
+ADE_SHAPES = ((683, 512, 0.45), (512, 683, 0.15), (512, 512, 0.10), (768, 512, 0.10), (640, 480, 0.10),
+              (512, 384, 0.05), (384, 512, 0.05))
+ADE_CLASSES = 150
+
+
+class StandinError(ValueError):
+    """A stand-in that cannot be written as asked (one line: what and the fix)."""
+
+
+def _write(path: Path, data: bytes, gz: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if gz:
+        with gzip.open(str(path) + ".gz", "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+
+
+def _mark(folder: Path, name: str, counts: Tuple[int, int], seed: int) -> None:
+    (folder / "STANDIN.txt").write_text(
+        f"A stand-in for {name} written by campaign datagen (campaign_datasets/standin.py), seed {seed}: "
+        f"{counts[0]} training and {counts[1]} test images in the real format, made-up pixels.\n")
+
+
+def idx_images(images: np.ndarray) -> bytes:
+    """An idx3-ubyte file: magic 2051, then count, rows, cols (big-endian uint32), then pixels."""
+    n, rows, cols = images.shape
+    return struct.pack(">IIII", 2051, n, rows, cols) + images.astype(np.uint8).tobytes()
+
+
+def idx_labels(labels: np.ndarray) -> bytes:
+    """An idx1-ubyte file: magic 2049, then count (big-endian uint32), then one byte per label."""
+    return struct.pack(">II", 2049, len(labels)) + labels.astype(np.uint8).tobytes()
+
+
+def write_mnist(root: PathLike, n: int = 64, gz: bool = False, n_test: int = 0, seed: int = 0) -> Path:
+    """Write train-* (n samples) and t10k-* (n_test, default n // 2) idx files into ``root``."""
+    root = Path(root)
+    rng = np.random.RandomState(seed)
+    for prefix, count in (("train", n), ("t10k", n_test or max(1, n // 2))):
+        images = rng.randint(0, 256, size=(count, 28, 28)).astype(np.uint8)
+        labels = (np.arange(count) % 10).astype(np.uint8)
+        _write(root / f"{prefix}-images-idx3-ubyte", idx_images(images), gz)
+        _write(root / f"{prefix}-labels-idx1-ubyte", idx_labels(labels), gz)
+    return root
+
+
+def _pickle(path: Path, obj: dict) -> None:
+    # The real batches are Python 2 cPickle dumps, protocol 2, with byte-string keys.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        pickle.dump(obj, f, protocol=2)
+
+
+def _cifar_images(rng: np.random.RandomState, n: int) -> np.ndarray:
+    # Rows of 3072 bytes: the 1024 red, then green, then blue values of a 32x32 image, row-major.
+    return rng.randint(0, 256, size=(n, 3072)).astype(np.uint8)
+
+
+def write_cifar10(root: PathLike, n_per_batch: int = 20, n_test: int = 0, seed: int = 0) -> Path:
+    """Write ``root/cifar-10-batches-py`` with data_batch_1..5, test_batch and batches.meta."""
+    folder = Path(root) / "cifar-10-batches-py"
+    rng = np.random.RandomState(seed)
+    parts = [(f"data_batch_{i}", f"training batch {i} of 5", n_per_batch) for i in range(1, 6)]
+    parts.append(("test_batch", "testing batch 1 of 1", n_test or n_per_batch))
+    for filename, batch_label, count in parts:
+        _pickle(folder / filename, {
+            b"batch_label": batch_label.encode(),
+            b"labels": [int(x) for x in rng.randint(0, 10, size=count)],
+            b"data": _cifar_images(rng, count),
+            b"filenames": [f"img_{filename}_{i:05d}.png".encode() for i in range(count)],
+        })
+    _pickle(folder / "batches.meta", {
+        b"num_cases_per_batch": n_per_batch,
+        b"label_names": [name.encode() for name in CIFAR10_CLASSES],
+        b"num_vis": 3072,
+    })
+    (folder / "readme.html").write_text("<meta HTTP-EQUIV=\"REFRESH\" content=\"0; url=http://www.cs.toronto.edu/~kriz/cifar.html\">\n")
+    return folder
+
+
+def write_cifar100(root: PathLike, n: int = 40, n_test: int = 0, seed: int = 0) -> Path:
+    """Write ``root/cifar-100-python`` with train, test and meta (fine and coarse labels)."""
+    folder = Path(root) / "cifar-100-python"
+    rng = np.random.RandomState(seed)
+    for filename, batch_label, count in (("train", "training batch 1 of 1", n),
+                                         ("test", "testing batch 1 of 1", n_test or max(1, n // 2))):
+        fine = rng.randint(0, 100, size=count)
+        _pickle(folder / filename, {
+            b"filenames": [f"img_{filename}_{i:05d}.png".encode() for i in range(count)],
+            b"batch_label": batch_label.encode(),
+            b"fine_labels": [int(x) for x in fine],
+            b"coarse_labels": [int(x) // 5 for x in fine],
+            b"data": _cifar_images(rng, count),
+        })
+    _pickle(folder / "meta", {
+        b"fine_label_names": [f"fine_{i}".encode() for i in range(100)],
+        b"coarse_label_names": [f"coarse_{i}".encode() for i in range(20)],
+    })
+    return folder
+
+
+def ade_shape(rng: np.random.RandomState) -> Tuple[int, int]:
+    """An image's (width, height), drawn from ``ADE_SHAPES``."""
+    weights = np.array([w for _, _, w in ADE_SHAPES])
+    k = rng.choice(len(ADE_SHAPES), p=weights / weights.sum())
+    return ADE_SHAPES[k][0], ADE_SHAPES[k][1]
+
+
+def ade_pair(rng: np.random.RandomState, width: int, height: int, noise: bool = False) -> Tuple[np.ndarray, np.ndarray]:
+    """(RGB pixels, labels 0..150) of one image: rectangular regions of a few classes, each a
+    colour with some texture (``noise``: uniform random pixels and labels instead)."""
+    if noise:
+        return (rng.randint(0, 256, size=(height, width, 3)).astype(np.uint8),
+                rng.randint(0, ADE_CLASSES + 1, size=(height, width)).astype(np.uint8))
+    cells = rng.randint(3, 9)  # regions across
+    grid = rng.randint(0, ADE_CLASSES + 1, size=(max(2, cells * height // width), cells)).astype(np.uint8)
+    rows = (np.arange(height) * grid.shape[0] // height)[:, None]
+    cols = (np.arange(width) * grid.shape[1] // width)[None, :]
+    labels = grid[rows, cols]
+    palette = np.random.RandomState(1234).randint(0, 256, size=(ADE_CLASSES + 1, 3))
+    pixels = palette[labels] + rng.normal(0.0, 6.0, size=(height, width, 3))
+    return np.clip(pixels, 0, 255).astype(np.uint8), labels
+
+
+def write_ade20k(root: PathLike, n_train: int = 16, n_val: int = 4, size: Optional[Tuple[int, int]] = None,
+                 seed: int = 0, noise: bool = False) -> Path:
+    """Write ``root/ADEChallengeData2016`` as in ADEChallengeData2016.zip (SceneParsing, 150 classes):
+    ``images/{training,validation}/ADE_*.jpg`` with ``annotations/.../ADE_*.png`` (uint8
+    labels 0..150, 0 "other"), ``sceneCategories.txt`` and ``objectInfo150.txt``.
+    ``size`` (width, height): every image that size; None: drawn from ``ADE_SHAPES``."""
+    from PIL import Image  # pillow: matplotlib's dependency, on the host as in the jobs
+
+    folder = Path(root) / "ADEChallengeData2016"
+    scenes = []
+    for split, prefix, count in (("training", "ADE_train", n_train), ("validation", "ADE_val", n_val)):
+        (folder / "images" / split).mkdir(parents=True, exist_ok=True)
+        (folder / "annotations" / split).mkdir(parents=True, exist_ok=True)
+        rng = np.random.RandomState([seed, 0 if split == "training" else 1])
+        for i in range(1, count + 1):
+            stem = f"{prefix}_{i:08d}"
+            width, height = size or ade_shape(rng)
+            pixels, labels = ade_pair(rng, width, height, noise)
+            Image.fromarray(pixels, "RGB").save(folder / "images" / split / f"{stem}.jpg", quality=90)
+            Image.fromarray(labels, "L").save(folder / "annotations" / split / f"{stem}.png")
+            scenes.append(f"{stem} scene_{i % 3}")
+    (folder / "sceneCategories.txt").write_text("\n".join(scenes) + "\n")
+    (folder / "objectInfo150.txt").write_text(
+        "Idx\tRatio\tTrain\tVal\tName\n" + "".join(f"{i}\t0.01\t1\t1\tclass_{i}\n" for i in range(1, 151)))
+    return folder
+
+
+def write_standin(name: str, root: PathLike, size: str = "small", seed: int = 0) -> Path:
+    """Write the stand-in of dataset ``name`` at ``size`` under ``root`` (what ``dataset.root``
+    then names); returns the dataset's own folder."""
+    if name not in SIZES:
+        raise StandinError(f"no stand-in for dataset {name!r}; available: {', '.join(DATASETS)}")
+    if size not in SIZES[name]:
+        raise StandinError(f"unknown size {size!r}; available: {', '.join(SIZES[name])}")
+    train, test = SIZES[name][size]
+    if name == "ade20k":
+        folder = write_ade20k(root, train, test, seed=seed)
+    elif name == "mnist":
+        folder = write_mnist(Path(root) / "MNIST" / "raw", train, n_test=test, seed=seed)
+    elif name == "cifar10":
+        folder = write_cifar10(root, train // 5, n_test=test, seed=seed)
+    else:
+        folder = write_cifar100(root, train, n_test=test, seed=seed)
+    _mark(folder, name, (train, test), seed)
+    return folder
+
+
+def is_standin(folder: PathLike) -> bool:
+    """Whether ``folder`` (a dataset's own folder) holds a stand-in this module wrote."""
+    return (Path(folder) / "STANDIN.txt").is_file()
+
+
+def has_files(name: str, root: PathLike) -> bool:
+    """Whether ``root`` already holds dataset ``name`` where its loader looks (the registry's
+    ``resolve_root``)."""
+    from campaign_datasets.registry import DatasetError, resolve_root
+
+    try:
+        resolve_root({"name": name, "root": os.fspath(root)})
+    except DatasetError:
+        return False
+    return True
+
+
+__all__: Sequence[str] = ("DATASETS", "SIZES", "StandinError", "write_standin", "write_ade20k", "write_mnist",
+                          "write_cifar10", "write_cifar100", "idx_images", "idx_labels", "is_standin", "has_files")
