@@ -35,7 +35,7 @@ class PointPlan:
     repeat: int = 0  # which run of a repeated point (repeats=K)
     batch_per_gpu: int = 0  # images per GPU per iteration
     iterations: int = 0  # timed iterations of the full run
-    emulated_gpus: Optional[str] = None  # why its GPUs are emulated, its scheduler's words (arch not checked); None: real
+    emulated_gpus: Optional[str] = None  # why its GPUs are emulated, in its scheduler's words (not arch-checked)
 
     @property
     def platform(self) -> str:
