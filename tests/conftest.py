@@ -29,9 +29,10 @@ TINY = [
     "trainer.params.depth=2",
     "dataset.image_size=8",
 ]
-# The test SLURM's GPUs are emulated (gres File= entries; ranks run on CPU): their compute
-# capability is not checked against this machine's torch (campaign/launch/arch.py), as a site
-# with such a partition would say it.
+# The test SLURM's GPUs are emulated (gres File= entries; ranks run on CPU). Its nodes carry
+# the feature emulated_gpu, so a launch that reaches it does not check their compute capability
+# against this machine's torch (campaign/launch/arch.py); this manual override is for launches
+# whose sinfo gives no answer (away from the cluster, a fake one) or that plan in-process.
 EMULATED_GPUS = "platform.compute_capability=null"
 
 

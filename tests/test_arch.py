@@ -302,6 +302,7 @@ def test_v100_refused_with_the_cuda13_image_and_run_in_the_cuda126_one(ws, tmp_p
     cu126 = make_image(tmp_path / "img", "campaign-cu126.sif", "12.6", CU126)
     sweep = ["-m", "platform=v100,a100", "gpus=1", "trainer=sleep", "experiment.base_iterations=8",
              "container=apptainer", f"container.image={cu13}"]
+    ws.away_from_slurm()  # real V100s: no scheduler here says they are emulated (the test SLURM's are)
     res = ws.launch(*sweep, "--dry-run")  # the V100 point left out in one line, the A100 one kept
     assert res.returncode == 0, res.stdout + res.stderr
     assert "dry run: 1 point(s) in 1 sbatch job array(s)" in res.stdout
@@ -327,6 +328,7 @@ def test_v100_refused_with_the_cuda13_image_and_run_in_the_cuda126_one(ws, tmp_p
 
 @pytest.mark.slow
 def test_v100_refused_with_this_environments_cuda13_torch(ws):
+    ws.away_from_slurm()  # real V100s: no scheduler here says they are emulated (the test SLURM's are)
     res = ws.launch("platform=v100", "gpus=1", "trainer=sleep", "--dry-run")  # nothing left: refused
     assert res.returncode == 2, res.stdout + res.stderr
     line = res.stderr.strip()
@@ -335,7 +337,7 @@ def test_v100_refused_with_this_environments_cuda13_torch(ws):
     assert line.endswith("build the CUDA 12.6 image (singularity/build.sh --v100) and map this platform to it "
                          "(+container.images.v100=PATH.sif), with container=apptainer")
     assert ws.launch("platform=a100", "gpus=1", "trainer=sleep", "--dry-run").returncode == 0
-    # a partition whose GPUs are emulated (CPU ranks, as the test SLURM's): not checked
+    # the manual override, for GPUs emulated where the scheduler does not say so: not checked
     ok = ws.launch("platform=v100", "gpus=1", "trainer=sleep", "platform.compute_capability=null", "--dry-run")
     assert ok.returncode == 0 and "dry run: 1 point(s)" in ok.stdout, ok.stderr
     bad = ws.launch("platform=v100", "gpus=1", "trainer=sleep", "platform.compute_capability=volta", "--dry-run")

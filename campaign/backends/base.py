@@ -3,7 +3,7 @@
 Everything campaign asks of a scheduler goes through it: submitting, observing and
 cancelling a campaign's points, and what launch, dry run, preflight, status and the
 estimates need to know (its caps, its checks, the jobs a dry run shows, how it stops a
-job at its time limit, what a rank's device is). No module outside campaign/backends
+job at its time limit, what a rank's device is, whether its GPUs are emulated). No module outside campaign/backends
 tests an executor's name (tests/test_backend_protocol.py). The defaults here are a
 batch scheduler's that runs one job per point; a backend overrides what differs.
 """
@@ -91,6 +91,13 @@ class Backend(Protocol):
         """What one rank of a job on ``platform`` computes on: ``cuda`` (one GPU) or ``cpu``
         (a CPU process standing in for a GPU)."""
         return "cuda"
+
+    def emulated_gpus(self, platform: Mapping[str, Any]) -> Optional[str]:
+        """Why the GPUs a job of ``platform`` gets are emulated (stand-ins with CPU ranks behind
+        them: no compute capability to build for), in words a dry run prints; None for real
+        GPUs, or where the scheduler does not say: the point's compute capability is then
+        checked against its torch build (campaign/launch/arch.py). None by default."""
+        return None
 
     def takes_turns(self, platform: Mapping[str, Any]) -> bool:
         """Whether the jobs of ``platform`` run one after another rather than at once (the

@@ -9,6 +9,7 @@ process group from submitit's ``JobEnvironment``.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -114,6 +115,20 @@ class CampaignSlurmExecutor(SlurmExecutor):
         for job, path in zip(jobs, pickles):
             job.paths.move_temporary_file(path, "submitted_pickle")
         return jobs
+
+
+@functools.lru_cache(maxsize=8)
+def node_features(path: str, slurm_conf: str) -> str:
+    """``sinfo -h -a -o '%R|%f'``: each partition's node groups and their features, asked once
+    per launch (cached per ``PATH`` and ``SLURM_CONF``, the client and the cluster it asks:
+    a launch plans every point of a sweep, and each asks); "" when sinfo is not on PATH or
+    does not answer (nothing is then emulated: every point is checked)."""
+    if shutil.which("sinfo") is None:
+        return ""
+    try:
+        return run(["sinfo", "-h", "-a", "-o", "%R|%f"], timeout=30.0, env=sb.scrubbed_environ(os.environ)).stdout
+    except CommandError:
+        return ""
 
 
 class SlurmBackend(Backend):
@@ -247,6 +262,20 @@ class SlurmBackend(Backend):
             if why:
                 refusals[i] = why
         return refusals
+
+    def emulated_gpus(self, platform: Any) -> Optional[str]:
+        """Why ``platform``'s GPUs are emulated: every node of its partition (those with its
+        ``constraint``'s features, if it has one) carries the feature ``emulated_gpu``
+        (campaign/backends/slurm_nodes.py); None otherwise, for a platform without a partition
+        (the cluster's default), or where ``sinfo`` is missing or does not answer."""
+        part, constraint = platform.get("partition"), platform.get("constraint")
+        if not part:
+            return None
+        groups = sn.partition_features(node_features(os.environ.get("PATH", ""), os.environ.get("SLURM_CONF", "")))
+        if not sn.emulated_gpus(groups.get(str(part)), constraint):
+            return None
+        which = f" with the constraint {constraint}" if constraint else ""
+        return f"SLURM partition {part}: its nodes{which} carry the feature {sn.EMULATED_FEATURE}"
 
     def dry_run_groups(self, plans: Sequence[Any], campaign_id: str) -> list[JobGroup]:
         """The job arrays ``submit`` makes (grouped by resources, split at SLURM's default

@@ -1,4 +1,5 @@
-"""What a SLURM partition's nodes hold, and the points that could never be placed there.
+"""What a SLURM partition's nodes hold, the points that could never be placed there, and
+whether the GPUs its nodes hold are emulated.
 
 ``sinfo -h -a -e -o '%R|%D|%G|%c'`` prints one line per partition and group of like nodes
 (``-e``: same state, generic resources, cores and the rest): the partition, how many nodes, their ``gres``
@@ -7,7 +8,11 @@ A point needs ``nodes`` nodes that each have ``gpus_per_node`` GPUs and
 ``tasks_per_node * cpus_per_task`` cores; where fewer exist, sbatch refuses it at
 submission ("Node count specification invalid", "Requested node configuration is not
 available"), so a launch refuses it before anything is stored. Pure: the query is
-``SlurmBackend.placement_refusals``'.
+``SlurmBackend.placement_refusals``'. A partition's GPUs are emulated (gres entries with CPU
+ranks behind them, as on scripts/local-slurm.sh's cluster) when every node a job may get
+there carries the feature ``emulated_gpu`` (``sinfo -h -a -o '%R|%f'``, ``emulated_gpus``;
+the query is ``SlurmBackend.emulated_gpus``'): such a point's compute capability is not
+checked against the torch build (campaign/launch/arch.py).
 """
 
 from __future__ import annotations
@@ -78,3 +83,64 @@ def placement_problem(res: Any, groups: Optional[list]) -> Optional[str]:
                 f"platform.cpus_per_task lower, or another platform.partition)")
     return (f"SLURM partition '{part}' has {fit} node(s) of its {have} with {gpus} GPU(s) and {cores} core(s) a node"
             f"; nodes={res.nodes} cannot be placed there (use nodes<={fit} or another platform.partition)")
+
+
+# ---------------------------------------------------------------- GPUs emulated (node features)
+
+EMULATED_FEATURE = "emulated_gpu"  # the node feature of a node whose gres GPUs are stand-ins (CPU ranks behind them)
+_FEATURE_NAME = re.compile(r"[A-Za-z0-9_.:+-]+")  # one feature of a constraint (a count "*2" stripped)
+
+
+def partition_features(sinfo_out: str) -> dict[str, list[frozenset[str]]]:
+    """partition -> the features of each node group, from ``sinfo -h -a -o '%R|%f'`` (one
+    line per partition and group of like nodes: ``v100|a100_40g,emulated_gpu``); ``(null)``
+    or an empty field is a group without features, a ``*`` after the name (the default
+    partition, as ``%P`` prints it) is dropped, and a line that is not ``NAME|FEATURES``
+    is skipped."""
+    groups: dict[str, list[frozenset[str]]] = {}
+    for line in sinfo_out.splitlines():
+        fields = line.split("|")
+        if len(fields) != 2:
+            continue
+        part = fields[0].strip().rstrip("*")
+        if not part:
+            continue
+        text = fields[1].strip()
+        names = frozenset() if text in ("", "(null)") else frozenset(f.strip() for f in text.split(",") if f.strip())
+        groups.setdefault(part, []).append(names)
+    return groups
+
+
+def constraint_alternatives(constraint: Optional[str]) -> Optional[list[frozenset[str]]]:
+    """The feature sets a node may carry to satisfy ``constraint`` (any one of them, all of its
+    features): ``a100_80g`` -> [{a100_80g}], ``a&b`` -> [{a, b}], ``a|b`` and ``[a|b]`` ->
+    [{a}, {b}], counts (``a*2``) dropped; [frozenset()] without a constraint (every node);
+    None for one this cannot read (parentheses, an odd character): nothing is known."""
+    text = (constraint or "").strip()
+    if not text:
+        return [frozenset()]
+    if "(" in text or ")" in text:
+        return None
+    out = []
+    for alternative in text.replace("[", "").replace("]", "").split("|"):
+        names = set()
+        for item in re.split(r"[&,]", alternative):
+            name = re.sub(r"\*\d+$", "", item.strip())
+            if not _FEATURE_NAME.fullmatch(name):
+                return None
+            names.add(name)
+        out.append(frozenset(names))
+    return out
+
+
+def emulated_gpus(groups: Optional[list[frozenset[str]]], constraint: Optional[str] = None) -> bool:
+    """Whether the GPUs a job gets from a partition whose node groups carry ``groups`` (its
+    features, ``partition_features``) are emulated: some node satisfies ``constraint`` (any
+    node without one) and every node that does carries ``EMULATED_FEATURE``. False when
+    nothing is known (no groups, a constraint this cannot read) or some such node lacks it:
+    a real GPU may be what the job gets, so its point is checked."""
+    alternatives = constraint_alternatives(constraint)
+    if not groups or alternatives is None:
+        return False
+    eligible = [g for g in groups if any(a <= g for a in alternatives)]
+    return bool(eligible) and all(EMULATED_FEATURE in g for g in eligible)

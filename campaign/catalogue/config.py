@@ -62,7 +62,7 @@ class PlatformSpec:
     dist_backend: DistBackend = DistBackend.nccl  # torch.distributed backend: nccl on GPUs, gloo on CPUs
     gpu_model: str = ""  # vendor model name, e.g. "NVIDIA A100-SXM4-80GB"
     gpu_memory_gb: float = 0.0  # memory per GPU
-    compute_capability: Optional[float] = None  # the GPUs' CUDA compute capability (V100 7.0, A100 8.0, H100 9.0); None (null: a partition whose GPUs are emulated): not checked against the torch build (campaign/launch/arch.py)
+    compute_capability: Optional[float] = None  # the GPUs' CUDA compute capability (V100 7.0, A100 8.0, H100 9.0): checked against the torch build (campaign/launch/arch.py), except on a SLURM partition whose nodes carry emulated_gpu; None (null: the manual override for emulated GPUs): not checked
     memory_bandwidth_gbs: float = 0.0  # GPU memory bandwidth (datasheet)
     interconnect: str = ""  # GPU-GPU link within a node, e.g. "NVLINK 3.0"
     interconnect_bandwidth_gbs: float = 0.0  # GPU-GPU bandwidth within a node, both directions together (datasheet, the study's Table 1: NVLink 3.0 600); bounds and busbw fractions use one direction, half of it

@@ -15,9 +15,12 @@ launch.
 The rule (``covers``): an arch-list entry ``sm_XY`` is a binary for compute capability X.Y
 and runs on X.Z for Z >= Y (the same major, e.g. sm_80 on 8.6); ``compute_XY`` is PTX,
 JIT-compiled for any capability >= X.Y. A platform without ``compute_capability``
-(CPU ranks, an unstated GPU, ``platform.compute_capability=null`` for a partition whose GPUs
-are emulated) is not checked, nor is an environment without torch (a host that only
-launches: nothing here says which build its jobs get) or an image without a record. A
+(CPU ranks, an unstated GPU, ``platform.compute_capability=null``: the manual override)
+is not checked, nor is one whose scheduler says its GPUs are emulated
+(``Backend.emulated_gpus``: SLURM, a partition whose nodes carry the feature ``emulated_gpu``,
+as scripts/local-slurm.sh's do; asked once per launch), nor an environment without torch (a
+host that only launches: nothing here says which build its jobs get) or an image without a
+record. A
 CPU-only build (``+cpu``, ``cuda = None``) or a ROCm build (``hip`` set: AMD GPUs) on a
 CUDA platform is refused: its ranks could not use the NVIDIA GPUs at all.
 """
@@ -213,13 +216,25 @@ def point_build(config: dict[str, Any]) -> Optional[TorchBuild]:
     return image_build(os.path.abspath(image)) if image else None
 
 
-def gpu_capability(platform: dict[str, Any]) -> Optional[tuple[int, int]]:
+def gpu_capability(platform: dict[str, Any], emulated: Optional[str] = None) -> Optional[tuple[int, int]]:
     """The compute capability a point of ``platform`` needs kernels for; None when it is not
-    checked (CPU ranks, or no ``compute_capability``: unstated, or GPUs emulated). The one
-    place that says which points are checked."""
-    if str(platform.get("device", "cuda")) != "cuda":
+    checked (CPU ranks, no ``compute_capability``: unstated or set to null, or GPUs the
+    scheduler says are emulated: ``emulated``, its words, ``emulated_gpus``). The one place
+    that says which points are checked."""
+    if str(platform.get("device", "cuda")) != "cuda" or emulated:
         return None
     return parse_capability(platform.get("compute_capability"))
+
+
+def emulated_gpus(platform: dict[str, Any]) -> Optional[str]:
+    """Why ``platform``'s GPUs are emulated, in its scheduler's words (``Backend.emulated_gpus``),
+    or None; asked only of a platform that would be checked (``gpu_capability``)."""
+    from campaign.backends import backend_of
+
+    if gpu_capability(platform) is None:
+        return None
+    backend = backend_of(platform.get("executor"))
+    return backend.emulated_gpus(platform) if backend is not None else None
 
 
 def _image_said(container: dict[str, Any], platform: dict[str, Any]) -> tuple[str, Optional[str]]:
@@ -231,10 +246,11 @@ def _image_said(container: dict[str, Any], platform: dict[str, Any]) -> tuple[st
     return f"container.images.{key}", str(key)
 
 
-def refusal(platform: dict[str, Any], build: TorchBuild, container: dict[str, Any]) -> Optional[str]:
+def refusal(platform: dict[str, Any], build: TorchBuild, container: dict[str, Any],
+            emulated: Optional[str] = None) -> Optional[str]:
     """The one line refusing ``platform``'s GPUs with ``build``, or None when it has kernels
-    (or the platform is not checked: ``gpu_capability``)."""
-    cc = gpu_capability(platform)
+    (or the platform is not checked: ``gpu_capability``, ``emulated`` as there)."""
+    cc = gpu_capability(platform, emulated)
     if cc is None:
         return None
     name = platform.get("name", "?")
@@ -278,14 +294,15 @@ def _map_to(name: str, key: Optional[str]) -> str:
     return f"point container.images.{key} at it (container.images.{key}=PATH.sif)"
 
 
-def check_point_arch(config: dict[str, Any]) -> None:
+def check_point_arch(config: dict[str, Any], emulated: Optional[str] = None) -> None:
     """Refuse a point (``InfeasiblePoint``: a sweep leaves it out with this one line, naming
     the fix, and keeps the rest) whose GPUs its torch build has no kernels for; a platform
-    ``gpu_capability`` does not check passes without its build being looked up."""
+    ``gpu_capability`` does not check (``emulated``: its scheduler's words that its GPUs are
+    emulated, ``emulated_gpus``) passes without its build being looked up."""
     plat = config["platform"]
-    if gpu_capability(plat) is None:
+    if gpu_capability(plat, emulated) is None:
         return
     build = point_build(config)  # this environment's: asked once per launch; an image's: once per image (cached)
-    why = refusal(plat, build, config.get("container") or {}) if build is not None else None
+    why = refusal(plat, build, config.get("container") or {}, emulated) if build is not None else None
     if why:
         raise InfeasiblePoint(why)

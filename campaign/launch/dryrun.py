@@ -12,7 +12,9 @@ included), or for local jobs the command each rank runs; made by the same pure f
 the submission uses (campaign.backends.sbatch, campaign.catalogue.container), so no runtime,
 scheduler or image is needed to see them.
 ``dry_run=json`` (``--json``): one JSON object per point, for machines (its platform's
-totals in ``platform_estimate``).
+totals in ``platform_estimate``; ``emulated_gpus``: why its GPUs are emulated, or null).
+A platform whose scheduler says its GPUs are emulated (campaign/launch/arch.py) gets a note
+that its compute capability was not checked.
 
 The campaign id is made when a campaign is stored; the scripts show ``DRYRUN`` where
 it goes (the job folder ``results/jobs/<id>``, the job names).
@@ -211,6 +213,19 @@ def platform_lines(points: Sequence[PointPlan], cost: CampaignCost) -> list[str]
     return lines
 
 
+def emulated_lines(points: Sequence[PointPlan]) -> list[str]:
+    """``platform v100's GPUs are emulated (...): its compute capability 7.0 was not checked
+    against the torch build``, once per platform whose scheduler says so (``PointPlan.emulated_gpus``,
+    campaign/launch/arch.py), in the order the sweep first names them."""
+    seen: dict[str, str] = {}
+    for p in points:
+        if p.emulated_gpus and p.platform not in seen:
+            cc = p.config["platform"].get("compute_capability")
+            seen[p.platform] = (f"platform {p.platform}'s GPUs are emulated ({p.emulated_gpus}): its compute "
+                                f"capability {cc} was not checked against the torch build")
+    return list(seen.values())
+
+
 def _folder(points: Sequence[PointPlan]) -> Path:
     return Path(points[0].config["results_dir"]).expanduser().absolute() / "jobs" / PLACEHOLDER_ID
 
@@ -247,6 +262,7 @@ def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[J
             "estimate": {"s_per_it": c.s_per_it, "iterations": c.iterations, "wall_s": c.wall_s,
                          "gpu_hours": c.gpu_hours, "source": c.source},
             "platform_estimate": totals[p.platform],  # its platform's points together (platform_costs)
+            "emulated_gpus": p.emulated_gpus,  # why its GPUs are emulated (not arch-checked), or null
             "config": redact_obj({k: p.config[k] for k in ("platform", "trainer", "experiment", "dataset")}),
         }, sort_keys=True))
     return out
@@ -283,6 +299,8 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
 
     for line in image_lines(points):  # container.images: which image each platform's points run in
         print(printable(line))
+    for line in emulated_lines(points):
+        print(f"note: {printable(line)}")
     for n in refusals:
         print(f"note: would be refused: {printable(redact(n))}")
     for n in notes:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -17,7 +17,7 @@ from campaign.backends import EXECUTORS, by_executor
 from campaign.backends.resources import Resources
 from campaign.catalogue.container import point_image
 from campaign.common.errors import ConfigError, InfeasiblePoint
-from campaign.launch.arch import check_point_arch
+from campaign.launch.arch import check_point_arch, emulated_gpus
 from campaign.launch.validate import CheckedTrainer, check_known_keys, check_sizes, check_trainer, reference_dataset
 from campaign.common.redact import redact_obj
 
@@ -35,6 +35,7 @@ class PointPlan:
     repeat: int = 0  # which run of a repeated point (repeats=K)
     batch_per_gpu: int = 0  # images per GPU per iteration
     iterations: int = 0  # timed iterations of the full run
+    emulated_gpus: Optional[str] = None  # why its GPUs are emulated, in its scheduler's words (not arch-checked)
 
     @property
     def platform(self) -> str:
@@ -334,9 +335,10 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     check_recovery(c)
     if c["container"].get("runtime", "none") != "none":  # this platform's image (container.images), else the default
         c["container"]["image"] = point_image(c["container"], plat)
-    check_point_arch(c)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
-    return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat,
-                     batch_per_gpu=batch, iterations=iters, resources=plan_resources(c, trainer))
+    emulated = emulated_gpus(plat)  # its scheduler says its GPUs are stand-ins: nothing to check them against
+    check_point_arch(c, emulated)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
+    return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat, batch_per_gpu=batch,
+                     iterations=iters, resources=plan_resources(c, trainer), emulated_gpus=emulated)
 
 
 def point_where(overrides: Sequence[str]) -> str:
