@@ -1,7 +1,8 @@
 """Every engine of every trainer as 1- and 2-GPU jobs on the real local SLURM cluster
 (GPUs emulated: the ranks run on CPU with gloo and record it), and harvest showing
 their breakdown rows. Marker ``slurm``; skipped when the cluster of
-scripts/local-slurm.sh is not up."""
+scripts/local-slurm.sh is not up. (trainer=swinv2_upernet at 1 and 2 GPUs on SLURM:
+tests/test_study_small_slurm.py, the reference study's reduced twin.)"""
 
 from __future__ import annotations
 
@@ -24,9 +25,6 @@ VIT = ["trainer=vit", "trainer.params.model=vit_tiny", "dataset=synthetic", "dat
 # campaign -> (overrides, engine or None, phases harvest must show for it)
 CAMPAIGNS = {
     "synthetic": (["trainer=synthetic"], None, {"forward", "backward", "step"}),
-    "swinv2_upernet": (["trainer=swinv2_upernet", "trainer.params.variant=micro", "dataset=ade20k",
-                        "dataset.name=synthetic", "dataset.image_size=128", "dataset.num_workers=0"], None,
-                       {"forward", "backward", "step"}),
     "frozen_backbone.ddp": (FROZEN + ["trainer.params.engine=ddp"], "ddp", {"ddp.forward", "ddp.backward"}),
     "frozen_backbone.dataparallel": (FROZEN + ["trainer.params.engine=dataparallel"], "dataparallel",
                                      {"dataparallel.scatter", "dataparallel.parallel_apply", "dataparallel.gather"}),

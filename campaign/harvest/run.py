@@ -214,7 +214,9 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         from campaign.harvest.xaxis import resolve_x
 
         x_column = resolve_x(x, tables["scaling"])
-    if compare == "reference":
+    shows_reference = compare == "reference" or (compare is None and table == "scaling" and fmt == "table"
+                                                 and out is None and study_reference(points))
+    if shows_reference:
         from campaign.harvest.references import workload_warning
 
         differs = workload_warning(points)
@@ -235,6 +237,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
                     if name == table or not TABLES[name].optional or tables[name].height]
     if fmt == "table" and out is None:
         print(printable(f"campaign {cid}"))
+        if shows_reference and compare is None:
+            selected.append(_comparison("reference", tables, None, {}))  # a study preset's: its figures beside
         selected = [(n, t, _terminal(n, df)) for n, t, df in selected]  # escaped by write_tables (stdout)
         if len(selected) == 1:
             print(f"{selected[0][1]}\n")
@@ -253,6 +257,13 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
             paths += write_table_figures(plots, name, tables[name], campaign=campaign)
         print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0
+
+
+def study_reference(points: Sequence[dict]) -> bool:
+    """Whether every completed point was launched by a study preset whose published figures
+    are the reference's (``study.reference``): its terminal harvest lays them beside its own."""
+    done = [p for p in points if p.get("state") == "completed"]
+    return bool(done) and all(((p.get("config") or {}).get("study") or {}).get("reference") for p in done)
 
 
 def _title(name: str, efficiency_floor: Optional[float]) -> str:
