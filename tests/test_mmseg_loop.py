@@ -149,6 +149,40 @@ def test_an_unknown_loop_is_refused_at_launch_in_one_line(ws):
     assert res.stderr == "error: unknown trainer.params.loop 'bogus' for trainer=swinv2_upernet; valid: lean, stock\n"
 
 
+def _stock_rank(rank: int, world: int, port: int, out: str) -> None:
+    import os
+
+    os.environ.pop("SUBMITIT_EXECUTOR", None)
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    from trainers import dist
+
+    ctx = dist.setup(want_device="cpu", timeout_s=120)
+    try:
+        trainer = build(ctx, job_cfg({"loop": "stock"}, image_size=64), PLAN)
+        assert type(trainer.model).__name__ == "MMDistributedDataParallel"
+        rows = run_steps(trainer, 2)  # MMDistributedDataParallel.train_step, through run_iter
+        trainer.close()
+        params = {n: p.detach().clone() for n, p in trainer.module.named_parameters()}
+        torch.save({"params": params, "losses": [r["loss"] for r in rows]}, f"{out}/rank{rank}.pt")
+    finally:
+        dist.teardown(ctx)
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_of_the_stock_loop_end_with_identical_parameters(tmp_path):
+    import torch.multiprocessing as mp
+
+    from test_mmseg import _free_port
+
+    mp.spawn(_stock_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    assert r0["losses"] != r1["losses"]  # each rank its own shard ...
+    for name, value in r0["params"].items():  # ... and DDP's all-reduce inside train_step kept them in step
+        assert torch.equal(value, r1["params"][name]), name
+
+
 @pytest.mark.slow
 def test_a_stopped_stock_run_resumes_as_the_run_never_stopped(tmp_path):
     import signal
