@@ -36,6 +36,13 @@ def _module(name: str):
     return mod
 
 
+def _needs_mmseg() -> None:
+    """Skip without the training stack, importing nothing: importing mmseg here would set
+    cv2's variables in this process's environment (the benchmark runs in its own)."""
+    if importlib.util.find_spec("mmseg") is None:
+        pytest.skip("the SwinV2 trainer needs the training stack (pip install -e '.[train]')")
+
+
 def test_store_writes_prints_the_batched_over_per_row_ratio():
     out = _run("store_writes.py", "--rows", "300", "--rounds", "1")
     assert "300 iteration rows per write" in out
@@ -295,7 +302,7 @@ def test_overhead_refuses_a_hook_it_does_not_know():
 
 @pytest.mark.slow
 def test_trainer_vs_plain_prints_the_ratio_and_the_data_wait():
-    pytest.importorskip("mmseg", reason="the SwinV2 trainer needs the training stack (pip install -e '.[train]')")
+    _needs_mmseg()
     out = _run("trainer_vs_plain.py", "--pairs", "2", "--steps", "1", "--warmup", "1")
     m = re.search(r"trainer/plain step time: (\d+\.\d{3}) \(median of 2 pairs; 95% CI [\d.]+-[\d.]+; plain ([\d.]+) "
                   r"ms/step, trainer ([\d.]+) ms/step; cpu, SwinV2-micro \+ UPerNet, 2x128x128, fp32; goal on a GPU "
@@ -306,3 +313,29 @@ def test_trainer_vs_plain_prints_the_ratio_and_the_data_wait():
                   r"data wait goal < 1%: (met|NOT met)", out)
     assert m, out
     assert sum(float(m.group(i)) for i in range(1, 5)) == pytest.approx(100, abs=1)  # the phases tile the step
+
+
+@pytest.mark.slow
+def test_trainer_vs_plain_times_both_loops_against_one_plain_loop():
+    _needs_mmseg()
+    out = _run("trainer_vs_plain.py", "--pairs", "2", "--steps", "1", "--warmup", "1", "--image-size", "64",
+               "--loops", "lean,stock")
+    lean = re.search(r"trainer/plain step time: [\d.]+ \(median of 2 pairs; .*plain ([\d.]+) ms/step, trainer [\d.]+ "
+                     r"ms/step; cpu, SwinV2-micro \+ UPerNet, 2x64x64, fp32; goal on a GPU <= 1\.05: (met|NOT met)\)", out)
+    stock = re.search(r"stock/plain step time: [\d.]+ \(median of 2 pairs; 95% CI [\d.]+-[\d.]+; plain ([\d.]+) "
+                      r"ms/step, stock ([\d.]+) ms/step; cpu, SwinV2-micro \+ UPerNet, 2x64x64, fp32; MMEngine's own "
+                      r"loop: no goal\)", out)
+    assert lean and stock, out
+    assert lean.group(1) == stock.group(1) and float(stock.group(2)) > 0  # one plain loop for both
+    assert re.search(r"trainer phases: data [\d.]+%, forward [\d.]+%, backward [\d.]+%, step [\d.]+% of its step", out)
+    m = re.search(r"stock phases: data ([\d.]+)%, step ([\d.]+)% of its step \(run_iter: forward, backward and update "
+                  r"in one phase\)", out)
+    assert m and float(m.group(1)) + float(m.group(2)) == pytest.approx(100, abs=1), out
+    assert out.index("trainer/plain") < out.index("stock/plain")
+
+
+def test_trainer_vs_plain_refuses_an_unknown_loop():
+    done = subprocess.run([sys.executable, str(BENCH / "trainer_vs_plain.py"), "--loops", "lean,fancy"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--loops takes distinct values of lean, stock, got 'lean,fancy'" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -149,3 +149,49 @@ def test_query_plans_read_only_the_campaigns_rows(store):
         assert any(line.startswith(f"SEARCH {table} ") for line in plan), plan
     (line,) = _plan(store, job_iterations_query([store.sampled_attempt]))  # no table lookup, no sort
     assert "COVERING INDEX ix_iteration_job" in line, line
+
+
+def test_a_sweep_of_the_mmseg_loop_harvests_as_two_named_series(store, tmp_path):
+    """``trainer.params.loop=stock,lean`` (trainer=swinv2_upernet): two series, each named
+    by its loop in a column of its own; stock's iterations time data and step only
+    (MMEngine's run_iter is one call), so its step is stacked as forward + backward +
+    step together, lean's as the optimizer step beside its forward and backward."""
+    import csv
+    import io
+    import subprocess
+    import sys
+
+    from campaign.harvest.derive import engine_phases
+    from campaign.harvest.utilisation import phase_stack
+    from campaign_sql.schema import breakdown
+
+    cid = "20260104-000000-dddd"
+    grid = [(loop, gpus) for loop in ("stock", "lean") for gpus in (1, 2)]
+    pts = store.register({"id": cid, "created_at": 4.0}, [
+        _point(i, trainer="swinv2_upernet", gpus=gpus, overrides=[f"gpus={gpus}", f"trainer.params.loop={loop}"])
+        for i, (loop, gpus) in enumerate(grid)])
+    phases = {"stock": {"data": 0.02, "step": 0.30, "iteration": 0.32},
+              "lean": {"data": 0.001, "forward": 0.08, "backward": 0.16, "step": 0.01, "iteration": 0.251}}
+    with store.engine.begin() as conn:
+        conn.execute(insert(attempt), [dict(point_id=p, attempt_no=0, state="completed") for p in pts])
+        aid = dict(conn.execute(select(attempt.c.point_id, attempt.c.id).where(attempt.c.point_id.in_(pts))).all())
+        conn.execute(insert(rank_timing), [_rank(aid[p], 0, 40.0 * phases[loop]["iteration"] / gpus)
+                                           for p, (loop, gpus) in zip(pts, grid)])
+        conn.execute(insert(breakdown), [dict(attempt_id=aid[p], rank=0, phase=ph, total_s=4 * s, mean_s=s, count=4)
+                                         for p, (loop, _) in zip(pts, grid) for ph, s in phases[loop].items()])
+    done = subprocess.run([sys.executable, "-m", "campaign", "harvest", cid, "--to", "csv", "--store",
+                           f"sqlite:///{tmp_path}/store.db"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert [(r["trainer.params.loop"], r["gpus"]) for r in rows] == [("lean", "1"), ("lean", "2"), ("stock", "1"),
+                                                                     ("stock", "2")]
+    assert all(r["note"] == "" or "no 1-GPU baseline" not in r["note"] for r in rows)  # each loop has its own
+
+    points = point_frame(store, [cid])
+    stack = phase_stack(points, engine_phases(store, points["attempt_id"].to_list()))
+    got = {(v.split("=")[1], r["phase"], r["label"]) for v, r in zip(stack["variant"], stack.iter_rows(named=True))
+           if r["gpus"] == 1}
+    assert got == {("stock", "data", "data wait"), ("stock", "train_step", "forward + backward + step (not timed apart)"),
+                   ("stock", "iteration", "iteration"), ("lean", "data", "data wait"), ("lean", "forward", "forward"),
+                   ("lean", "backward", "backward (no all-reduce timed)"), ("lean", "step", "optimizer step"),
+                   ("lean", "iteration", "iteration")}

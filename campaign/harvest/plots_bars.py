@@ -13,7 +13,7 @@ from campaign.harvest.xaxis import GPUS, axis_frame
 _GROUP_GAP = 0.6  # blank bar widths between the bars of two series
 # One colour per stacked phase, the same in every bar and every figure (utilisation.STACK_PHASES).
 _PHASE_COLORS = {"data": "C7", "forward": "C0", "backward": "C8", "backward_compute": "C2", "comm_exposed": "C3",
-                 "comm_marked": "C1", "step": "C4"}
+                 "comm_marked": "C1", "step": "C4", "train_step": "C5"}
 
 
 def _order(value) -> tuple:

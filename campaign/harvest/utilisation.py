@@ -181,7 +181,9 @@ def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] 
 # + comm_marked = iteration, backward = backward_compute + comm_exposed), bottom to top,
 # with their legend labels. ``comm`` (the all-reduce in flight) overlaps backward and is
 # never stacked; ``comm_exposed`` is stacked only beside ``backward_compute`` (it is part
-# of ``backward``), and ``backward`` only where no split was recorded.
+# of ``backward``), and ``backward`` only where no split was recorded. A ``step`` with no
+# forward or backward beside it holds them (a loop that times forward, backward and update
+# as one call, MMEngine's run_iter: trainer.params.loop=stock): ``train_step``, so named.
 STACK_PHASES = [
     ("data", "data wait"),
     ("forward", "forward"),
@@ -190,7 +192,9 @@ STACK_PHASES = [
     ("comm_exposed", "exposed communication (not hidden by backward)"),
     ("comm_marked", "communication (trainer's own phase)"),
     ("step", "optimizer step"),
+    ("train_step", "forward + backward + step (not timed apart)"),
 ]
+_APART = ("forward", "backward", "backward_compute")  # phases whose presence makes ``step`` the update alone
 
 
 def phase_stack(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame]) -> pl.DataFrame:
@@ -213,6 +217,10 @@ def phase_stack(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame]) -> 
     rows = rows.join(split, on=KEYS, how="left", nulls_equal=True).with_columns(pl.col("split").fill_null(False))
     rows = rows.filter(  # never stack a phase inside another one
         ~((pl.col("phase") == "backward") & pl.col("split")) & ~((pl.col("phase") == "comm_exposed") & ~pl.col("split")))
+    apart = rows.filter(pl.col("phase").is_in(_APART)).select(KEYS).unique().with_columns(pl.lit(True).alias("apart"))
+    rows = rows.join(apart, on=KEYS, how="left", nulls_equal=True).with_columns(
+        pl.when((pl.col("phase") == "step") & pl.col("apart").is_null()).then(pl.lit("train_step"))
+        .otherwise(pl.col("phase")).alias("phase"))
     labels = dict(STACK_PHASES) | {"iteration": "iteration"}
     order = {p: i for i, p in enumerate(names)}
     return (

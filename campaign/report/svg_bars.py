@@ -18,7 +18,7 @@ HEADROOM_BARS = 1.05  # above the tallest bar or tick (the legend sits beside th
 GROUP_GAP = 0.6  # blank bar widths between two series' bars (harvest.plots_bars._GROUP_GAP)
 # harvest.plots_bars._PHASE_COLORS, as colours: a phase has the colour harvest's PNG gives it
 PHASE_COLORS = {"data": 7, "forward": 0, "backward": 8, "backward_compute": 2, "comm_exposed": 3,
-                "comm_marked": 1, "step": 4}
+                "comm_marked": 1, "step": 4, "train_step": 5}
 
 
 def breakdown_figure(stack: pl.DataFrame) -> str:

@@ -29,8 +29,8 @@ anything from ``mmseg.models`` and builds through the helpers below.
    that says ``weights_only=False``, as before torch 2.6: those files are the runs' own.
    Third-party weights never take this path: ``trainer.params.pretrained`` is read by
    ``backbone.load_pretrained`` with ``weights_only=True``.
-6. ``AmpOptimWrapper`` asserts a GPU: ``optim_wrapper_type`` uses it (fp16) or the
-   scaler-free ``AutocastOptimWrapper`` (bf16, trainers/mmseg/speed.py) on CUDA only; a
+6. ``AmpOptimWrapper`` asserts a GPU: ``optim_wrapper_type`` uses it (fp16; bf16 too in
+   the stock loop) or the scaler-free ``AutocastOptimWrapper`` (bf16, trainers/mmseg/speed.py) on CUDA only; a
    CPU rank (the local platform emulating GPUs) trains in fp32 and says so.
 7. ``BaseModule.init_weights`` logs one INFO paragraph per parameter (hundreds for
    SwinV2-B) into the job's output: ``quiet_logs`` lifts MMEngine's logger to WARNING.
@@ -128,8 +128,10 @@ def norm_cfg(device: torch.device, world_size: int) -> dict:
     return dict(type=kind, requires_grad=True)
 
 
-def optim_wrapper_type(device: torch.device, precision: str) -> dict:
-    """OptimWrapper fields for ``trainer.precision`` on ``device`` (trap 6)."""
+def optim_wrapper_type(device: torch.device, precision: str, stock: bool = False) -> dict:
+    """OptimWrapper fields for ``trainer.precision`` on ``device`` (trap 6); ``stock``
+    (``trainer.params.loop=stock``): MMSegmentation's own choice, AmpOptimWrapper with its
+    dynamic GradScaler for bf16 too."""
     choices = ("fp32", "fp16", "bf16")
     if precision not in choices:
         raise ValueError(f"unknown trainer.precision '{precision}'; available: {', '.join(choices)}")
@@ -140,6 +142,8 @@ def optim_wrapper_type(device: torch.device, precision: str) -> dict:
         return dict(type="OptimWrapper")
     if precision == "fp16":
         return dict(type="AmpOptimWrapper", dtype="float16", loss_scale="dynamic")
+    if stock:  # what mmseg's AMP configs run, scaler and its per-step inf check included
+        return dict(type="AmpOptimWrapper", dtype="bfloat16", loss_scale="dynamic")
     return dict(type="AutocastOptimWrapper", dtype="bfloat16")  # bf16 needs no loss scaling (speed.py)
 
 

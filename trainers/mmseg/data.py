@@ -113,12 +113,14 @@ def build_dataset(spec: dict, *, seed: int, rank: int):
     raise ValueError(f"dataset={name} is not supported by swinv2_upernet; available: {', '.join(NAMES)}")
 
 
-def dataloader_config(spec: dict, *, batch_size: int, seed: int, rank: int) -> dict:
+def dataloader_config(spec: dict, *, batch_size: int, seed: int, rank: int, premade: bool = True) -> dict:
     """The Runner's ``train_dataloader``: this rank's shard through an InfiniteSampler.
-    Synthetic data gets no worker processes: the trainer takes a few batches from it
-    once and reuses them on the device (trainers/mmseg/speed.py)."""
+    Synthetic data gets no worker processes where the trainer takes a few batches from
+    it once and reuses them on the device (``premade``: the lean loop,
+    trainers/mmseg/speed.py); the stock loop reads every batch through the loader, with
+    ``dataset.num_workers`` workers as for a dataset."""
     synthetic = (spec.get("name") or "synthetic") == "synthetic"
-    workers = 0 if synthetic else int(spec.get("num_workers") or 0)
+    workers = 0 if synthetic and premade else int(spec.get("num_workers") or 0)
     return dict(
         batch_size=int(batch_size),
         num_workers=workers,

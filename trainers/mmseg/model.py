@@ -13,7 +13,7 @@ import torch
 
 from trainers.mmseg import compat
 from trainers.mmseg.backbone import VARIANTS, variant_channels
-from trainers.specs.swinv2_upernet import TRAINER
+from trainers.specs.swinv2_upernet import TRAINER, Loop
 
 # trainer.params knobs and their defaults: declared once, in trainers/specs/swinv2_upernet.py.
 PARAMS: dict[str, Any] = TRAINER.defaults()
@@ -36,6 +36,10 @@ def params_of(tcfg: dict) -> dict[str, Any]:
     out = {**PARAMS, **{k: v for k, v in given.items() if v is not None}}
     if out["variant"] not in VARIANTS:
         raise ValueError(f"unknown trainer.params.variant '{out['variant']}'; available: {', '.join(VARIANTS)}")
+    out["loop"] = getattr(out["loop"], "value", out["loop"])  # an enum member from a Python caller
+    loops = [m.value for m in Loop]
+    if out["loop"] not in loops:
+        raise ValueError(f"unknown trainer.params.loop '{out['loop']}'; available: {', '.join(loops)}")
     return out
 
 
@@ -70,7 +74,8 @@ def model_config(cfg: dict, device: torch.device, world_size: int) -> dict:
 
 
 def optim_wrapper_config(tcfg: dict, device: torch.device, grad_accum: int = 1) -> dict:
-    """AdamW (or SGD) with no weight decay on norms, logit scale, cpb_mlp and position tables."""
+    """AdamW (or SGD) with no weight decay on norms, logit scale, cpb_mlp and position tables;
+    the wrapper for the precision and loop (compat.optim_wrapper_type)."""
     p = params_of(tcfg)
     name = str(tcfg.get("optimizer", "adamw")).lower()
     lr, wd = float(tcfg.get("lr", 6e-5)), float(tcfg.get("weight_decay", 0.01))
@@ -80,7 +85,7 @@ def optim_wrapper_config(tcfg: dict, device: torch.device, grad_accum: int = 1) 
         optimizer = dict(type="SGD", lr=lr, momentum=float(tcfg.get("momentum", 0.9)), weight_decay=wd)
     else:
         raise ValueError(f"unknown trainer.optimizer '{name}' for swinv2_upernet; available: {', '.join(OPTIMIZERS)}")
-    wrapper = compat.optim_wrapper_type(device, str(tcfg.get("precision", "fp32")))
+    wrapper = compat.optim_wrapper_type(device, str(tcfg.get("precision", "fp32")), stock=p["loop"] == "stock")
     wrapper.update(
         optimizer=optimizer,
         accumulative_counts=int(grad_accum),

@@ -21,6 +21,12 @@ trainer leaves it out, so that a campaign times the model, not the framework aro
    collating samples, a pageable host-to-device copy and normalisation on the
    device: ``device_batches`` pre-makes a few batches on the device, as a plain loop
    would, and the trainer cycles through them (real datasets keep the loader).
+
+All four are the lean loop's (``trainer.params.loop=lean``, the default). The stock loop
+(``trainer.params.loop=stock``, the reference study's) keeps every one of them as
+MMSegmentation configures it (AmpOptimWrapper with its scaler for bf16, a group per
+parameter, the outputs to the hooks every iteration, every batch through the loader)
+and runs MMEngine's own ``IterBasedTrainLoop.run_iter``: nothing here is used.
 """
 
 from __future__ import annotations

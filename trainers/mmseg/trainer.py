@@ -1,8 +1,20 @@
 """``trainer=swinv2_upernet``: SwinV2 + UPerNet trained by MMEngine's Runner machinery.
 
 The Runner builds what its ``train()`` builds (IterBasedTrainLoop and its dataloader,
-optim wrapper, param schedulers, hooks) but does not run the loop: ``step`` is one
-iteration of ``IterBasedTrainLoop.run_iter`` with its parts called one by one, so that
+optim wrapper, param schedulers, hooks) but does not run the loop; ``step`` runs one
+iteration in one of two ways (``trainer.params.loop``):
+
+``stock``: MMEngine's own iteration as MMSegmentation configures it, what the reference
+study timed: ``next(loop.dataloader_iterator)`` (every batch through the DataLoader,
+synthetic data too), then ``loop.run_iter(batch)`` (``before_train_iter``, the model's
+``train_step``: data preprocessor, forward, ``parse_losses``, ``update_params``; then
+``after_train_iter`` with the outputs every iteration); AmpOptimWrapper with its
+GradScaler for fp16 and bf16, MMEngine's parameter group per parameter. Phases: ``data``
+(the loader) and ``step`` (the rest: forward and backward are not timed apart, so
+those phases are absent). The step's loss is its outputs' ``loss`` (log_vars), kept
+by one hook of ours that copies nothing.
+
+``lean`` (the default): the same iteration with its parts called one by one, so that
 each phase ends on a real boundary:
 
 - ``data``: next batch from the loader, then the model's SegDataPreProcessor (to the
@@ -17,7 +29,8 @@ each phase ends on a real boundary:
 
 What MMEngine would add beyond a plain loop (a scaler for bf16, a parameter group per
 parameter, a host copy of every logged value each iteration, the data pipeline for
-synthetic data) is left out: speed.py says how and why.
+synthetic data) is left out: speed.py says how and why (``benchmarks/trainer_vs_plain.py
+--loops lean,stock`` measures both loops against a plain one).
 
 Validation, checkpoint and visualisation hooks are off. The process group is ours
 (trainers/dist.py); MMEngine runs with ``launcher='none'`` (see compat.py).
@@ -29,7 +42,8 @@ What MMEngine's ``Runner.resume`` restores beyond the model comes from the same
 public ``state_dict``s it saves: the optim wrapper's (AdamW's moments, the learning
 rates, a loss scaler's) and each param scheduler's (``state_dict``); ``resume_at``
 then sets the loop's iteration (what ``Runner.resume`` sets) and continues the data
-where it stood: synthetic batches follow the iteration, a dataset's InfiniteSampler
+where it stood (both loops): synthetic batches follow the iteration (stock: the
+loader's sampler, as for a dataset), a dataset's InfiniteSampler
 continues past the images this rank has trained on without loading them
 (``data.continued_loader``). Not kept: MMEngine's message hub (its log's smoothing
 windows), the DataLoader workers' augmentation RNG (a resumed run reads the same
@@ -53,6 +67,20 @@ from trainers.mmseg import compat, speed
 _RUNNERS = itertools.count()  # unique MMEngine experiment names within one process
 
 
+def _outputs_hook():
+    """A hook, last after every iteration, keeping that iteration's outputs (the model's
+    log_vars: tensors, not copied) so that the stock step can return the loss."""
+    from mmengine.hooks import Hook
+
+    class KeepOutputs(Hook):
+        outputs: Any = None
+
+        def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+            self.outputs = outputs
+
+    return KeepOutputs()
+
+
 class SwinV2UperNetTrainer:
     def __init__(self, ctx: DistContext, cfg: dict, plan: dict, work_dir: Optional[str] = None):
         threads = torch.get_num_threads()  # job.py's per-rank choice, kept through MMEngine's set-up
@@ -66,6 +94,8 @@ class SwinV2UperNetTrainer:
         tcfg, spec = cfg["trainer"], cfg["dataset"]
         seed = int(plan["seed"])
         self.ctx = ctx
+        self.loop_kind = params_of(tcfg)["loop"]  # "stock" or "lean" (module docstring)
+        stock = self.loop_kind == "stock"
         self.max_iters = int(plan["warmup"]) + int(plan["iterations"]) + int(plan.get("profile_iterations") or 0)
 
         # Same seed on every rank: identical initial weights (DDP also broadcasts rank 0's).
@@ -85,7 +115,8 @@ class SwinV2UperNetTrainer:
             self.runner = Runner(
                 model=self.model,
                 work_dir=self.work_dir,
-                train_dataloader=dataloader_config(spec, batch_size=plan["batch_per_gpu"], seed=seed, rank=ctx.rank),
+                train_dataloader=dataloader_config(spec, batch_size=plan["batch_per_gpu"], seed=seed, rank=ctx.rank,
+                                                   premade=not stock),
                 train_cfg=dict(type="IterBasedTrainLoop", max_iters=self.max_iters, val_interval=self.max_iters + 1),
                 optim_wrapper=optim_wrapper_config(tcfg, ctx.device, int(plan.get("grad_accum") or 1)),
                 param_scheduler=param_scheduler_config(tcfg, self.max_iters),
@@ -110,9 +141,14 @@ class SwinV2UperNetTrainer:
             # Runner.train() up to train_loop.run(), minus weight init (done above).
             runner._train_loop = runner.build_train_loop(runner._train_loop)
             runner.optim_wrapper = runner.build_optim_wrapper(runner.optim_wrapper)
-            speed.merge_param_groups(runner.optim_wrapper.optimizer)  # before the schedulers read the groups
+            if not stock:  # stock keeps MMEngine's group per parameter
+                speed.merge_param_groups(runner.optim_wrapper.optimizer)  # before the schedulers read the groups
             runner.scale_lr(runner.optim_wrapper, runner.auto_scale_lr)
             runner.param_schedulers = runner.build_param_scheduler(runner.param_schedulers)
+            self._outputs = None
+            if stock:
+                self._outputs = _outputs_hook()
+                runner.register_hook(self._outputs, priority="LOWEST")
             runner.call_hook("before_run")
             runner.optim_wrapper.initialize_count_status(self.model, 0, self.max_iters)
             # IterBasedTrainLoop.run() up to its while loop.
@@ -127,11 +163,14 @@ class SwinV2UperNetTrainer:
         precision = str(tcfg.get("precision") or "fp32")
         self.precision = precision if ctx.device.type == "cuda" else "fp32"
         self._batches = (speed.device_batches(self.loop.dataloader_iterator, self.module.data_preprocessor)
-                         if (spec.get("name") or "synthetic") == "synthetic" else None)
+                         if (spec.get("name") or "synthetic") == "synthetic" and not stock else None)
         self._closed = False
 
     def step(self, rec: Recorder) -> torch.Tensor:
-        """One IterBasedTrainLoop iteration, phase by phase (module docstring)."""
+        """One IterBasedTrainLoop iteration: MMEngine's own (stock) or phase by phase
+        (lean; module docstring)."""
+        if self._outputs is not None:
+            return self._stock_step(rec)
         runner, loop, ow = self.runner, self.loop, self.optim_wrapper
         if self._batches is not None:  # synthetic: pre-made on the device
             batch, data = self._batches[loop.iter % len(self._batches)]
@@ -157,6 +196,17 @@ class SwinV2UperNetTrainer:
         loop._iter += 1  # run_iter's own bookkeeping (read by the hooks)
         rec.mark("step")
         return loss
+
+    def _stock_step(self, rec: Recorder) -> torch.Tensor:
+        """One iteration of ``IterBasedTrainLoop.run()``'s while loop, as it is (its
+        validation check aside: this runner has no val loop)."""
+        loop = self.loop
+        self.model.train()
+        batch = next(loop.dataloader_iterator)
+        rec.mark("data")
+        loop.run_iter(batch)  # hooks, model.train_step(batch, optim_wrapper), hooks, iteration + 1
+        rec.mark("step")
+        return self._outputs.outputs["loss"]
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -188,7 +238,10 @@ class SwinV2UperNetTrainer:
             # at set-up (its workers may have prefetched from the start) is dropped.
             loader = continued_loader(self.loop.dataloader, iteration * self.images_per_step)
             self.loop.dataloader = loader
-            self.loop.dataloader_iterator = iter(loader)
+            # A new iterator draws its base seed from torch's RNG, which the checkpoint has
+            # just restored: without the fork, dropout would follow another sequence.
+            with torch.random.fork_rng(devices=[]):
+                self.loop.dataloader_iterator = iter(loader)
 
     def close(self) -> None:
         """End the loop as IterBasedTrainLoop.run()/Runner.train() do and drop the work dir."""

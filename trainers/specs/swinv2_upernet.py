@@ -15,6 +15,13 @@ class Variant(str, enum.Enum):
     micro = "micro"  # tests: a few hundred thousand parameters
 
 
+class Loop(str, enum.Enum):
+    """``trainer.params.loop``: how an iteration is run (trainers/mmseg/trainer.py)."""
+
+    lean = "lean"  # the step inlined phase by phase, MMEngine's overheads left out (trainers/mmseg/speed.py)
+    stock = "stock"  # MMEngine's IterBasedTrainLoop.run_iter as MMSegmentation configures it (the reference study's)
+
+
 # Training FLOPs (forward + backward) of ONE ITERATION of 8 images (the study's images
 # per GPU) with ADE20K's 150 classes and every other trainer.params knob at its default
 # (window 8, aux head, 512 head channels, 64 for micro), per (variant, crop), as
@@ -94,6 +101,7 @@ class SwinV2UperNetParams:
     poly_power: float = 1.0  # poly decay power to min_lr at the run's last iteration
     min_lr: float = 0.0  # poly decay floor
     log_interval: int = 50  # MMEngine LoggerHook interval (iterations)
+    loop: Loop = Loop.lean  # lean: timed phase by phase, MMEngine's overheads left out; stock: MMEngine's own loop
 
 
 TRAINER = TrainerDef(
