@@ -67,6 +67,7 @@ def test_the_preset_is_table_2_by_table_3(planned):
         assert (p["resources"]["nodes"], s["batch_per_gpu"], s["iterations"]) == (1, 8, 160_000 // n)
         assert c["experiment"]["profile_iterations"] == 8 and c["experiment"]["validation"] is False
         assert c["trainer"]["name"] == "swinv2_upernet" and c["trainer"]["params"]["variant"] == "base"
+        assert c["trainer"]["params"]["loop"] == "stock"  # MMEngine's loop, as the study ran it
         assert c["dataset"]["name"] == "ade20k" and c["dataset"]["num_workers"] == 4  # files, CPU workers
         assert "study=swinv2_thesis" in p["overrides"]
     assert not (ws.results).exists()  # a dry run makes nothing
@@ -123,6 +124,7 @@ def test_the_small_twin_shares_the_grid_and_says_what_it_would_write(tmp_path):
         c = p["config"]
         assert (p["schedule"]["batch_per_gpu"], p["schedule"]["iterations"]) == (2, 32 // _gpus(p))
         assert c["trainer"]["params"]["variant"] == "micro" and c["dataset"]["image_size"] == 64
+        assert c["trainer"]["params"]["loop"] == "stock"
         assert c["dataset"]["root"] == str(ws.results / "datasets" / "ade20k-standin")
     assert f"note: would write a small stand-in of ade20k (campaign datagen ade20k --out " \
            f"{ws.results / 'datasets' / 'ade20k-standin'} --size small)" in res.stderr

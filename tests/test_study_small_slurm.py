@@ -49,6 +49,12 @@ def test_the_twin_completes_on_files_it_wrote(twin):
     states = ws.query("select p.platform, p.gpus, p.state from point p where p.campaign_id = ? order by p.idx", cid)
     assert [(p, g) for p, g, _ in states] == [("v100", 1), ("v100", 2), ("a100_nvlink_80", 1), ("a100_nvlink_80", 2)]
     assert {s for _, _, s in states} == {"completed"}, states
+    import json
+
+    configs = [json.loads(c) for (c,) in ws.query("select config from point where campaign_id = ?", cid)]
+    assert {c["trainer"]["params"]["loop"] for c in configs} == {"stock"}  # MMEngine's own loop ran
+    phases = {r["phase"] for r in _csv(ws, cid, "--table", "breakdown") if r["source"] == "phases"}
+    assert {"data", "step"} <= phases and not phases & {"forward", "backward"}, phases  # one train_step
 
 
 def test_its_harvest_shows_the_data_wait_and_both_utilisations(twin):
