@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import pytest
 
@@ -90,7 +91,11 @@ def test_its_figures_and_report_carry_the_studys_way(twin, tmp_path):
     ws, cid, _ = twin
     res = ws.campaign("harvest", cid, "--plots", str(tmp_path / "figs"))
     assert res.returncode == 0, res.stderr
-    assert (tmp_path / "figs" / "utilisation_study.svg").is_file() and (tmp_path / "figs" / "utilisation.svg").is_file()
+    from test_cluster_page import rows
+
+    named = {svg for _, gives, _ in rows().values() for svg in re.findall(r"`(\w+)\.svg`", gives)}
+    assert {"utilisation_study", "utilisation", "platform_comparison"} <= named  # docs/cluster.md's figures
+    assert [n for n in sorted(named) if not (tmp_path / "figs" / f"{n}.svg").is_file()] == []
     page = tmp_path / "report.html"
     rep = ws.campaign("report", cid, "--out", str(page))
     assert rep.returncode == 0, rep.stderr
