@@ -33,7 +33,7 @@ from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from campaign_datasets.standin_sizes import DATASETS, SIZES
+from campaign_datasets.standin_sizes import STANDINS, SIZES
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -195,7 +195,7 @@ def write_standin(name: str, root: PathLike, size: str = "small", seed: int = 0)
     """Write the stand-in of dataset ``name`` at ``size`` under ``root`` (what ``dataset.root``
     then names); returns the dataset's own folder."""
     if name not in SIZES:
-        raise StandinError(f"no stand-in for dataset {name!r}; available: {', '.join(DATASETS)}")
+        raise StandinError(f"no stand-in for dataset {name!r}; available: {', '.join(STANDINS)}")
     if size not in SIZES[name]:
         raise StandinError(f"unknown size {size!r}; available: {', '.join(SIZES[name])}")
     train, test = SIZES[name][size]
@@ -228,5 +228,5 @@ def has_files(name: str, root: PathLike) -> bool:
     return True
 
 
-__all__: Sequence[str] = ("DATASETS", "SIZES", "StandinError", "write_standin", "write_ade20k", "write_mnist",
+__all__: Sequence[str] = ("STANDINS", "SIZES", "StandinError", "write_standin", "write_ade20k", "write_mnist",
                           "write_cifar10", "write_cifar100", "idx_images", "idx_labels", "is_standin", "has_files")

@@ -1,7 +1,7 @@
 """What ``campaign datagen`` can write (campaign_datasets/standin.py), importable without numpy
 (the CLI's parser lists them)."""
 
-DATASETS = ("ade20k", "mnist", "cifar10", "cifar100")
+STANDINS = ("ade20k", "mnist", "cifar10", "cifar100")
 # (training, test or validation) images per size: tests (seconds), small (a reduced study on
 # one machine), full (the real split sizes)
 SIZES = {

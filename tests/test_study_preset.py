@@ -174,3 +174,79 @@ def test_datagen_writes_once_and_refuses_bad_input(tmp_path):
     (tmp_path / "afile").write_text("")
     onfile = ws.campaign("datagen", "cifar10", "--out", "afile")
     assert onfile.returncode == 2 and onfile.stderr.strip() == "error: --out afile is a file, not a folder; choose another --out"
+
+
+# ---------------------------------------------------------------- the companion studies (issue #40)
+
+
+def _json_points(ws: Workspace, *overrides: str) -> tuple[list[dict], str]:
+    res = ws.launch("-m", *overrides, "--json")
+    assert res.returncode == 0, res.stdout + res.stderr
+    return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")], res.stderr
+
+
+def _axis(point: dict, key: str) -> str:
+    """The value a point's overrides give ``key`` (its sweep's)."""
+    return next(o.split("=", 1)[1] for o in point["overrides"] if o.split("=", 1)[0] == key)
+
+
+def test_the_studies_hardware_holds_their_points(tmp_path):
+    ws = Workspace(tmp_path).away_from_slurm()
+    vit, _ = _json_points(ws, "platform=t4", "gpus=8", "trainer=vit")  # the ViT study's 8 T4s of one node
+    assert [(p["config"]["platform"]["gpu_model"], _gpus(p), p["resources"]["nodes"]) for p in vit] == [("Tesla T4", 8, 1)]
+    dp, _ = _json_points(ws, "platform=a6000", "gpus=1,2,3,4", "trainer=frozen_backbone")
+    assert [(p["config"]["platform"]["gpu_model"], _gpus(p)) for p in dp] == [("NVIDIA RTX A6000", n) for n in (1, 2, 3, 4)]
+
+
+def test_the_vit_study_is_its_t4_grid(tmp_path):
+    ws = Workspace(tmp_path).away_from_slurm()
+    points, _ = _json_points(ws, "study=vit_deepspeed", "dataset.root=/data/cifar")
+    grid = {(_axis(p, "experiment"), _axis(p, "dataset"), _axis(p, "trainer.params.engine"),
+             int(_axis(p, "experiment.images_per_gpu")), _gpus(p)) for p in points}
+    want = {(e, d, eng, 64, n) for e in ("vit_strong", "vit_weak") for d in ("cifar10", "cifar100")
+            for eng in ("deepspeed", "ddp") for n in (1, 2, 4, 8)}
+    want |= {("vit_strong", "cifar100", "deepspeed", 16, n) for n in (1, 2, 4, 8)}  # Fig 12's batch 16
+    assert grid == want and len(points) == len(want)  # each point once
+    for p in points:
+        assert p["config"]["platform"]["name"] == "t4" and p["resources"]["nodes"] == 1
+        assert p["config"]["trainer"]["params"]["zero_stage"] == 0 and p["config"]["experiment"]["validation"]
+
+
+def test_the_dataparallel_study_varies_one_factor_at_a_time(tmp_path):
+    ws = Workspace(tmp_path).away_from_slurm()
+    points, stderr = _json_points(ws, "study=dataparallel_a6000", "dataset.root=/data/mnist")
+    defaults = {"gpus": "4", "experiment.global_batch": "1024", "trainer.params.backbone": "vgg16",
+                "trainer.params.hidden": "4096"}
+    seen = set()
+    for p in points:
+        assert p["config"]["platform"]["name"] == "a6000" and p["config"]["dataset"]["name"] == "mnist"
+        values = {k: _axis(p, k) for k in defaults}
+        changed = {k for k in defaults if values[k] != defaults[k]}
+        if _axis(p, "trainer.params.mode") == "inference":  # Fig 4: the batch, native vs vanilla
+            assert changed <= {"experiment.global_batch"} and _axis(p, "trainer.params.engine") in ("dataparallel", "vanilla")
+        else:
+            assert len(changed) <= 1, values  # section 4: "Only one factor is changed each time"
+            assert _axis(p, "trainer.params.engine") in ("dataparallel", "ddp")
+        seen.add(tuple(sorted(p["overrides"])))
+    assert len(seen) == len(points)  # a point two grids make is run once
+    assert {_axis(p, "trainer.params.backbone") for p in points} == {"squeezenet1_0", "alexnet", "resnet18",
+                                                                     "densenet121", "vgg16"}
+    assert {_axis(p, "trainer.params.hidden") for p in points} == {"4096", "2048", "1024"}
+    assert {_gpus(p) for p in points} == {1, 2, 3, 4}
+    assert {_axis(p, "experiment.global_batch") for p in points} == {"32", "64", "128", "256", "512", "1024"}
+    # DDP cannot split 1,024 over 3 ranks: that point alone is refused, nn.DataParallel's runs
+    assert [line.split(": engine=")[0] for line in stderr.splitlines() if line.startswith("refused:")] == [
+        "refused: point platform=a6000 gpus=3 experiment.global_batch=1024 trainer.params.backbone=vgg16 "
+        "trainer.params.hidden=4096 trainer.params.mode=train trainer.params.engine=ddp study=dataparallel_a6000 "
+        "dataset.root=/data/mnist"]
+
+
+@pytest.mark.parametrize("study,count", [("vit_deepspeed_small", 10), ("dataparallel_a6000_small", 10)])
+def test_the_companion_twins_are_their_grids_reduced(study, count, tmp_path):
+    ws = Workspace(tmp_path).away_from_slurm()
+    points, stderr = _json_points(ws, f"study={study}")
+    assert len(points) == count
+    for p in points:
+        assert p["config"]["dataset"]["root"].startswith(str(ws.results / "datasets"))
+        assert p["resources"]["partition"] == "a100" and p["resources"]["cpus_per_task"] == 1
+    assert "note: would write a small stand-in of" in stderr and not ws.results.exists()

@@ -54,9 +54,9 @@ def trace(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def add_datagen(sub: argparse._SubParsersAction) -> None:
     """``campaign datagen DATASET --out DIR [--size S]``."""
-    from campaign_datasets.standin_sizes import DATASETS, SIZES
+    from campaign_datasets.standin_sizes import STANDINS, SIZES
 
-    sizes = ", ".join(f"{name} {'/'.join(f'{t:,}+{v:,}' for t, v in SIZES[name].values())}" for name in DATASETS)
+    sizes = ", ".join(f"{name} {'/'.join(f'{t:,}+{v:,}' for t, v in SIZES[name].values())}" for name in STANDINS)
     dg = command(sub, "datagen", help="write a stand-in of a study's dataset in its real on-disk format",
                  description="Write made-up images in the exact on-disk format of a study's dataset (ADE20K's "
                              "ADEChallengeData2016 JPEG/PNG tree, MNIST's idx files, CIFAR's pickled batches), "
@@ -68,7 +68,7 @@ def add_datagen(sub: argparse._SubParsersAction) -> None:
                         "  campaign launch -m trainer=swinv2_upernet dataset=ade20k dataset.root=data/ade20k\n"
                         "  campaign datagen mnist --out data/mnist --size full",
                  handler=datagen)
-    dg.add_argument("dataset", choices=DATASETS, help="the dataset whose format is written")
+    dg.add_argument("dataset", choices=STANDINS, help="the dataset whose format is written")
     dg.add_argument("--out", required=True, metavar="DIR", help="the folder to write (dataset.root then names it)")
     dg.add_argument("--size", default="small", choices=("tests", "small", "full"), help="how many images (default small)")
     dg.add_argument("--seed", type=int, default=0, help="the pixels' seed (default 0)")

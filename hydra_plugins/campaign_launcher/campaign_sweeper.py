@@ -31,7 +31,12 @@ class CampaignSweeperConf:
     # The sweep a config states (a study preset's grid, conf/study/): key -> values as on
     # the command line ("1,2,4,8"), as Hydra's basic sweeper reads hydra.sweeper.params.
     # The command line's overrides come after them: a key given there replaces the preset's.
-    params: Optional[Dict[str, str]] = None
+    params: Optional[Dict[str, Any]] = None
+    # Sub-sweeps whose points are added together (their union, each point once): each is
+    # the product of params with its own axes (which replace params' values of the same
+    # keys). A study that varies one factor at a time from its defaults (the DataParallel
+    # study's section 4) lists one grid per factor, with params holding the defaults.
+    grids: Optional[List[Dict[str, Any]]] = None
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="campaign", node=CampaignSweeperConf, provider="campaign")
@@ -59,11 +64,29 @@ def stated_sweep(params: Any) -> List[str]:
     return [f"{key}={value}" for key, value in (params or {}).items() if value is not None]
 
 
+def union_points(parser: Any, params: Any, grids: List[Any], arguments: List[str]) -> List[List[str]]:
+    """The sweep's points: ``params`` x the command line (``sweep_points``), or, with
+    ``grids``, the union of ``params`` x each grid x the command line, in the grids' order,
+    a point made by two grids (the same keys and values) kept once."""
+    out: List[List[str]] = []
+    seen = set()
+    for grid in grids or [{}]:
+        lines = stated_sweep(params) + stated_sweep(grid) + list(arguments)
+        for point in sweep_points(parser.parse_overrides(lines)):
+            key = tuple(sorted(point))
+            if key not in seen:
+                seen.add(key)
+                out.append(point)
+    return out
+
+
 class CampaignSweeper(Sweeper):
     # No super() calls: Hydra's plugin scan may execute this module (and Hydra's own
     # plugin modules) a second time, and zero-argument super() then breaks.
-    def __init__(self, params: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, params: Optional[Dict[str, Any]] = None,
+                 grids: Optional[List[Dict[str, Any]]] = None) -> None:
         self.params = dict(params or {})
+        self.grids = [dict(g or {}) for g in (grids or [])]
         self.config = None
         self.launcher = None
         self.hydra_context = None
@@ -84,7 +107,7 @@ class CampaignSweeper(Sweeper):
         from campaign.launch.preflight import writable_here
 
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        batch = sweep_points(parser.parse_overrides(stated_sweep(self.params) + list(arguments)))
+        batch = union_points(parser, self.params, self.grids, list(arguments))
         record = None if _dry_run(self.config) else Path(self.config.hydra.sweep.dir) / "multirun.yaml"
         # a dry run makes nothing, Hydra's record of the sweep included; a campaign's is written
         # once its points are stored (the launcher calls on_stored): a refused or interrupted
