@@ -11,8 +11,8 @@ import polars as pl
 
 from campaign.common.errors import ConfigError
 from campaign.harvest.figure import campaign_label, pyplot, stamp
-from campaign.harvest.plots import (efficiency_figure, platform_comparison_figure, speedup_figure, throughput_figure,
-                                    time_figure, utilisation_figure, utilisation_study_figure)
+from campaign.harvest.plots import (efficiency_figure, epoch_time_figure, platform_comparison_figure, speedup_figure,
+                                    throughput_figure, time_figure, utilisation_figure, utilisation_study_figure)
 from campaign.harvest.plots_bars import breakdown_figure, hardware_figure, placement_figure
 
 
@@ -78,6 +78,7 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         both_util = pl.concat([util, other[1]], how="diagonal_relaxed")
     figures = {
         "training_time": time_figure(scaling, x),
+        "epoch_time": epoch_time_figure(scaling, x),
         "speedup": speedup_figure(scaling, x),
         "efficiency": efficiency_figure(scaling, x),
         "throughput": throughput_figure(throughput, x),

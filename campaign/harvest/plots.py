@@ -35,6 +35,15 @@ def time_figure(scaling: pl.DataFrame, x: str = GPUS):
                         ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s")
 
 
+def epoch_time_figure(scaling: pl.DataFrame, x: str = GPUS):
+    """Mean time per epoch (the first apart) vs ``x``: the ViT study's y (its Figs 8, 9, 16,
+    17); None when no point timed two epochs."""
+    if "epoch_s" not in scaling.columns or scaling["epoch_s"].null_count() == scaling.height:
+        return None
+    return _line_figure(scaling, "epoch_s", "mean time per epoch (s, the first apart)",
+                        "Time per epoch (mean, the first apart)", x=x)
+
+
 def speedup_figure(scaling: pl.DataFrame, x: str = GPUS):
     """Speedup T(1)/T(N) vs ``x``, with the ideal S = N against GPUs."""
     plt = pyplot()

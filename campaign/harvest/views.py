@@ -50,7 +50,7 @@ _OPTIONAL = {
     "sampled_time_s": pl.Float64, "timed_iterations": pl.Int64, "warmup_s": pl.Float64,
     "gpu_util": pl.Float64, "cpu_util": pl.Float64, "iter_median_s": pl.Float64, "images": pl.Int64,
     "batch_per_gpu": pl.Int64, "iterations": pl.Int64, "dataset": pl.Utf8, "image": pl.Utf8, "image_sha256": pl.Utf8,
-    "image_path": pl.Utf8, "global_batch": pl.Int64,
+    "image_path": pl.Utf8, "global_batch": pl.Int64, "epoch_s": pl.Float64,
 }
 
 
@@ -113,6 +113,7 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
             pl.col("images_planned").first(),
             pl.col("gpu_util").median(),
             pl.col("cpu_util").median(),
+            pl.col("epoch_s").median(),
             pl.col("image_sha256").drop_nulls().first(),
             pl.col("image_path").drop_nulls().unique().sort().str.join(", ").alias("image_path"),
         )
@@ -150,7 +151,7 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
                               "time_s", "time_min_s", "time_max_s", "time_iqr_s", "time_rel_range", "time_olympic_s",
                               "time_lo_s", "time_hi_s", "ideal_time_s", "speedup", "ideal_speedup", "efficiency",
                               "gpu_hours", "iter_s", "images_per_s", "images_per_s_per_gpu", "gpu_util", "cpu_util",
-                              "image_sha256", "image_path", "note"]
+                              "epoch_s", "image_sha256", "image_path", "note"]
     return out.select(cols)
 
 
