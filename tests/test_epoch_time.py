@@ -29,3 +29,11 @@ def test_the_figure_is_drawn_only_where_epochs_were_timed():
     fig = epoch_time_figure(pl.DataFrame({**base, "epoch_s": [4.0, 2.1]}, schema_overrides={"image": pl.Utf8}))
     ys = [list(line.get_ydata()) for line in fig.axes[0].get_lines()]
     assert [4.0, 2.1] in ys
+
+
+def test_fig_6a_transfer_size_is_in_the_terminal_table():
+    """The DataParallel study's Appendix 6a: `campaign harvest --table hardware` shows both counts
+    (as it happens, and the text's N/(B x k)) without --to csv/json."""
+    from campaign.harvest.tables import TABLES
+
+    assert {"sync_gb_per_epoch", "sync_gb_per_epoch_text"} <= set(TABLES["hardware"].terminal)

@@ -67,8 +67,8 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
         "bandwidth vs the interconnect, exposed communication per iteration, peak memory (medians over repeats)",
         "campaign.harvest.hardware:hardware_table",
         terminal=_SERIES + ("precision", "math", "achieved_tflops", "peak_tflops", "mfu", "allreduce_mb_per_iter",
-                            "busbw_gbs", "busbw_fraction", "exposed_comm_ms", "peak_memory_gb",
-                            "warmup_peak_memory_gb", "note")),
+                            "busbw_gbs", "busbw_fraction", "exposed_comm_ms", "sync_gb_per_epoch",
+                            "sync_gb_per_epoch_text", "peak_memory_gb", "warmup_peak_memory_gb", "note")),
     TableSpec(
         "placement", "intra- vs inter-node at equal GPU counts",
         "placement: the same GPU count on one node (intra-node, 1xN) and over several (inter-node, e.g. 2x2), "
