@@ -10,7 +10,10 @@ collate) and a study's data wait is measured, not assumed away.
 
 Sizes (``SIZES``): ``tests`` (a few files, seconds), ``small`` (hundreds of images, for a
 reduced study on one machine) and ``full`` (the real split sizes: ADE20K 20,210 + 2,000,
-MNIST 60,000 + 10,000, CIFAR 50,000 + 10,000).
+MNIST 60,000 + 10,000, CIFAR 50,000 + 10,000). A launch counts an epoch
+(``experiment.epochs``) by a dataset's declared split size, the real one: on the tests and
+small sizes give a run its length in iterations, or use ``full`` (MNIST's and CIFAR's are
+seconds to write; a ``dataset.fraction`` then takes a share of it as of the real data).
 
 ADE20K's images are not of one size: the stand-in draws each image's shape from
 ``ADE_SHAPES``, an approximation of ADEChallengeData2016's (most images are landscape
@@ -86,11 +89,13 @@ def write_mnist(root: PathLike, n: int = 64, gz: bool = False, n_test: int = 0, 
     return root
 
 
-def _pickle(path: Path, obj: dict) -> None:
-    # The real batches are Python 2 cPickle dumps, protocol 2, with byte-string keys.
+def _pickle(path: Path, obj: dict, protocol: int = 2) -> None:
+    # The real batches are Python 2 cPickle dumps, protocol 2, with byte-string keys. Python 3
+    # writes a bytes payload at protocol 2 as latin-1 text (half again as large): a full-size
+    # stand-in is written at protocol 4 (the same dicts; pickle.load reads both).
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
-        pickle.dump(obj, f, protocol=2)
+        pickle.dump(obj, f, protocol=protocol)
 
 
 def _cifar_images(rng: np.random.RandomState, n: int) -> np.ndarray:
@@ -98,7 +103,7 @@ def _cifar_images(rng: np.random.RandomState, n: int) -> np.ndarray:
     return rng.randint(0, 256, size=(n, 3072)).astype(np.uint8)
 
 
-def write_cifar10(root: PathLike, n_per_batch: int = 20, n_test: int = 0, seed: int = 0) -> Path:
+def write_cifar10(root: PathLike, n_per_batch: int = 20, n_test: int = 0, seed: int = 0, protocol: int = 2) -> Path:
     """Write ``root/cifar-10-batches-py`` with data_batch_1..5, test_batch and batches.meta."""
     folder = Path(root) / "cifar-10-batches-py"
     rng = np.random.RandomState(seed)
@@ -110,7 +115,7 @@ def write_cifar10(root: PathLike, n_per_batch: int = 20, n_test: int = 0, seed: 
             b"labels": [int(x) for x in rng.randint(0, 10, size=count)],
             b"data": _cifar_images(rng, count),
             b"filenames": [f"img_{filename}_{i:05d}.png".encode() for i in range(count)],
-        })
+        }, protocol)
     _pickle(folder / "batches.meta", {
         b"num_cases_per_batch": n_per_batch,
         b"label_names": [name.encode() for name in CIFAR10_CLASSES],
@@ -120,7 +125,7 @@ def write_cifar10(root: PathLike, n_per_batch: int = 20, n_test: int = 0, seed: 
     return folder
 
 
-def write_cifar100(root: PathLike, n: int = 40, n_test: int = 0, seed: int = 0) -> Path:
+def write_cifar100(root: PathLike, n: int = 40, n_test: int = 0, seed: int = 0, protocol: int = 2) -> Path:
     """Write ``root/cifar-100-python`` with train, test and meta (fine and coarse labels)."""
     folder = Path(root) / "cifar-100-python"
     rng = np.random.RandomState(seed)
@@ -133,7 +138,7 @@ def write_cifar100(root: PathLike, n: int = 40, n_test: int = 0, seed: int = 0) 
             b"fine_labels": [int(x) for x in fine],
             b"coarse_labels": [int(x) // 5 for x in fine],
             b"data": _cifar_images(rng, count),
-        })
+        }, protocol)
     _pickle(folder / "meta", {
         b"fine_label_names": [f"fine_{i}".encode() for i in range(100)],
         b"coarse_label_names": [f"coarse_{i}".encode() for i in range(20)],
@@ -204,9 +209,9 @@ def write_standin(name: str, root: PathLike, size: str = "small", seed: int = 0)
     elif name == "mnist":
         folder = write_mnist(Path(root) / "MNIST" / "raw", train, n_test=test, seed=seed)
     elif name == "cifar10":
-        folder = write_cifar10(root, train // 5, n_test=test, seed=seed)
+        folder = write_cifar10(root, train // 5, n_test=test, seed=seed, protocol=4 if size == "full" else 2)
     else:
-        folder = write_cifar100(root, train, n_test=test, seed=seed)
+        folder = write_cifar100(root, train, n_test=test, seed=seed, protocol=4 if size == "full" else 2)
     _mark(folder, name, (train, test), seed)
     return folder
 
