@@ -11,7 +11,8 @@ of the same shape, trained with SGD and cross-entropy by one of three engines:
 
 Computation is zero_grad + forward + loss (phase ``forward``), backward, step. Trainer
 params (``trainer.params``): backbone, hidden, classifier, dropout, weights, image_size,
-engine, mode (train | inference), loss_threshold. ``summary_extra()`` adds to the rank's
+engine, mode (train | inference), loss_threshold, study_timing, stop_at_threshold (the
+study's own timing rows ``study.*`` and its stop rule: trainers/dp_study.py). ``summary_extra()`` adds to the rank's
 summary the synchronisation volume per epoch (N / (B k) x trainable parameters) and the
 first iteration (``iter``, warm-up counted) whose loss fell below ``loss_threshold``;
 ``epoch_<i>`` breakdown rows time each epoch (warm-up in epoch 0), and with
@@ -29,6 +30,7 @@ from torch import nn
 
 from trainers.data import EpochBatches, build_dataset, build_loader, dataset_fraction
 from trainers.dist import DistContext
+from trainers.dp_study import StudyTiming, ThresholdStop
 from trainers.evaluate import build_evaluator, epoch_rows
 from trainers.instrument import Recorder
 from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_params
@@ -132,6 +134,10 @@ class FrozenBackboneTrainer:
         self.sync = sync_volume(self.dataset_size, plan["batch_per_gpu"], gpus, self.trainable_params,
                                 images_per_iteration=self.batch if self.devices else None)
         self.sync.update(engine=self.engine, mode=self.mode)
+        # The study's own timings and stop rule (trainers/dp_study.py)
+        self.study = StudyTiming(ctx, self.devices) if p.get("study_timing") else None
+        self.stop_rule = (ThresholdStop(ctx, float(self.loss_threshold))
+                          if p.get("stop_at_threshold") and self.mode == "train" else None)
 
     # ---------------------------------------------------------------- data
     @property
@@ -158,8 +164,14 @@ class FrozenBackboneTrainer:
         lap("data", "data")
         if self.mode == "inference":
             with torch.no_grad():
-                self._forward(x, lap)
+                if self.study is not None:
+                    self.study.inference(lambda: self._forward(x, lap))
+                    lap("comm", "study_sync")
+                else:
+                    self._forward(x, lap)
             return None
+        if self.study is not None:
+            self.study.start()
         self.optimizer.zero_grad(set_to_none=True)
         out = self._forward(x, lap)
         loss = self.loss_fn(out, y)
@@ -173,8 +185,21 @@ class FrozenBackboneTrainer:
             lap("comm", "_")
         self.optimizer.step()
         lap("step", "step")
+        if self.study is not None:
+            self.study.after_update()
+            lap("comm", "study_barrier")  # the barrier is communication in campaign's phases too
         self._losses.append(loss.detach())
+        if self.stop_rule is not None:
+            self.stop_rule.add(loss)
         return loss
+
+    def stop_now(self) -> bool:
+        """After an iteration, outside it (trainers/loop.py): whether the stop rule ends the
+        run here, at the end of an epoch (a collective with several ranks, every rank at the
+        same iteration: their shards have the same number of batches)."""
+        if self.stop_rule is None or self.batches.ended != self._epoch_of[-1]:
+            return False
+        return self.stop_rule.epoch_ended(self.batches.ended)
 
     def _forward(self, x: torch.Tensor, lap) -> torch.Tensor:
         if isinstance(self.model, HandDataParallel):
@@ -192,6 +217,8 @@ class FrozenBackboneTrainer:
         step; ``ddp.forward`` for DDP, whose all-reduce the Recorder's rows report)."""
         stages = self.clock.seconds(*self.window)
         rows = [breakdown_row(f"{self.engine}.{stage}", vals) for stage, vals in stages.items() if stage != "_"]
+        if self.study is not None:
+            rows += self.study.rows(*self.window)
         return rows + epoch_rows(self._rec.rows() if self._rec is not None else [], self._epoch_of)
 
     def summary_extra(self) -> dict[str, Any]:
@@ -204,6 +231,10 @@ class FrozenBackboneTrainer:
                 below = (torch.stack(self._losses).float().cpu() < threshold).nonzero()
                 hit = int(below[0, 0]) if len(below) else None
             extra.update(loss_threshold=threshold, first_iter_below_threshold=hit)
+        if self.stop_rule is not None:
+            extra.update(self.stop_rule.extra(len(self._epoch_of)))
+        if self.study is not None:
+            extra["study_timing"] = True
         return extra
 
     def close(self) -> None:

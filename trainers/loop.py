@@ -37,8 +37,10 @@ def train(trainer, rec: Recorder, total_iterations: int, between: Optional[Calla
     """Run ``total_iterations`` (warm-up included) from where ``rec`` stands (0, or the
     iteration a resumed run's checkpoint holds) and close the timed window;
     ``between(done)`` runs after each iteration, outside it (trainers/checkpoint.py); so
-    does the trainer's evaluation pass when an epoch has just ended (not training time)."""
+    does the trainer's evaluation pass when an epoch has just ended (not training time), and
+    the trainer's ``stop_now()``, which may end the run before ``total_iterations``."""
     evaluator = evaluator_of(trainer)
+    stop_now = getattr(trainer, "stop_now", None)  # ends the run early when it says so (every rank alike)
     if hasattr(trainer, "run"):
         trainer.run(rec, total_iterations)
     else:
@@ -50,6 +52,12 @@ def train(trainer, rec: Recorder, total_iterations: int, between: Optional[Calla
                 between(done)
             if evaluator is not None:
                 rec.exclude(evaluator.after_iteration())
+            if stop_now is not None:  # the trainer's stop rule (frozen_backbone: trainers/dp_study.py)
+                t0 = time.perf_counter()
+                stop = stop_now()
+                rec.exclude(time.perf_counter() - t0)
+                if stop:
+                    break
     rec.finish()
     if evaluator is not None:
         evaluator.at_end()  # after the window has closed: nothing to take off

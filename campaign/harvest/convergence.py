@@ -18,6 +18,12 @@ accuracy and loss per epoch, its Figs 7, 10, 11) from what the jobs stored:
 - ``to_threshold_*``: the first WINDOW whose mean loss is below the threshold (the point's
   ``trainer.params.loss_threshold``, or ``--loss-threshold``): iterations done at its end
   (warm-up counted), epochs started by then, and ``wall_s`` then. None: never below.
+  A run that ran the trainer's stop rule (frozen_backbone's ``stop_at_threshold``,
+  trainers/dp_study.py) says how it ended in ``stopped``: ``threshold`` (it ended at the
+  end of the first epoch whose mean training loss fell below its threshold: that epoch
+  count, the iterations and ``wall_s`` then are its ``to_threshold_*``) or ``capped``
+  (it ran its planned epochs without reaching it: ``to_threshold_*`` None, whatever a
+  window's mean did); judged against another ``--loss-threshold`` the windows decide.
 
 Each point's latest completed attempt, as every harvest table.
 """
@@ -38,7 +44,9 @@ COLUMNS = {
     "loss": pl.Float64, "train_accuracy": pl.Float64, "test_loss": pl.Float64, "test_accuracy": pl.Float64,
     "test_images": pl.Int64, "epoch_s": pl.Float64, "loss_threshold": pl.Float64,
     "to_threshold_iterations": pl.Int64, "to_threshold_epochs": pl.Int64, "to_threshold_s": pl.Float64,
+    "stopped": pl.Utf8,
 }
+STOPPED = {"threshold": "threshold", "cap": "capped"}  # the trainer's word -> the table's
 
 
 def _mean(values: Sequence[float]) -> Optional[float]:
@@ -66,10 +74,12 @@ def epoch_bounds(counts: dict[int, int]) -> list[tuple[int, int, int]]:
 
 
 def point_rows(loss: Sequence[Optional[float]], secs: Sequence[float], epochs: dict[int, dict],
-               threshold: Optional[float], windows: int = WINDOWS) -> list[dict[str, Any]]:
+               threshold: Optional[float], windows: int = WINDOWS, stop: Optional[dict] = None) -> list[dict[str, Any]]:
     """The rows of one point (module docstring) from its per-iteration mean loss and
     seconds and ``epochs``: epoch -> {iterations, epoch_s, train_accuracy, test_loss,
-    test_accuracy, test_images} (iterations: how many of the run's it holds)."""
+    test_accuracy, test_images} (iterations: how many of the run's it holds). ``stop``:
+    the run's stop rule's keys (rank_timing.extra: stopped, epochs_to_threshold,
+    iterations_at_stop, loss_threshold), None when it ran none."""
     n = len(loss)
     cum, total = [], 0.0
     for s in secs:
@@ -103,7 +113,12 @@ def point_rows(loss: Sequence[Optional[float]], secs: Sequence[float], epochs: d
     reached = {"loss_threshold": threshold,
                "to_threshold_iterations": hit["iterations"] if hit else None,
                "to_threshold_epochs": (hit["epoch"] + 1 if hit["epoch"] is not None else None) if hit else None,
-               "to_threshold_s": hit["wall_s"] if hit else None}
+               "to_threshold_s": hit["wall_s"] if hit else None,
+               "stopped": STOPPED.get(stop.get("stopped")) if stop else None}
+    if stop and reached["stopped"] and stop.get("loss_threshold") == threshold:  # the run's own decision
+        done = int(stop.get("iterations_at_stop") or n) if reached["stopped"] == "threshold" else None
+        reached.update(to_threshold_iterations=done, to_threshold_epochs=stop.get("epochs_to_threshold"),
+                       to_threshold_s=cum[min(done, n) - 1] if done and n else None)
     return [dict(r, **reached) for r in rows]
 
 
@@ -137,6 +152,13 @@ def _epochs(conn, attempt_id: int, with_evaluation: bool) -> dict[int, dict]:
     return out
 
 
+def _stop(conn, attempt_id: int) -> Optional[dict]:
+    """Rank 0's stop-rule keys (rank_timing.extra) of one attempt; None when it ran no stop rule."""
+    q = select(rank_timing.c.extra).where(rank_timing.c.attempt_id == attempt_id, rank_timing.c.rank == 0)
+    extra = conn.execute(q).scalar()
+    return extra if isinstance(extra, dict) and extra.get("stopped") else None
+
+
 def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float] = None) -> tuple[pl.DataFrame, list[str]]:
     """The campaign's convergence table and the warnings of deriving its points' states
     (``loss_threshold``: --loss-threshold, else each point's trainer.params.loss_threshold)."""
@@ -158,6 +180,6 @@ def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float
             threshold = loss_threshold if loss_threshold is not None else (float(own) if own is not None else None)
             keys = {k: p.get(k) for k in ("idx", "trainer", "experiment", "gpus", "repeat")}
             epochs = _epochs(conn, aid, store.version >= EVALUATION_SINCE)
-            rows += [dict(keys, **r) for r in point_rows(loss, secs, epochs, threshold)]
+            rows += [dict(keys, **r) for r in point_rows(loss, secs, epochs, threshold, stop=_stop(conn, aid))]
     df = pl.DataFrame(rows, schema=COLUMNS) if rows else pl.DataFrame(schema=COLUMNS)
     return df.sort(["idx", "unit", "at"], descending=[False, True, False]), warnings

@@ -25,6 +25,8 @@ breakdown    one row per (source, phase): seconds per run, per iteration and sha
              Shares of overlapping phases (comm runs during backward) do not add up.
              ``epoch_<i>`` rows (each epoch's iterations, warm-up in epoch 0) are not
              in the timed window: their share is of the whole run (they add up to 1).
+             ``study.*`` rows (source ``study``): the DataParallel study's own timings,
+             measured as it defines them (trainers/dp_study.py), beside campaign's.
 phase stack  the disjoint phases that tile an iteration (data wait, forward, backward
              compute, exposed communication, optimizer step, ...), mean seconds per
              iteration per series and GPU count: the stacked bars of the breakdown figure.
@@ -124,6 +126,7 @@ _PHASES = [
     ("profiler", "exposed communication", "profile_exposed_comm_s", "profile_total_s", "profile_iterations"),
 ]
 _SHARE_COLUMN = {"data_wait_s": "data_wait_share", "compute_s": "compute_share", "comm_s": "comm_share"}
+STUDY_PREFIX = "study."  # a study's own definitions (trainers/dp_study.py): source "study"
 EPOCH_PHASE = r"^epoch_\d+$"  # a trainer's per-epoch rows (trainers/evaluate.py epoch_rows, vit)
 
 
@@ -160,7 +163,9 @@ def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] 
         of_run = pl.col("total_s") / pl.col("total_s").filter(epoch).sum().over("attempt_id")
         share = pl.when(epoch).then(of_run).otherwise(share)
         parts.append(eng.select(
-            *KEYS, pl.lit("phases").alias("source"), pl.col("phase").cast(pl.Utf8),
+            # the DataParallel study's own definitions (trainers/dp_study.py) named as the study's
+            *KEYS, pl.when(pl.col("phase").cast(pl.Utf8).str.starts_with(STUDY_PREFIX)).then(pl.lit("study"))
+            .otherwise(pl.lit("phases")).alias("source"), pl.col("phase").cast(pl.Utf8),
             pl.lit(len(_PHASES)).alias("order"),
             pl.col("total_s").cast(pl.Float64).alias("seconds"),
             pl.col("mean_s").cast(pl.Float64).alias("per_iteration_s"),

@@ -52,6 +52,12 @@ SINGLE_PROCESS = (Engine.dataparallel.value, Engine.vanilla.value)
 
 def _check(config) -> None:
     p = config["trainer"]["params"]
+    if p.get("stop_at_threshold"):
+        if p.get("loss_threshold") is None:
+            raise ValueError("trainer.params.stop_at_threshold=true needs trainer.params.loss_threshold "
+                             "(e.g. trainer.params.loss_threshold=0.1)")
+        if p["mode"] != Mode.train.value:
+            raise ValueError(f"trainer.params.stop_at_threshold=true stops training; mode={p['mode']} trains nothing")
     if p["mode"] == Mode.inference.value and p["engine"] not in SINGLE_PROCESS:
         raise ValueError(f"mode=inference compares {' and '.join(SINGLE_PROCESS)}; "
                          f"engine={p['engine']} runs mode=train only")
@@ -68,6 +74,12 @@ class FrozenBackboneParams:
     engine: Engine = Engine.ddp  # who runs the replicas
     mode: Mode = Mode.train  # train, or inference (forward only; sweep experiment.images_per_gpu)
     loss_threshold: Optional[float] = None  # report the first iteration whose loss falls below this
+    # the DataParallel study's own timings beside campaign's (trainers/dp_study.py): study.compute and
+    # study.comm_barrier (train) or study.comm_sync (inference) breakdown rows; a host sync every iteration
+    study_timing: bool = False
+    # end the run at the end of the first epoch whose mean training loss (all ranks) is below
+    # loss_threshold; else it runs its planned iterations (experiment.epochs: the cap)
+    stop_at_threshold: bool = False
 
 
 TRAINER = TrainerDef(
