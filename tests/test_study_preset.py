@@ -249,4 +249,4 @@ def test_the_companion_twins_are_their_grids_reduced(study, count, tmp_path):
     for p in points:
         assert p["config"]["dataset"]["root"].startswith(str(ws.results / "datasets"))
         assert p["resources"]["partition"] == "a100" and p["resources"]["cpus_per_task"] == 1
-    assert "note: would write a small stand-in of" in stderr and not ws.results.exists()
+    assert "note: would write a full stand-in of" in stderr and not ws.results.exists()
