@@ -2,7 +2,8 @@
 (GPUs emulated: the ranks run on CPU with gloo and record it), and harvest showing
 their breakdown rows. Marker ``slurm``; skipped when the cluster of
 scripts/local-slurm.sh is not up. (trainer=swinv2_upernet at 1 and 2 GPUs on SLURM:
-tests/test_study_small_slurm.py, the reference study's reduced twin.)"""
+tests/test_study_small_slurm.py, the reference study's reduced twin; trainer=vit under DDP:
+tests/test_study_twins_slurm.py, the ViT study's.)"""
 
 from __future__ import annotations
 
@@ -30,7 +31,6 @@ CAMPAIGNS = {
                                      {"dataparallel.scatter", "dataparallel.parallel_apply", "dataparallel.gather"}),
     "frozen_backbone.vanilla": (FROZEN + ["trainer.params.engine=vanilla"], "vanilla",
                                 {"vanilla.replicate", "vanilla.parallel_apply", "vanilla.reduce_gradients"}),
-    "vit.ddp": (VIT + ["trainer.params.engine=ddp"], "ddp", {"forward", "backward", "step"}),
     "vit.deepspeed": (VIT + ["trainer.params.engine=deepspeed"], "deepspeed",
                       {"deepspeed.fwd", "deepspeed.bwd", "deepspeed.bwd_allreduce", "deepspeed.step"}),
 }

@@ -1,0 +1,85 @@
+"""The companion studies' reduced twins complete on the project's local SLURM cluster
+(issue #40): ``study=dataparallel_a6000_small`` and ``study=vit_deepspeed_small`` write
+their stand-ins at the real split sizes, run their grids (one factor at a time; strong and
+weak, CIFAR-10 and -100) and harvest what the studies' figures show: the DataParallel
+study's own timings (``study.*`` rows), epochs to its loss threshold with capped runs said
+so, the transfer size per epoch; the ViT study's mean time per epoch and per-epoch test
+accuracy. Markers ``slurm`` and ``slow``; skipped when the cluster is not up. (ViT under
+DDP at 1 and 2 GPUs on SLURM is here, no longer in tests/test_trainers_slurm.py.)"""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from conftest import Workspace, campaign_id_from
+from test_slurm import _cluster_up
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory):
+    why = _cluster_up()
+    if why:
+        pytest.skip(why)
+    ws = Workspace(tmp_path_factory.mktemp("twins"))
+    ids = {}
+    for study in ("dataparallel_a6000_small", "vit_deepspeed_small"):
+        res = ws.launch("-m", f"study={study}", timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        ids[study] = campaign_id_from(res.stdout)
+    for cid in ids.values():
+        ws.campaign("status", cid, "--wait", "--interval", "2", "--timeout", "900", timeout=1000)
+    yield ws, ids
+    for cid in ids.values():
+        ws.campaign("cancel", cid)
+
+
+def _csv(ws: Workspace, *args: str) -> list[dict]:
+    res = ws.campaign("harvest", *args, "--to", "csv")
+    assert res.returncode == 0, res.stderr
+    return list(csv.DictReader(io.StringIO(res.stdout)))
+
+
+def test_both_twins_complete_on_stand_ins_of_the_real_sizes(twins):
+    ws, ids = twins
+    for cid in ids.values():
+        states = [s for (s,) in ws.query("select state from point where campaign_id = ?", cid)]
+        assert states == ["completed"] * 10, states
+    data = ws.results / "datasets"
+    assert (data / "mnist-standin" / "MNIST" / "raw" / "STANDIN.txt").is_file()
+    assert {p.name for p in data.iterdir()} == {"mnist-standin", "cifar10-standin", "cifar100-standin"}
+
+
+def test_the_dataparallel_twin_harvests_the_studys_own_timings_and_stop_rule(twins):
+    ws, ids = twins
+    cid = ids["dataparallel_a6000_small"]
+    rows = _csv(ws, cid, "--table", "breakdown")
+    study = {(r["trainer.params.mode"], r["phase"]) for r in rows if r["source"] == "study"}
+    assert {("train", "study.compute"), ("train", "study.comm_barrier"), ("inference", "study.compute"),
+            ("inference", "study.comm_sync")} <= study
+    conv = [r for r in _csv(ws, cid, "--table", "convergence") if r["unit"] == "epoch"]
+    trained = {r["idx"] for r in conv if r["stopped"]}
+    assert len(trained) == 6 and {r["stopped"] for r in conv if r["stopped"]} == {"capped"}  # 3 epochs < loss 0.1
+    assert {r["epoch"] for r in conv if r["idx"] in trained} == {"0", "1", "2"}
+    hw = ws.campaign("harvest", cid, "--table", "hardware")
+    assert hw.returncode == 0 and "sync_gb_per_epoch_text" in hw.stdout  # Fig 6a in the terminal
+
+
+def test_the_vit_twin_harvests_the_mean_epoch_time_and_accuracy_per_epoch(twins, tmp_path):
+    ws, ids = twins
+    cid = ids["vit_deepspeed_small"]
+    scaling = _csv(ws, cid)
+    assert len(scaling) == 10 and all(float(r["epoch_s"]) > 0 for r in scaling)
+    weak = {(r["dataset"], r["gpus"]): r["iterations"] for r in scaling if r["experiment"] == "vit_weak"}
+    assert len(set(weak.values())) == 1  # weak by share: every N trains as many iterations
+    conv = [r for r in _csv(ws, cid, "--table", "convergence") if r["unit"] == "epoch" and r["test_accuracy"]]
+    assert {r["epoch"] for r in conv} == {"0", "1"} and all(0 <= float(r["test_accuracy"]) <= 1 for r in conv)
+    res = ws.campaign("harvest", cid, "--plots", str(tmp_path / "figs"))
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "figs" / "epoch_time.svg").is_file()
+    phases = {r["phase"] for r in _csv(ws, cid, "--table", "breakdown") if r["source"] == "phases"}
+    assert {"forward", "backward", "step"} <= phases  # DDP's phases, as test_trainers_slurm checked them
