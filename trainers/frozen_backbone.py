@@ -10,10 +10,13 @@ of the same shape, trained with SGD and cross-entropy by one of three engines:
   scatter + gather + the explicit gradient reduction onto the first device.
 
 Computation is zero_grad + forward + loss (phase ``forward``), backward, step. Trainer
-params (``trainer.params``): backbone, hidden, classifier, dropout, weights, image_size,
-engine, mode (train | inference), loss_threshold, study_timing, stop_at_threshold (the
-study's own timing rows ``study.*`` and its stop rule: trainers/dp_study.py). ``summary_extra()`` adds to the rank's
-summary the synchronisation volume per epoch (N / (B k) x trainable parameters) and the
+params (``trainer.params``): backbone, hidden, classifier, dropout, weights (null, a PATH,
+or a torchvision weights name the launch fetched: the backbone loads ``weights_file``),
+image_size, engine, mode (train | inference), loss_threshold, study_timing,
+stop_at_threshold (the study's own timing rows ``study.*`` and its stop rule:
+trainers/dp_study.py). ``summary_extra()`` adds to the rank's summary the weights file it
+loaded (``weights_file``), the synchronisation volume per epoch (N / (B k) x trainable
+parameters) and the
 first iteration (``iter``, warm-up counted) whose loss fell below ``loss_threshold``;
 ``epoch_<i>`` breakdown rows time each epoch (warm-up in epoch 0), and with
 ``experiment.validation=true`` the test split is evaluated after every epoch
@@ -75,6 +78,21 @@ def sync_volume(dataset_size: int, batch_per_gpu: int, gpus: int, trainable: int
             "sync_bytes_per_epoch": moved * element_size}
 
 
+def weights_file(params: dict) -> Optional[str]:
+    """The state-dict file the backbone loads (None: random init): ``weights_file``, which the
+    launch resolved ``weights`` to (a torchvision name: the file it fetched into
+    <results_dir>/weights/; a PATH: that file, absolute), else a PATH ``weights`` gives."""
+    from trainers.specs._torchvision_weights import is_path
+
+    given = params.get("weights") or None
+    if params.get("weights_file"):
+        return str(params["weights_file"])
+    if given and not is_path(str(given)):
+        raise RuntimeError(f"trainer.params.weights={given} names torchvision weights but no weights_file says "
+                           "where the launch put them; launch through campaign, which fetches them")
+    return given
+
+
 class FrozenBackboneTrainer:
     def __init__(self, ctx: DistContext, cfg: dict, plan: dict):
         data, tcfg = cfg["dataset"], cfg["trainer"]
@@ -88,10 +106,11 @@ class FrozenBackboneTrainer:
         gpus = int(cfg.get("gpus", 1))
         self.devices = [] if self.engine == "ddp" else job_devices(ctx, gpus)
         torch.manual_seed(plan["seed"])  # same head on every rank
+        self.weights_file = weights_file(p)
         model = build_classifier(
             str(p.get("backbone", "resnet18")), hidden=int(p.get("hidden", 4096)),
             classifier=head_of(p), num_classes=int(data.get("num_classes") or 10),
-            dropout=float(p.get("dropout", 0.5)), weights=p.get("weights") or None,
+            dropout=float(p.get("dropout", 0.5)), weights=self.weights_file,
         ).to(ctx.device)
         self.trainable_params = trainable_params(model)
         if self.engine == "ddp" and ctx.distributed:
@@ -223,7 +242,7 @@ class FrozenBackboneTrainer:
 
     def summary_extra(self) -> dict[str, Any]:
         """Keys for rank_timing.extra: synchronisation volume per epoch and time to the loss threshold."""
-        extra: dict[str, Any] = dict(self.sync, epochs_started=self.epoch + 1)
+        extra: dict[str, Any] = dict(self.sync, epochs_started=self.epoch + 1, weights_file=self.weights_file)
         if self.loss_threshold is not None:
             threshold = float(self.loss_threshold)
             hit = None

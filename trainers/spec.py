@@ -98,6 +98,11 @@ class TrainerDef:
     # MFU its flops_per_image ran at, measured on a GPU (cite the run where it is declared);
     # the estimate uses the entry of the point's math and GPU architecture, else an assumed share
     measured_mfu: tuple[MeasuredMFU, ...] = ()
+    # Pretrained weights its params may name by torchvision's name (``trainer.params.weights``):
+    # fn(params) -> the NamedWeights (trainers/specs/_torchvision_weights.py) or None (null, a
+    # PATH). The launch fetches each named file once into <results_dir>/weights/
+    # (campaign/launch/weights.py) and writes what the job loads into ``params.weights_file``.
+    named_weights: Optional[Callable[[Mapping[str, Any]], Optional[Any]]] = None
 
     @property
     def engines(self) -> tuple[str, ...]:

@@ -70,6 +70,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     from campaign.launch.report import print_submitted
     from campaign.launch.timelimit import check_time_limits, time_limit_refusals
     from campaign.launch.submit import command_line, job_python, register_and_submit
+    from campaign.launch.weights import fetch_weights
 
     points = list(points)
     first = points[0].config
@@ -82,6 +83,8 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
         check_time_limits(points, cost)
     study_notes, writes, moot = study_datasets(points, dry_run=dry is not None)  # a study preset's data rules
     notes = study_notes + [n for n in preflight(points, dry_run=dry is not None) if not n.startswith(tuple(moot))]
+    lacks, fetches = fetch_weights(points, dry_run=dry is not None)  # named weights: fetched once, here
+    notes, writes = notes + lacks, writes + fetches
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
     if dry is not None:
         print_dry_run(points, cost, dry, python=job_python(points), notes=notes,

@@ -188,7 +188,9 @@ def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
         able = ", ".join(n for n in registry.builtin_names() if registry.spec_of(n).evaluates)
         raise ConfigError(f"trainer={spec.name} has no evaluation pass (experiment.validation=true); "
                           f"trainers that have one: {able}, or set experiment.validation=false")
-    trainer["params"] = params
+    from campaign.launch.weights import with_weights_file
+
+    trainer["params"] = with_weights_file(config, spec, params)  # the weights file the job loads
     trainer["module"] = registry.module_of(trainer)
     return CheckedTrainer(spec=spec, section=trainer)
 

@@ -2,7 +2,9 @@
 
 The backbone is a torchvision ImageNet model without its head: frozen (no gradient,
 always in eval mode, so BatchNorm uses its running statistics), optionally loaded
-from a local weights file (never downloaded). The head is trained:
+from a local state-dict file (never downloaded here: a torchvision weights name is
+fetched by the launch, campaign/launch/weights.py, and its file handed to the job).
+The head is trained:
 
 - ``mlp``: Linear(features, H) + ReLU + Dropout, Linear(H, H) + ReLU + Dropout, Linear(H, classes)
 - ``linear``: Linear(features, classes)
@@ -14,6 +16,7 @@ architecture, see ``_strip_head``): 512 (resnet18, squeezenet1_0), 1024 (densene
 
 from __future__ import annotations
 
+import re
 from typing import Callable, Optional
 
 import torch
@@ -25,6 +28,11 @@ INPUT_SIZE = 224  # the side of the images these ImageNet backbones were trained
 # State-dict prefixes of each backbone's ImageNet head (absent from the features).
 HEAD_PREFIX = {"alexnet": "classifier.", "densenet121": "classifier.", "resnet18": "fc.",
                "squeezenet1_0": "classifier.", "vgg16": "classifier."}
+
+
+# densenet121-a639ec97.pth names "...denselayer1.norm.1.weight" what the model calls "...norm1.weight"
+DENSENET_OLD_KEY = re.compile(
+    r"^(.*denselayer\d+\.(?:norm|relu|conv))\.((?:[12])\.(?:weight|bias|running_mean|running_var))$")
 
 
 def _builder(name: str) -> Callable[[], nn.Module]:
@@ -79,13 +87,16 @@ def make_head(features: int, hidden: int, num_classes: int, classifier: str = "m
 def load_weights(name: str, model: nn.Module, path: str) -> None:
     """Load a local torchvision state dict (e.g. ``vgg16-397923af.pth``) into the full model.
 
-    The ImageNet head's keys may be missing; any other missing or unexpected key
-    means the file is not this backbone's, and is refused.
+    Strict but for the ImageNet head, which the frozen backbone drops: its keys may be
+    missing; any other missing or unexpected key, or a shape that differs, means the
+    file is not this backbone's, and is refused.
     """
     state = torch.load(path, map_location="cpu", weights_only=True)
     for key in ("state_dict", "model"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
+    if name == "densenet121":  # torchvision's own file keeps its old key names (torchvision's densenet loader)
+        state = {DENSENET_OLD_KEY.sub(r"\1\2", k): v for k, v in state.items()}
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
     except RuntimeError as exc:  # shapes that do not match

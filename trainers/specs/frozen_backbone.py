@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from trainers.spec import TrainerDef
+from trainers.specs._torchvision_weights import NamedWeights, resolve
 
 
 class Backbone(str, enum.Enum):
@@ -50,6 +51,12 @@ def head_of(params: dict) -> str:
 SINGLE_PROCESS = (Engine.dataparallel.value, Engine.vanilla.value)
 
 
+def named_weights(params) -> Optional[NamedWeights]:
+    """The torchvision weights ``params.weights`` names (None: null or a PATH); ValueError
+    naming the valid names for a name that is not one of the backbone's."""
+    return resolve(str(params.get("backbone") or Backbone.vgg16.value), params.get("weights"))
+
+
 def _check(config) -> None:
     p = config["trainer"]["params"]
     if p.get("stop_at_threshold"):
@@ -58,6 +65,7 @@ def _check(config) -> None:
                              "(e.g. trainer.params.loss_threshold=0.1)")
         if p["mode"] != Mode.train.value:
             raise ValueError(f"trainer.params.stop_at_threshold=true stops training; mode={p['mode']} trains nothing")
+    named_weights(p)
     if p["mode"] == Mode.inference.value and p["engine"] not in SINGLE_PROCESS:
         raise ValueError(f"mode=inference compares {' and '.join(SINGLE_PROCESS)}; "
                          f"engine={p['engine']} runs mode=train only")
@@ -69,7 +77,11 @@ class FrozenBackboneParams:
     classifier: Classifier = Classifier.study  # the trained head (study: the DataParallel study's per backbone)
     hidden: int = 4096  # H of the mlp classifier
     dropout: float = 0.5  # of the mlp classifier
-    weights: Optional[str] = None  # local torchvision state dict of the backbone (never downloaded)
+    # the backbone's weights: null (random init), a torchvision weights name (ResNet18_Weights.IMAGENET1K_V1,
+    # DEFAULT: the backbone's default), which the launch fetches once into <results_dir>/weights/, or
+    # a PATH to a state-dict file
+    weights: Optional[str] = None
+    weights_file: Optional[str] = None  # set by the launch: the file the job loads (weights resolved), null for none
     image_size: int = 224  # the backbone's input side: images are resized to it
     engine: Engine = Engine.ddp  # who runs the replicas
     mode: Mode = Mode.train  # train, or inference (forward only; sweep experiment.images_per_gpu)
@@ -90,5 +102,6 @@ TRAINER = TrainerDef(
     single_process_engines=SINGLE_PROCESS,
     check=_check,
     evaluates=True,
+    named_weights=named_weights,
     dataset="mnist",  # the study's: grey 28x28, 10 classes (synthetic batches of them without dataset.root)
 )

@@ -1,0 +1,144 @@
+"""Pretrained weights a point names by torchvision's name (``trainer.params.weights=
+ResNet18_Weights.IMAGENET1K_V1``, ``DEFAULT``), fetched ONCE by the launch, on this host,
+before anything is stored or submitted; the jobs (compute nodes are often offline)
+load the file from the results folder.
+
+The design, end to end:
+
+- the trainer declares which names it takes and the file each means (``TrainerDef.named_weights``;
+  the frozen-backbone trainer's table, torch-free, is trainers/specs/_torchvision_weights.py:
+  a static table of torchvision's names and URLs that a test checks against torchvision,
+  because this side never imports torch and a container's Python is out of reach here);
+- planning (``with_weights_file``, pure) writes the file the job loads into
+  ``trainer.params.weights_file``: ``<results_dir>/weights/<the URL's file name>`` for a
+  name, the absolute PATH for a file, null for random init; ``weights`` stays as given, so
+  the stored config says both what was asked and what was loaded;
+- the launch (``fetch_weights``) makes sure each file is there: a file already in the cache
+  (fetched before, or placed by hand) is used as it is; a missing one is downloaded
+  (urllib, a timeout, into a temporary file beside it, its sha256 checked against the
+  prefix torchvision's file names carry, then renamed into place); what cannot be fetched
+  (no network: the usual case on a cluster's login node too) is refused in one line naming
+  the file to place and where, exit status 2, nothing stored. A missing PATH is refused.
+- a dry run fetches nothing and refuses nothing: it notes which files are missing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from campaign.common.errors import ConfigError, one_line
+
+CACHE = "weights"  # the cache's folder under results_dir (the shared file system the jobs read)
+TIMEOUT_S = 30.0  # a socket that says nothing for this long: the download is given up
+CHUNK = 1 << 20
+
+
+def cache_folder(results_dir: str) -> Path:
+    """Where named weights are kept: ``<results_dir>/weights/`` (absolute, as the store keeps results_dir)."""
+    return Path(results_dir).expanduser().resolve() / CACHE
+
+
+def with_weights_file(config: Mapping[str, Any], spec: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` (completed, checked) with ``weights_file``: the file the job loads, from
+    ``params.weights`` (module docstring); unchanged for a trainer that names no weights."""
+    if spec.named_weights is None or "weights_file" not in params:
+        return params
+    value = params.get("weights")
+    named = spec.named_weights(params)  # checked already: its TrainerDef.check refused a bad name
+    if named is not None:
+        path: Optional[Path] = cache_folder(str(config.get("results_dir") or ".")) / named.file
+    else:
+        path = Path(str(value)).expanduser().absolute() if value else None
+    return {**params, "weights_file": str(path) if path else None}
+
+
+def _wanted(points: Sequence[Any]) -> dict[Path, tuple[str, Any]]:
+    """Each weights file the points load -> (the value that asked for it, its NamedWeights or None)."""
+    from trainers import registry
+
+    wanted: dict[Path, tuple[str, Any]] = {}
+    for p in points:
+        params = p.config["trainer"].get("params") or {}
+        if not params.get("weights_file"):
+            continue
+        spec = registry.spec_of(p.config["trainer"])
+        named = spec.named_weights(params) if spec.named_weights is not None else None
+        wanted.setdefault(Path(params["weights_file"]), (str(params.get("weights")), named))
+    return wanted
+
+
+def fetch_weights(points: Sequence[Any], *, dry_run: bool = False) -> tuple[list[str], list[str]]:
+    """Make sure every weights file the points load is there (module docstring): fetch each
+    named one missing from the cache, once. Returns (what a dry run lacks: would be
+    refused here, what a dry run notes: files the launch would download); a launch
+    returns ([], []) or raises ``ConfigError`` (one line)."""
+    lacks: list[str] = []
+    notes: list[str] = []
+    for path, (asked, named) in _wanted(points).items():
+        if path.is_file():
+            continue
+        if named is None:
+            msg = (f"trainer.params.weights={asked}: no such file {path}; give a state-dict file that exists, "
+                   "a torchvision weights name (DEFAULT, or e.g. ResNet18_Weights.IMAGENET1K_V1), or null")
+            if not dry_run:
+                raise ConfigError(msg)
+            lacks.append(msg)
+        elif dry_run:
+            notes.append(f"trainer.params.weights={asked}: {named.file} is not in {path.parent}/ yet; the launch "
+                         f"downloads it from {named.url} (once, for every job), or place it there by hand")
+        else:
+            download(named.url, path, asked=asked, sha256_prefix=named.sha256_prefix)
+    return lacks, notes
+
+
+def refusal(asked: str, url: str, path: Path, why: str) -> str:
+    """The one line a launch that cannot fetch ``url`` into ``path`` says."""
+    return (f"trainer.params.weights={asked}: could not download {url} ({why}); place {path.name} in "
+            f"{path.parent}/ (or give trainer.params.weights=PATH)")
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, urllib.error.HTTPError):
+        return f"HTTP {exc.code} {exc.reason}"
+    if isinstance(exc, urllib.error.URLError):
+        return one_line(exc.reason)
+    return one_line(exc) or type(exc).__name__
+
+
+def download(url: str, path: Path, *, asked: str, sha256_prefix: Optional[str] = None,
+             timeout: float = TIMEOUT_S) -> Path:
+    """Fetch ``url`` into ``path``: into a temporary file beside it, its sha256 checked
+    against ``sha256_prefix`` (torchvision's file names carry one), then renamed into place,
+    so a reader never sees half a file and two launches at once both end with a whole one.
+    ``ConfigError`` (``refusal``) when it cannot."""
+    try:  # under results_dir, which preflight found writable
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(refusal(asked, url, path, f"cannot make {path.parent}: {exc.strerror or exc}")) from None
+    print(f"downloading {url} -> {path} (once: the jobs load it from there)")  # stderr: the refusal alone
+    digest, tmp = hashlib.sha256(), None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as answer:
+            while chunk := answer.read(CHUNK):
+                out.write(chunk)
+                digest.update(chunk)
+        got = digest.hexdigest()
+        if sha256_prefix and not got.startswith(sha256_prefix):
+            raise ConfigError(refusal(asked, url, path, f"its sha256 {got[:len(sha256_prefix)]} is not the "
+                                                        f"{sha256_prefix} its name says"))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError, timeouts, a bad answer
+        raise ConfigError(refusal(asked, url, path, _why(exc))) from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
