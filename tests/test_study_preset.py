@@ -229,6 +229,10 @@ def test_the_dataparallel_study_varies_one_factor_at_a_time(tmp_path):
             assert _axis(p, "trainer.params.engine") in ("dataparallel", "ddp")
         seen.add(tuple(sorted(p["overrides"])))
     assert len(seen) == len(points)  # a point two grids make is run once
+    # "we load the pretrained weights for these models": torchvision's, one file per backbone
+    assert {p["config"]["trainer"]["params"]["weights"] for p in points} == {"DEFAULT"}
+    notes = [line for line in stderr.splitlines() if line.startswith("note: trainer.params.weights=DEFAULT")]
+    assert len(notes) == 5 and all("https://download.pytorch.org/models/" in n for n in notes)
     assert {_axis(p, "trainer.params.backbone") for p in points} == {"squeezenet1_0", "alexnet", "resnet18",
                                                                      "densenet121", "vgg16"}
     assert {_axis(p, "trainer.params.hidden") for p in points} == {"4096", "2048", "1024"}
