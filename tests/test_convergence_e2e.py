@@ -21,7 +21,7 @@ pl = pytest.importorskip("polars")
 # epoch on 1 GPU, 5 on 2; 2 epochs, 1 warm-up iteration among them.
 TINY_DATA = ["dataset=synthetic", "dataset.length=40", "experiment=smoke", "experiment.images_per_gpu=4",
              "experiment.validation=true", "experiment.epochs=2"]
-FROZEN = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.hidden=16",
+FROZEN = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0",  # its study head: linear
           "trainer.params.image_size=32"]
 
 

@@ -212,7 +212,7 @@ def test_synthetic_campaign_on_this_machines_gpus(tmp_path):
 def test_single_process_engines_drive_the_gpus(tmp_path):
     counts = "1,2" if GPUS >= 2 else "1"
     ws, rows = _campaign(tmp_path, f"gpus={counts}", "trainer=frozen_backbone", "trainer.params.backbone=resnet18",
-                         "trainer.params.hidden=64", "trainer.params.image_size=64", "dataset=synthetic",
+                         "trainer.params.classifier=mlp", "trainer.params.hidden=64", "trainer.params.image_size=64", "dataset=synthetic",
                          "dataset.length=64", "trainer.params.engine=dataparallel,vanilla")
     assert {(g, r) for g, r, _, _ in rows} == {(int(g), 0) for g in counts.split(",")}
     for _, _, prov, _ in rows:

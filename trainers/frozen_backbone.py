@@ -9,7 +9,13 @@ of the same shape, trained with SGD and cross-entropy by one of three engines:
 - ``vanilla``: ``trainers.parallel.HandDataParallel`` in one process; comm = replicate +
   scatter + gather + the explicit gradient reduction onto the first device.
 
-Computation is zero_grad + forward + loss (phase ``forward``), backward, step. Trainer
+Computation is zero_grad + forward + loss (phase ``forward``), backward, step. One iteration
+is one optimizer step of ``experiment.grad_accum`` micro-batches of the process's batch (as
+vit's: each micro-batch's mean loss divided by their count, so the update is the one of
+their union; DDP all-reduces on the last only, ``no_sync()`` before; the hand-built module
+reduces its replicas' gradients once, after the last; nn.DataParallel's replicas hand theirs
+back in every backward), so an epoch takes 1/k of the iterations and trains the same images
+(campaign/launch/plan.py: iterations_per_epoch). Trainer
 params (``trainer.params``): backbone, hidden, classifier, dropout, weights (null, a PATH,
 or a torchvision weights name the launch fetched: the backbone loads ``weights_file``),
 image_size, engine, mode (train | inference), loss_threshold, study_timing,
@@ -26,6 +32,7 @@ of the training set, as vit does (trainers.data.dataset_fraction).
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Optional
 
 import torch
@@ -67,13 +74,16 @@ def process_batch(exp: dict, batch_per_gpu: int, devices: int) -> int:
 
 
 def sync_volume(dataset_size: int, batch_per_gpu: int, gpus: int, trainable: int, element_size: int = 4,
-                images_per_iteration: Optional[int] = None) -> dict:
-    """What one epoch synchronises: N / (B k) iterations (B k: ``images_per_iteration``,
-    batch_per_gpu x gpus unless given: an uneven split), each moving every trainable
-    parameter's gradient once (nothing with one GPU)."""
-    iterations = dataset_size / (images_per_iteration or batch_per_gpu * gpus)
-    moved = iterations * trainable if gpus > 1 else 0.0
-    return {"dataset_size": dataset_size, "batch_per_gpu": batch_per_gpu, "gpus": gpus,
+                images_per_iteration: Optional[int] = None, grad_accum: int = 1,
+                reductions_per_iteration: int = 1) -> dict:
+    """What one epoch synchronises: N / (B k a) iterations (B k: ``images_per_iteration``,
+    batch_per_gpu x gpus unless given: an uneven split; a: ``grad_accum`` micro-batches an
+    iteration), each moving every trainable parameter's gradient ``reductions_per_iteration``
+    times (once: DDP and the hand-built module reduce after the last micro-batch only;
+    nn.DataParallel in every backward: a) (nothing with one GPU)."""
+    iterations = dataset_size / ((images_per_iteration or batch_per_gpu * gpus) * max(1, grad_accum))
+    moved = iterations * trainable * reductions_per_iteration if gpus > 1 else 0.0
+    return {"dataset_size": dataset_size, "batch_per_gpu": batch_per_gpu, "gpus": gpus, "grad_accum": grad_accum,
             "iterations_per_epoch": iterations, "sync_params_per_epoch": moved,
             "sync_bytes_per_epoch": moved * element_size}
 
@@ -100,6 +110,8 @@ class FrozenBackboneTrainer:
         self.ctx = ctx
         self.engine = engine_of(p, ENGINES)
         self.mode = str(p.get("mode") or "train")
+        # micro-batches per optimizer step (inference: refused at launch; forward only, one batch)
+        self.accum = max(1, int(plan.get("grad_accum") or 1)) if self.mode == "train" else 1
         if self.engine != "ddp" and ctx.world_size > 1:
             raise RuntimeError(f"engine={self.engine} runs in one process holding all the job's GPUs, "
                                f"not {ctx.world_size} ranks")
@@ -136,7 +148,7 @@ class FrozenBackboneTrainer:
                                 seed=plan["seed"])
         self.loader = build_loader(dataset, batch_size=self.batch, rank=ctx.rank if ranks > 1 else 0,
                                    world_size=ranks, seed=plan["seed"], num_workers=int(data.get("num_workers") or 0))
-        self.images_per_step = self.batch
+        self.images_per_step = self.batch * self.accum
         self.batches = EpochBatches(self.loader)
         # experiment.validation: the test split after every epoch, outside the timed window
         self.evaluator = build_evaluator(
@@ -151,7 +163,8 @@ class FrozenBackboneTrainer:
         self._losses: list[torch.Tensor] = []
         self.dataset_size = len(dataset)
         self.sync = sync_volume(self.dataset_size, plan["batch_per_gpu"], gpus, self.trainable_params,
-                                images_per_iteration=self.batch if self.devices else None)
+                                images_per_iteration=self.batch if self.devices else None, grad_accum=self.accum,
+                                reductions_per_iteration=self.accum if self.engine == "dataparallel" else 1)
         self.sync.update(engine=self.engine, mode=self.mode)
         # The study's own timings and stop rule (trainers/dp_study.py)
         self.study = StudyTiming(ctx, self.devices) if p.get("study_timing") else None
@@ -178,10 +191,10 @@ class FrozenBackboneTrainer:
             rec.mark(phase)
             self.clock.lap(stage)
 
-        x, y = self._next()
-        self._epoch_of.append(self.epoch)
-        lap("data", "data")
         if self.mode == "inference":
+            x, _ = self._next()
+            self._epoch_of.append(self.epoch)
+            lap("data", "data")
             with torch.no_grad():
                 if self.study is not None:
                     self.study.inference(lambda: self._forward(x, lap))
@@ -189,14 +202,26 @@ class FrozenBackboneTrainer:
                 else:
                     self._forward(x, lap)
             return None
-        if self.study is not None:
-            self.study.start()
-        self.optimizer.zero_grad(set_to_none=True)
-        out = self._forward(x, lap)
-        loss = self.loss_fn(out, y)
-        lap("forward", "loss")
-        loss.backward()
-        lap("backward", "backward")
+        ddp = isinstance(self.model, nn.parallel.DistributedDataParallel)
+        total = None
+        for k in range(self.accum):
+            x, y = self._next()
+            lap("data", "data")
+            if k == 0:
+                if self.study is not None:  # the study's computation: zero_grad .. the update
+                    self.study.start()
+                self.optimizer.zero_grad(set_to_none=True)
+            last = k == self.accum - 1
+            # DDP: gradients stay local until the last micro-batch's backward all-reduces their sum
+            with self.model.no_sync() if ddp and not last else contextlib.nullcontext():
+                out = self._forward(x, lap)
+                loss = self.loss_fn(out, y)
+                lap("forward", "loss")
+                (loss / self.accum if self.accum > 1 else loss).backward()
+                lap("backward", "backward")
+            total = loss.detach() if total is None else total + loss.detach()
+        self._epoch_of.append(self.epoch)  # the epoch of its last micro-batch, as vit's
+        loss = total / self.accum
         if isinstance(self.model, HandDataParallel):
             self.model.reduce_gradients()
             lap("comm", "reduce_gradients")

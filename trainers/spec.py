@@ -9,6 +9,20 @@ build the trainer (``trainers/registry.py``). Built-in trainers declare themselv
 ``trainers/specs/<name>.py``; a site's trainer in any importable module that its conf
 file names (``module:`` in ``conf/trainer/<name>.yaml``).
 
+What a trainer does NOT read is declared too, so that a setting it would silently drop
+is refused at launch (issue #40): ``TrainerDef.unused`` lists ``Unused`` rules, each a key
+(one of ``COMMON_KEYS``, the settings every point has whatever its trainer, or a
+``trainer.params.<field>`` of its own) that does nothing, always (``when={}``) or while
+the point's config matches ``when`` (``{"trainer.params.engine": ("ddp",)}``: every key
+listed at one of its values). ``COMMON_UNUSED`` holds the rules of the common keys that
+hold for every trainer reading them (momentum under AdamW). A key is refused only when it
+is SET: its value differs from its default (the schema's for a common key, the
+declaration's for a param), from the command line or a preset alike; at its default it
+asks for what a trainer ignoring it does anyway (fp32, no accumulation, no workers, no
+ZeRO), so an AdamW launch is not refused for momentum's default 0.9
+(``campaign/launch/honoured.py`` applies the rules; tests/test_overrides_honoured.py walks
+every trainer x every key).
+
 Stdlib only: ``campaign`` (host side, no torch) imports this module.
 """
 
@@ -57,6 +71,34 @@ class MeasuredMFU:
     measured_on: str  # in words, shown beside the estimate: "H200 bf16"
 
 
+# The settings outside trainer.params that every point has, whatever its trainer; a trainer
+# that ignores one says so in TrainerDef.unused (a site's trainer that says nothing reads all).
+COMMON_KEYS = ("trainer.optimizer", "trainer.lr", "trainer.momentum", "trainer.weight_decay", "trainer.precision",
+               "experiment.grad_accum", "dataset.num_workers")
+
+
+@dataclass(frozen=True)
+class Unused:
+    """A key a trainer does not read while the point's config matches ``when``: set there,
+    it is refused in one line, ``<key>=<value> does nothing with <when> (<why>); <fix>``."""
+
+    key: str  # dotted: one of COMMON_KEYS or trainer.params.<field>
+    # dotted key -> the values under which ``key`` does nothing (every entry must match; {}: always);
+    # the point's config as the launch completed it (params from the declaration, dataset.name
+    # synthetic where the launch generates the study's shapes)
+    when: Mapping[str, tuple[Any, ...]]
+    why: str  # what the trainer does instead, in words
+    fix: str  # what to do: "drop it or use trainer.optimizer=sgd"
+
+
+# Rules of the common keys that hold for every trainer reading them (TrainerDef.unused adds its own).
+COMMON_UNUSED = (
+    Unused("trainer.momentum", {"trainer.optimizer": ("adamw",)},
+           why="AdamW has no momentum; its betas are trainer.params.betas where the trainer has them",
+           fix="drop it or use trainer.optimizer=sgd"),
+)
+
+
 @dataclass(frozen=True)
 class TrainerDef:
     """A trainer's declaration; see the module docstring."""
@@ -74,6 +116,8 @@ class TrainerDef:
     devices: tuple[Device, ...] = tuple(Device)  # platform.device values it runs on
     # trainer-specific rule over the whole resolved point config; raises ValueError (one line)
     check: Optional[Callable[[Mapping[str, Any]], None]] = None
+    # keys it does not read (always, or under a condition): refused when set (the module docstring)
+    unused: tuple[Unused, ...] = ()
     # experiment.checkpoint=true: it resumes at an iteration (model, optimizer and its data
     # position: the built trainer has resume_at(iteration)); trainers/checkpoint.py
     checkpoint: bool = False

@@ -18,6 +18,7 @@ from campaign.backends.resources import Resources
 from campaign.catalogue.container import point_image
 from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.arch import check_point_arch, emulated_gpus
+from campaign.launch.honoured import check_honoured
 from campaign.launch.validate import CheckedTrainer, check_known_keys, check_sizes, check_trainer, reference_dataset
 from campaign.common.redact import redact_obj
 
@@ -327,6 +328,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     trainer = check_trainer(c)  # the trainer's declaration, looked up once for every rule and the resources
     c["trainer"] = trainer.section  # trainer.params completed from that declaration
     c["dataset"] = reference_dataset(c, trainer.spec, overrides)  # its study's shapes, synthetic without a root
+    check_honoured(c, trainer.spec, overrides)  # a setting its trainer would not read here is refused, never dropped
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"], uneven=uneven_split(c, trainer.spec))

@@ -5,7 +5,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from trainers.spec import TrainerDef
+from trainers.spec import TrainerDef, Unused
 from trainers.specs._torchvision_weights import NamedWeights, resolve
 
 
@@ -71,6 +71,31 @@ def _check(config) -> None:
                          f"engine={p['engine']} runs mode=train only")
 
 
+def _unused() -> tuple[Unused, ...]:
+    """What it does not read where (trainers/spec.py: Unused; momentum under AdamW: COMMON_UNUSED)."""
+    fp32 = Unused("trainer.precision", {}, why="it computes in fp32, no autocast",
+                  fix="drop it, or use trainer=vit or trainer=swinv2_upernet for mixed precision")
+    linear_study = tuple(b for b, head in STUDY_HEADS.items() if head == "linear")
+    heads = []
+    for key, what in (("hidden", "no hidden layer"), ("dropout", "no dropout")):
+        heads += [Unused(f"trainer.params.{key}", {"trainer.params.classifier": (Classifier.linear.value,)},
+                         why=f"the linear head has {what}", fix="drop it or use trainer.params.classifier=mlp"),
+                  Unused(f"trainer.params.{key}", {"trainer.params.classifier": (Classifier.study.value,),
+                                                   "trainer.params.backbone": linear_study},
+                         why=f"the study's head of this backbone is linear: {what}",
+                         fix="drop it or use trainer.params.classifier=mlp")]
+    # mode=inference runs forward only, in eval mode: no loss, no optimizer, no dropout
+    inference = [Unused(key, {"trainer.params.mode": (Mode.inference.value,)},
+                        why="inference runs the forward pass only: no loss, no gradient, no optimizer step",
+                        fix="drop it or use trainer.params.mode=train")
+                 for key in ("trainer.optimizer", "trainer.lr", "trainer.momentum", "trainer.weight_decay",
+                             "experiment.grad_accum", "trainer.params.loss_threshold")]
+    inference.append(Unused("trainer.params.dropout", {"trainer.params.mode": (Mode.inference.value,)},
+                            why="inference runs in eval mode, where dropout is off",
+                            fix="drop it or use trainer.params.mode=train"))
+    return (fp32, *heads, *inference)
+
+
 @dataclass
 class FrozenBackboneParams:
     backbone: Backbone = Backbone.vgg16  # the frozen torchvision ImageNet backbone
@@ -101,6 +126,7 @@ TRAINER = TrainerDef(
     build="trainers.frozen_backbone:build",
     single_process_engines=SINGLE_PROCESS,
     check=_check,
+    unused=_unused(),
     evaluates=True,
     named_weights=named_weights,
     dataset="mnist",  # the study's: grey 28x28, 10 classes (synthetic batches of them without dataset.root)

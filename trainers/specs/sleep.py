@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from trainers.spec import TrainerDef
+from trainers.spec import COMMON_KEYS, TrainerDef, Unused
 
 
 def _check(config) -> None:
@@ -37,6 +37,19 @@ class SleepParams:
     stall_s: float = 0.0  # ... for this many seconds
 
 
+# It trains nothing and reads no data: every common setting is refused when set, and a test
+# knob's companion without the knob (trainers/spec.py: Unused).
+UNUSED = tuple(Unused(key, {}, why="it sleeps a known law: no model, no optimizer, no data",
+                      fix="drop it, or use trainer=synthetic for a real training loop") for key in COMMON_KEYS) + (
+    Unused("trainer.params.fail_at_iteration", {"trainer.params.fail_rank": (None,)},
+           why="it says when trainer.params.fail_rank fails", fix="set trainer.params.fail_rank too, or drop it"),
+    Unused("trainer.params.stall_s", {"trainer.params.stall_rank": (None,)},
+           why="it says how long trainer.params.stall_rank stalls", fix="set trainer.params.stall_rank too, or drop it"),
+    Unused("trainer.params.noise_seed", {"trainer.params.noise": (0, 0.0)},
+           why="it seeds the noise, and there is none", fix="set trainer.params.noise > 0 too, or drop it"),
+)
+
+
 TRAINER = TrainerDef(
     name="sleep",
     study="harvest's known answer: sleeps an exact scaling law instead of computing",
@@ -45,4 +58,5 @@ TRAINER = TrainerDef(
     check=_check,
     checkpoint=True,
     seconds_per_iteration=seconds_per_iteration,
+    unused=UNUSED,
 )

@@ -4,7 +4,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from trainers.spec import MeasuredMFU, TrainerDef
+from trainers.spec import MeasuredMFU, Optimizer, TrainerDef, Unused
 
 
 class Variant(str, enum.Enum):
@@ -104,6 +104,20 @@ class SwinV2UperNetParams:
     loop: Loop = Loop.lean  # lean: timed phase by phase, MMEngine's overheads left out; stock: MMEngine's own loop
 
 
+# What it does not read where (trainers/spec.py: Unused; momentum under AdamW: COMMON_UNUSED).
+UNUSED = (
+    Unused("trainer.params.betas", {"trainer.optimizer": (Optimizer.sgd.value,)},
+           why="SGD has no betas; its momentum is trainer.momentum", fix="drop it or use trainer.optimizer=adamw"),
+    Unused("trainer.params.warmup_ratio", {"trainer.params.warmup_iters": (0,)},
+           why="it is the warm-up's start factor, and there is no warm-up",
+           fix="set trainer.params.warmup_iters > 0 too, or drop it"),
+    # the stock loop reads even synthetic data through MMEngine's DataLoader, with these workers
+    Unused("dataset.num_workers", {"dataset.name": ("synthetic",), "trainer.params.loop": (Loop.lean.value,)},
+           why="the lean loop pre-makes synthetic batches on the device and starts no workers",
+           fix="drop it, or use trainer.params.loop=stock (MMEngine's DataLoader) or a dataset.root"),
+)
+
+
 TRAINER = TrainerDef(
     name="swinv2_upernet",
     study="the reference study: SwinV2 + UPerNet on ADE20K, weak scaling 160K/N iterations",
@@ -115,5 +129,6 @@ TRAINER = TrainerDef(
     # experiment.checkpoint=true: model, optim wrapper, LR schedule and data position
     # (trainers/mmseg/trainer.py's state_dict and resume_at)
     checkpoint=True,
-    iteration_is_step=False,  # mmseg's loop: one iteration is one micro-batch (accumulative_counts)
+    iteration_is_step=False,
+    unused=UNUSED,  # mmseg's loop: one iteration is one micro-batch (accumulative_counts)
 )

@@ -2,7 +2,17 @@
 
 from dataclasses import dataclass
 
-from trainers.spec import TrainerDef
+from trainers.spec import TrainerDef, Unused
+
+# What it does not read (trainers/spec.py: Unused): refused at launch when set.
+UNUSED = (
+    Unused("trainer.precision", {}, why="it computes in fp32, no autocast",
+           fix="drop it, or use trainer=vit or trainer=swinv2_upernet for mixed precision"),
+    Unused("experiment.grad_accum", {}, why="an iteration is one batch and one optimizer step, nothing accumulates",
+           fix="drop it, or use trainer=vit, frozen_backbone or swinv2_upernet, which accumulate"),
+    Unused("dataset.num_workers", {}, why="it cycles a few batches made before timing: no loader, no workers",
+           fix="drop it, or use trainer=vit or frozen_backbone, whose loaders start them"),
+)
 
 
 def flops_per_image(config) -> float:
@@ -38,4 +48,5 @@ TRAINER = TrainerDef(
     build="trainers.synthetic:build",
     checkpoint=True,
     flops_per_image=flops_per_image,
+    unused=UNUSED,
 )

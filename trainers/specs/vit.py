@@ -4,7 +4,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from trainers.spec import Optimizer, TrainerDef
+from trainers.spec import Optimizer, TrainerDef, Unused
 
 DEEPSPEED_INSTALL = "pip install -c constraints.txt 'campaign[deepspeed]'"
 
@@ -58,5 +58,9 @@ TRAINER = TrainerDef(
     optimizers=(Optimizer.adamw, Optimizer.sgd),
     flops_per_image=flops_per_image,
     evaluates=True,
+    # trainer.momentum under AdamW: trainers/spec.py's COMMON_UNUSED
+    unused=(Unused("trainer.params.zero_stage", {"trainer.params.engine": (Engine.ddp.value,)},
+                   why="ZeRO is DeepSpeed's; DDP keeps a whole replica per rank",
+                   fix="drop it or use trainer.params.engine=deepspeed"),),
     dataset="cifar10",  # the study's: 32x32, 10 classes (synthetic batches of them without dataset.root)
 )
