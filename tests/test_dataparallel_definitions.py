@@ -263,7 +263,7 @@ def test_a_local_campaign_stores_both_and_harvest_shows_them(tmp_path):
     """gpus=1, 16 synthetic images in batches of 4, a cap of 3 epochs: a threshold every
     loss is below stops after epoch 1; 0 (cross-entropy is never below) runs to the cap."""
     res = _launch(tmp_path, "name=dpdefs", "gpus=1", "trainer=frozen_backbone", "dataset=synthetic",
-                  "dataset.length=16", "trainer.params.backbone=squeezenet1_0", "trainer.params.hidden=16",
+                  "dataset.length=16", "trainer.params.backbone=squeezenet1_0", "trainer.params.classifier=mlp", "trainer.params.hidden=16",
                   "trainer.params.image_size=32", "experiment=smoke",
                   "experiment.epochs=3", "trainer.params.study_timing=true", "trainer.params.stop_at_threshold=true",
                   "trainer.params.loss_threshold=100,0")

@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
 
 # The smallest backbone (1.2M parameters) at 32x32, a tiny head: start-up, not compute
-TINY = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.hidden=16",
+TINY = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.classifier=mlp", "trainer.params.hidden=16",
         "trainer.params.image_size=32", "dataset.length=32"]
 SQUEEZENET = "squeezenet1_0-b66bff10.pth"
 URL = f"https://download.pytorch.org/models/{SQUEEZENET}"
