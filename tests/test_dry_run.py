@@ -106,7 +106,7 @@ def test_local_scripts_wait_for_the_machine_as_the_local_backend_does(ws, tmp_pa
     jobs = ws.results.absolute() / "jobs"
     lock = Path(ws.env["CAMPAIGN_LOCK_DIR"]) / LOCK_FILE  # the machine-wide lock (this workspace's own)
     assert f"exec 9>>{lock}\nflock 9\n# then 2 process(es), one per rank, each running:\n" \
-           f"{shlex.quote(sys.executable)} -u -m submitit.core._submit {jobs / PLACEHOLDER_ID}\n" in res.stdout
+           f"{shlex.quote(sys.executable)} -P -u -m submitit.core._submit {jobs / PLACEHOLDER_ID}\n" in res.stdout
     assert res.stdout == ws.launch("-m", "gpus=1,2", "trainer=sleep", "dry_run=scripts").stdout
     assert not ws.results.exists() and not lock.parent.exists()  # a dry run makes nothing
 

@@ -25,6 +25,25 @@ from campaign.common.ids import job_id_problem
 
 
 @contextmanager
+def safe_path_env() -> Iterator[None]:
+    """``PYTHONSAFEPATH=1`` (``SAFE_PATH_ENV``) in this process's environment while a job
+    starts: its controller (``python -m submitit.local._local``, a command submitit makes)
+    and every Python under it inherit it, so none imports from the launch's folder."""
+    from campaign.backends.sbatch import SAFE_PATH_ENV
+
+    saved = {k: os.environ.get(k) for k in SAFE_PATH_ENV}
+    os.environ.update(SAFE_PATH_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@contextmanager
 def detached_stdio(log_path: Path) -> Iterator[None]:
     """Children started inside get /dev/null as stdin and ``log_path`` as stdout/stderr.
 
@@ -151,16 +170,23 @@ class ProcessTable:
         if job is not None:
             self.ranks.setdefault(job.decode(errors="replace"), []).append(proc)
 
-    def job(self, job_id: str, folder: Optional[str]) -> tuple[list[int], list[int]]:
+    def job(self, job_id: str, folder: Optional[str], *, strict: bool = False) -> tuple[list[int], list[int]]:
         """(live controller pids, live rank pids) of the local job ``job_id``.
 
         The job's own pid counts only if it still runs a controller of that job's
         folder (a pid reused by something else, e.g. after a reboot, does not); a rank's
-        parent counts when it is a controller (the shell that started it may be gone)."""
+        parent counts when it is a controller (the shell that started it may be gone).
+        ``strict`` (what may be signalled): only processes whose command line names
+        ``folder``'s full path; none without a folder."""
+        if strict and not folder:
+            return [], []
         ranks = self.ranks.get(str(job_id), [])
         found = []
         own = self.controllers.get(int(job_id)) if str(job_id).isdigit() else None
-        if own is not None and (not folder or os.fsencode(os.path.basename(os.path.normpath(folder))) in own.cmdline):
+        mark = os.fsencode(os.path.normpath(folder) if strict else os.path.basename(os.path.normpath(folder or "")))
+        if strict:
+            ranks = [r for r in ranks if mark in r.cmdline]
+        if own is not None and (not folder or mark in own.cmdline):
             found.append(own.pid)
         for rank in ranks:  # every rank's parent once: stop_job signals each pid found
             if rank.ppid in self.controllers and rank.ppid not in found:
@@ -249,13 +275,15 @@ class LocalBackend(Backend):
         folder's ``controllers.log``."""
         import submitit
 
+        from campaign.backends.sbatch import host_python
+
         out: list[tuple[Any, Optional[BaseException]]] = []
         for call in calls:
             try:
-                ex = submitit.LocalExecutor(folder=folder)
+                ex = submitit.LocalExecutor(folder=folder, python=host_python())
                 ex.update_parameters(tasks_per_node=resources.tasks_per_node, timeout_min=resources.timeout_min,
                                      gpus_per_node=resources.gpus_per_node, stderr_to_stdout=False)
-                with detached_stdio(Path(folder) / CONTROLLERS_LOG):
+                with detached_stdio(Path(folder) / CONTROLLERS_LOG), safe_path_env():
                     out.append((ex.submit(call), None))
             except Exception as exc:
                 out.append((None, exc))
@@ -267,12 +295,13 @@ class LocalBackend(Backend):
         import submitit
 
         from campaign.backends.entry import MAX_TIME_LIMIT_REQUEUES, entry_for
+        from campaign.backends.sbatch import job_interpreter
 
         out = []
         for plan, spec in items:
             res = plan.resources
             try:
-                ex = submitit.LocalExecutor(folder=folder, python=python,
+                ex = submitit.LocalExecutor(folder=folder, python=job_interpreter(python),  # -P (SAFE_PATH)
                                             **({"max_num_timeout": MAX_TIME_LIMIT_REQUEUES} if res.checkpoint else {}))
                 ex.update_parameters(
                     tasks_per_node=res.tasks_per_node,
@@ -281,7 +310,7 @@ class LocalBackend(Backend):
                     stderr_to_stdout=False,
                     setup=exclusive_setup() if res.exclusive else (),
                 )
-                with detached_stdio(Path(folder) / CONTROLLERS_LOG):
+                with detached_stdio(Path(folder) / CONTROLLERS_LOG), safe_path_env():
                     job = ex.submit(entry_for(spec))
             except Exception as exc:  # e.g. the folder is not writable, or is a file
                 out.append(Submitted(spec.point_id, None, error=one_line(f"{type(exc).__name__}: {exc}")))
@@ -310,9 +339,9 @@ class LocalBackend(Backend):
         table = ProcessTable()
         done = []
         for p in points:
-            if not p.get("job_id") or bad_job_id(p["job_id"]):
-                continue
-            controllers, ranks = table.job(p["job_id"], p.get("job_folder"))
+            if not p.get("job_id") or bad_job_id(p["job_id"]) or not p.get("job_folder"):
+                continue  # (campaign.observe.cancel ties a job to its campaign's folder first)
+            controllers, ranks = table.job(p["job_id"], p.get("job_folder"), strict=True)
             # The job's own pid first: stop_job reaches its children; a controller signalled
             # twice could be interrupted while it stops its ranks.
             for pid in controllers[:1] if controllers and str(controllers[0]) == str(p["job_id"]) else controllers:

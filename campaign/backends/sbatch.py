@@ -196,16 +196,35 @@ def signal_delay_s(timeout_min: int) -> int:
 _IGNORE_USR2 = "/bin/sh -c 'trap \"\" USR2; exec \"$@\"' campaign-rank"
 
 
+# A job's Python never imports from the folder the launch ran from (issue #41): ``-m``
+# puts the working folder first on sys.path, where anyone who can write a shared folder
+# could plant ``submitit/__init__.py``. ``-P`` (Python 3.11+) leaves it out for the rank's
+# own interpreter; SAFE_PATH_ENV does so for every Python of the job (the local
+# controller, a container's Python 3.11+, whatever a rank starts). Python 3.10 has neither.
+SAFE_PATH = ("-P",) if sys.version_info >= (3, 11) else ()
+SAFE_PATH_ENV = {"PYTHONSAFEPATH": "1"} if SAFE_PATH else {}
+
+
+def host_python() -> str:
+    """This interpreter as a job runs it: ``<sys.executable> -P`` (``SAFE_PATH``)."""
+    return " ".join([shlex.quote(sys.executable), *SAFE_PATH])
+
+
+def job_interpreter(python: Optional[str]) -> str:
+    """submitit's ``python=`` for a job: ``python`` as given (a container's command), or
+    ``host_python()`` for None."""
+    return host_python() if python is None else python
+
+
 def rank_python(python: Optional[str]) -> str:
-    """``python`` (submitit's ``python=``; None: this interpreter) run with USR2
-    ignored until the job's own handler."""
-    return f"{_IGNORE_USR2} {shlex.quote(sys.executable) if python is None else python}"
+    """``python`` (submitit's ``python=``; None: this interpreter, ``host_python``) run with
+    USR2 ignored until the job's own handler."""
+    return f"{_IGNORE_USR2} {job_interpreter(python)}"
 
 
 def submit_command(folder: Path | str, python: Optional[str]) -> str:
     """The job's command line, as submitit's ``SlurmExecutor._submitit_command_str``."""
-    py = shlex.quote(sys.executable) if python is None else python
-    return " ".join([py, "-u -m submitit.core._submit", shlex.quote(str(folder))])
+    return " ".join([job_interpreter(python), "-u -m submitit.core._submit", shlex.quote(str(folder))])
 
 
 def render_sbatch(params: Mapping[str, Any], folder: Path | str, python: Optional[str], map_count: int) -> str:

@@ -212,7 +212,7 @@ class SlurmBackend(Backend):
         calls stay unsubmitted, each with one line that says so and what to do
         (``sb.full_error``)."""
         try:
-            ex = CampaignSlurmExecutor(folder)
+            ex = CampaignSlurmExecutor(folder, python=sb.host_python())  # -P: nothing from the launch folder
             ex.update_parameters(**sb.sbatch_parameters(resources, sb.safe_name(name)))
             return [(job, None) for job in ex.submit_array(list(calls))]
         except ControllerFull as exc:  # nothing went; no store to wait in: the sweep is launched again

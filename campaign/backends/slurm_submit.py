@@ -49,7 +49,7 @@ def run_sbatch(
     retries by itself for two minutes, so it is stopped at the timeout while still saying
     it) is not a dead one: ``ControllerFull`` at once, never retried (a job found queued
     by ``find_queued`` still counts as submitted)."""
-    env = sb.scrubbed_environ(os.environ)
+    env = {**sb.scrubbed_environ(os.environ), **sb.SAFE_PATH_ENV}  # the job's Pythons: not from the launch folder
     runner = runner or run
     message = ""
     for i in range(max(1, attempts)):

@@ -139,6 +139,23 @@ def ambiguous_password(url: str) -> Optional[str]:
     return None
 
 
+# A store URL SQLAlchemy cannot parse (``postgresql//u:pw@h/db``, its "://" mistyped): its
+# scheme-like head ``word:`` if any, then the password from the next ':' to the last '@'.
+_LOOSE_USERINFO = re.compile(r"(?P<head>\s*(?:[A-Za-z][A-Za-z0-9+.\-]*:(?=/))?[^:\n]*:)(?P<secret>.*)(?P<tail>@[^@\n]*)\Z",
+                             re.S)
+
+
+def redact_url(url: Any) -> str:
+    """A store URL as messages show it: ``redact``'s, or, for a URL written without its
+    ``://`` (which ``redact`` does not take for a URL), everything between the ``:`` after
+    the user name and the last ``@`` as ``***`` (``postgresql//u:***@h/db``). Only for a
+    text that is a store URL: ``img:tag@sha256:...`` elsewhere is no password."""
+    text = redact(url)
+    if _ONE_URL.match(text) or "\n" in text.strip():
+        return text
+    return _LOOSE_USERINFO.sub(lambda m: m["head"] + SECRET + m["tail"], text, count=1)
+
+
 def has_secret(text: Any) -> bool:
     """Whether ``redact`` would change ``text``."""
     return redact(text) != str(text)

@@ -251,13 +251,14 @@ def resume(ref: Optional[str], store_url: str, *, states: Optional[Sequence[str]
     from campaign.launch.submit import absolute_store_url, private_files
     from campaign.observe.state import effective_points
     from campaign.store import open_store
+    from campaign.store.resolve import campaign_for_write
 
     parsed = parse_overrides(overrides)
     store_url = absolute_store_url(store_url)
     # Read-only until there is something to submit: a resume with nothing to do (or a
     # dry run) leaves the store as it was, an older schema version included.
     with open_store(store_url, readonly=True) as store:
-        camp = store.resolve_campaign(ref)
+        camp = campaign_for_write(store, ref, "resume")  # a doubtful reference: refused, naming the ids
         points, warnings = effective_points(store, camp)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)

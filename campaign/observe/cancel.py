@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Optional, Sequence
 
 from campaign.backends import get_backend
-from campaign.common.errors import NotFoundError
+from campaign.common.errors import NotFoundError, StoreError
+from campaign.common.jobfolder import job_folder, submitted_pickle
+from campaign.common.untrusted import regular_stat
 from campaign.observe.state import effective_points, is_final
-from campaign.store import find_campaign_noted, open_store
+from campaign.store import open_store
+from campaign.store.resolve import campaign_for_write
 from campaign.common.text import printable
 from campaign_sql.schema import ACTIVE_STATES
 
@@ -24,7 +28,7 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
     # Read-only until there is something to record: a cancel with nothing to do (or a
     # bad --point) leaves the store's file as it was, WAL checkpoint included.
     with open_store(store_url, readonly=True) as store:
-        campaign = find_campaign_noted(store, ref)  # a name shared by several: the latest, said on stderr
+        campaign = campaign_for_write(store, ref, "cancel")  # a doubtful reference: refused, naming the ids
         all_points, _ = effective_points(store, campaign)
     if points:
         known = {p["idx"] for p in all_points}
@@ -32,6 +36,15 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
         if missing:
             raise NotFoundError(f"campaign {campaign['id']} has no point {missing[0]}; points are 0..{len(all_points) - 1}")
     chosen = [p for p in all_points if (not points or p["idx"] in points) and p["stored_state"] in ACTIVE_STATES]
+    # a job seen still running or queued must be this campaign's own to be signalled (one
+    # seen ended, or never a valid id, is the backend's to refuse, as before)
+    untied = {p["id"]: why for p in chosen
+              if p.get("job_id") and not is_final(p["state"]) and (why := untied_job(campaign, p))}
+    if untied:  # never signalled, nor recorded: its job may be anyone's
+        shown = "; ".join(f"#{p['idx']}: {untied[p['id']]}" for p in chosen if p["id"] in untied)
+        print(printable(f"warning: {len(untied)} point(s) not signalled, their job not tied to campaign "
+                        f"{campaign['id']} ({shown})"), file=sys.stderr)
+        chosen = [p for p in chosen if p["id"] not in untied]
     cancelled = 0
     if chosen:
         by_exec: dict[str, list[dict]] = {}
@@ -62,5 +75,25 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
                         times["started_at"] = p["started_at"]
                     cancelled += store.set_state(p["id"], "cancelled", "cancelled by campaign cancel",
                                                  failed_since=signalled_at, **times)
-    print(printable(f"campaign {campaign['id']}: cancelled {cancelled} point(s)"))
+    print(printable(f"campaign {campaign['id']}: cancelled {cancelled} point(s)"
+                    + (f"; {len(untied)} not signalled (their job is not tied to it)" if untied else "")))
     return 0
+
+
+def untied_job(campaign: dict, p: dict) -> Optional[str]:
+    """Why point ``p``'s stored job cannot be tied to ``campaign`` (then it is never
+    signalled), or None: its job folder must be the campaign's own
+    (``<results>/jobs/<id>``) and hold the submission pickle of its job id."""
+    folder = p.get("job_folder")
+    if not folder:
+        return "no job folder stored"
+    try:
+        own = job_folder(campaign["results_dir"], campaign["id"]) if campaign.get("results_dir") else None
+    except StoreError as exc:
+        return str(exc)
+    if own is None or os.path.normpath(str(folder)) != os.path.normpath(str(own)):
+        return f"its job folder {folder} is not the campaign's" + (f" ({own})" if own else "")
+    pickle = submitted_pickle(folder, p["job_id"])
+    if pickle is None or regular_stat(pickle)[0] is None:
+        return f"job {p['job_id']} left no submission in {folder}"
+    return None

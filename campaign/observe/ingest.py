@@ -38,6 +38,7 @@ from campaign.common.errors import StoreError, one_line
 from campaign.common.ids import shown
 from campaign.common.jobfolder import SPOOL_FOLDER_FORM, SPOOL_FORM, spool_campaign, spool_dir, spool_key
 from campaign.store import Store, open_store
+from campaign.store.resolve import campaign_for_write
 from campaign.common.text import printable
 from campaign.common.untrusted import read_bytes
 from campaign_sql.ops import ROW_TABLES, AttemptKey, apply_op
@@ -303,7 +304,7 @@ def ingest(ref: Optional[str], *, store_url: str, all_campaigns: bool = False) -
     malformed spool file was quarantined. The store is opened for writing only when
     there is something to write."""
     with open_store(store_url, readonly=True) as store:
-        campaigns = _usable(store.campaigns(limit=100000)) if all_campaigns else [store.resolve_campaign(ref)]
+        campaigns = _usable(store.campaigns(limit=100000)) if all_campaigns else [campaign_for_write(store, ref, "ingest")]
         files = _spool_files(campaigns)
         finals = observed_finals(store, campaigns) if not files else []
     n_files = n_ops = moved = quarantined = 0

@@ -45,16 +45,12 @@ def default_store_url() -> str:
 
 
 def find_campaign_noted(store: "Store", ref: str | None) -> dict:
-    """``store.find_campaign(ref)``, saying on stderr (one line) which campaign a name
-    shared by several took: what ``campaign status NAME``/``harvest NAME`` print."""
-    import sys
+    """``store.find_campaign(ref)`` for a read command, saying on stderr (a line each)
+    which campaign a doubtful reference took (``campaign.store.resolve``): what
+    ``campaign status NAME``/``harvest NAME`` print."""
+    from campaign.store.resolve import campaign_for_read
 
-    from campaign.common.text import printable
-
-    found, note = store.find_campaign(ref)
-    if note:
-        print(f"note: {printable(note)}", file=sys.stderr)
-    return found
+    return campaign_for_read(store, ref)
 
 
 def describe_url(url: str) -> str:
@@ -63,8 +59,10 @@ def describe_url(url: str) -> str:
     try:
         path = sqlite_path(url)
         return path if path else make_url(url).render_as_string(hide_password=True)
-    except Exception:  # not a URL at all: said as given (it holds no parsable password)
-        return url
+    except Exception:  # not a URL SQLAlchemy reads: its password found as text (redact_url)
+        from campaign.common.redact import redact_url
+
+        return redact_url(url)
 
 
 # SQLAlchemy's driver for each PostgreSQL URL form -> the package that provides it.
@@ -75,7 +73,7 @@ def check_store_url(url: str) -> None:
     """Refuse a URL SQLAlchemy cannot parse or has no driver for, before anything is written."""
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-    from campaign.common.redact import ambiguous_password, redact
+    from campaign.common.redact import ambiguous_password, redact_url as redact
 
     why = ambiguous_password(url)
     if why:  # (before SQLAlchemy reads part of the password as a host name to look up)
@@ -285,8 +283,9 @@ class Store(Submissions):
 
     def find_campaign(self, ref: str | None) -> tuple[dict, str | None]:
         """The campaign ``ref`` names, and a note when it took one of several: ``None`` is
-        the latest campaign; an exact id is that campaign; a name is the latest campaign of
-        that name (the note names it and how many share the name); else a unique id prefix.
+        the latest campaign; then, in this order, an exact id, a unique id prefix, a name
+        (the latest campaign of that name; the note names it and how many share the name).
+        ``campaign.store.resolve`` says when a reference is doubtful (a name and a prefix).
         "Latest" never means a campaign dated more than ``FUTURE_SKEW_S`` ahead of now (a
         clock far off, or a crafted store): such a campaign is taken by its id, or by a
         name no campaign dated up to now has (the note says so).
@@ -313,6 +312,12 @@ class Store(Submissions):
         exact = [r for r in rows if r["id"] == ref]
         if exact:
             return dict(exact[0]), None
+        prefixed = [r for r in rows if str(r["id"]).startswith(ref)]
+        if len(prefixed) == 1:  # an id prefix before a name: whoever names a campaign can pick any name
+            return dict(prefixed[0]), None
+        if len(prefixed) > 1:
+            raise NotFoundError(f"'{ref}' matches {len(prefixed)} campaigns ({', '.join(r['id'] for r in prefixed[:5])})"
+                                "; give more of the id")
         named = [r for r in rows if r["name"] == ref]
         if named:
             named.sort(key=lambda r: not _dated_by(r, horizon))  # stable: the latest dated up to now first
@@ -324,12 +329,15 @@ class Store(Submissions):
                 note = (f"campaign {named[0]['id']} is dated in the future (a clock off, or a store others "
                         f"altered){'; ' + note if note else ''}")
             return dict(named[0]), note
-        if len(rows) == 1:
-            return dict(rows[0]), None
-        if not rows:
-            known = ", ".join(c["id"] for c in self.campaigns(limit=5)) or "none"
-            raise NotFoundError(f"no campaign '{ref}' in {describe_url(self.url)}; recent: {known}")
-        raise NotFoundError(f"'{ref}' matches {len(rows)} campaigns ({', '.join(r['id'] for r in rows[:5])}); give more of the id")
+        known = ", ".join(c["id"] for c in self.campaigns(limit=5)) or "none"
+        raise NotFoundError(f"no campaign '{ref}' in {describe_url(self.url)}; recent: {known}")
+
+    def candidates(self, ref: str) -> list[dict]:
+        """Every campaign whose id is ``ref``, starts with it, or whose name it is (latest first)."""
+        with self.engine.connect() as conn:
+            return [dict(r) for r in conn.execute(
+                select(campaign).where(campaign.c.id.startswith(ref, autoescape=True) | (campaign.c.name == ref))
+                .order_by(campaign.c.created_at.desc(), campaign.c.id.desc())).mappings().all()]
 
     def campaigns(self, limit: int = 20) -> list[dict]:
         """The campaigns, latest first (any dated ahead of now first of all: a listing)."""

@@ -21,4 +21,4 @@
 
 # command
 export SUBMITIT_EXECUTOR=slurm
-srun --unbuffered --output '<TMP>/it'"'"'s a '"'"'results'"'"' dir #1 $(id)/jobs/20261121-105700-3f2a/%A_%a_%t_log.out' --error '<TMP>/it'"'"'s a '"'"'results'"'"' dir #1 $(id)/jobs/20261121-105700-3f2a/%A_%a_%t_log.err' --kill-on-bad-exit=1 <PYTHON> -u -m submitit.core._submit '<TMP>/it'"'"'s a '"'"'results'"'"' dir #1 $(id)/jobs/20261121-105700-3f2a'
+srun --unbuffered --output '<TMP>/it'"'"'s a '"'"'results'"'"' dir #1 $(id)/jobs/20261121-105700-3f2a/%A_%a_%t_log.out' --error '<TMP>/it'"'"'s a '"'"'results'"'"' dir #1 $(id)/jobs/20261121-105700-3f2a/%A_%a_%t_log.err' --kill-on-bad-exit=1 <PYTHON> -P -u -m submitit.core._submit '<TMP>/it'"'"'s a '"'"'results'"'"' dir #1 $(id)/jobs/20261121-105700-3f2a'
