@@ -37,10 +37,13 @@ import posixpath
 import re
 import shlex
 import shutil
+import stat
+import sys
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence
 
 from campaign.common.errors import ConfigError, one_line
 from campaign.common.proc import CommandError, run
+from campaign.common.text import printable
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; keeps this module's import light
     from campaign.catalogue.config import ContainerSpec
@@ -310,13 +313,26 @@ def sidecar_text(image: str, limit: int = 65536) -> Optional[str]:
     (the image was rebuilt after it was written), whose digest and record would both lie.
     The one rule for the digest (``image_provenance``) and the build record
     (campaign/launch/arch.py)."""
+    from campaign.common.untrusted import read_head
+
     sidecar = image + SHA256_SUFFIX
     try:
         if os.stat(sidecar).st_mtime_ns < os.stat(image).st_mtime_ns:
             return None  # the image was rebuilt after the sidecar was written
-        with open(sidecar, encoding="utf-8") as f:
-            text = f.read(limit)
-    except (OSError, UnicodeDecodeError):
+    except OSError:
+        return None
+    # it may lie in a shared images folder: a FIFO planted there would block a plain open
+    # (the launch, every job's start); a link is followed (an image and its record may be
+    # linked from such a folder), but only to a regular file, read without blocking
+    data, reason = read_head(sidecar, limit * 4, follow=True)  # limit: characters; UTF-8 takes up to 4 bytes each
+    if data is None:
+        if reason and reason.startswith("is not a regular file"):
+            print(printable(f"warning: container image record {sidecar} {reason}; not read (taken as absent)"),
+                  file=sys.stderr)
+        return None
+    try:
+        text = data.decode("utf-8")[:limit]
+    except UnicodeDecodeError:
         return None
     words = text.split()
     return text if words and _SHA256.match(words[0].lower()) else None
@@ -330,8 +346,15 @@ def _sidecar_sha256(image: str) -> Optional[str]:
 
 def file_sha256(path: str) -> str:
     """sha256 of a file, read in 1 MiB chunks (images are several GB)."""
+    from campaign.common.untrusted import kind
+
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))  # a FIFO: never waited on
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(f"{path} is not a regular file ({kind(mode)})")
+        os.set_blocking(fd, True)
         for chunk in iter(lambda: f.read(_CHUNK), b""):
             h.update(chunk)
     return h.hexdigest()

@@ -110,6 +110,36 @@ def _read(path: Path | str, max_bytes: int, *, whole: bool) -> tuple[Optional[by
         os.close(fd)
 
 
+def read_head(path: Path | str, max_bytes: int, *, follow: bool = False) -> tuple[Optional[bytes], Optional[str]]:
+    """The first ``max_bytes`` of the regular file ``path``, or ``(None, reason)``: opened
+    without blocking (a FIFO with no writer answers at once) and checked on the open file
+    (``fstat``) to be a regular file before anything is read. ``follow``: a symbolic link
+    is followed (its target must be a regular file; for a file that is legitimately linked,
+    such as an image's record beside a linked image); otherwise a link is refused."""
+    try:
+        fd = os.open(path, _READ if not follow else _READ & ~os.O_NOFOLLOW)
+    except OSError as exc:
+        return None, ("is not a regular file (a symbolic link)" if exc.errno == errno.ELOOP
+                      else (exc.strerror or str(exc)))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, f"is not a regular file ({kind(st.st_mode)})"
+        os.set_blocking(fd, True)
+        chunks, left = [], max_bytes
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks), None
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+
+
 def open_append(path: Path | str, mode: int = 0o600) -> int:
     """A file descriptor appending to the regular file ``path`` (made ``mode`` if
     missing), never through a symlink nor into a FIFO or device: OSError otherwise."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Optional, Sequence
 
 from campaign.common.errors import ConfigError
-from campaign.common.outfile import check_output
+from campaign.common.outfile import check_output, write_output
 from campaign.common.text import printable
 
 if TYPE_CHECKING:
@@ -170,13 +170,8 @@ def _shown(spec: ExportFormat, df: "pl.DataFrame") -> str:
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
-    check_output(path)  # never over a results store (campaign.common.outfile)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror}") from exc
-    return path
+    # never over a results store, never through a link nor into a FIFO (campaign.common.outfile)
+    return write_output(path, data)
 
 
 def write(df: "pl.DataFrame", fmt: str, out: Optional[str]) -> Optional[Path]:
@@ -200,7 +195,8 @@ def write_tables(tables: Sequence[tuple[str, str, "pl.DataFrame"]], fmt: str, ou
         folder = Path(out)
         if folder.exists() and not folder.is_dir():
             raise ConfigError(f"--out {folder} is a file; several tables need a folder (--out DIR)")
-        return [_write_bytes(folder / f"{name}.{spec.extension}", spec.writer(df)) for name, _, df in tables]
+        paths = [check_output(folder / f"{name}.{spec.extension}") for name, _, _ in tables]  # all, before any
+        return [_write_bytes(path, spec.writer(df)) for path, (_, _, df) in zip(paths, tables)]
     if spec.binary:
         raise ConfigError(f"{fmt} is binary: give a folder with --out DIR for several tables")
     if spec.show_many:

@@ -10,6 +10,7 @@ from typing import Optional
 import polars as pl
 
 from campaign.common.errors import ConfigError
+from campaign.common.outfile import check_output, write_output
 from campaign.harvest.figure import campaign_label, pyplot, stamp
 from campaign.harvest.plots import (efficiency_figure, epoch_time_figure, platform_comparison_figure, speedup_figure,
                                     throughput_figure, time_figure, utilisation_figure, utilisation_study_figure)
@@ -43,11 +44,20 @@ def write_table_figures(out_dir: str | Path, table: str, df: pl.DataFrame, campa
         except OSError as exc:
             raise ConfigError(f"cannot write figures to {out}: {exc.strerror}") from exc
         stamp(fig, campaign_label(campaign))
-        for ext in ("png", "svg"):
-            path = out / f"{stem}.{ext}"
-            fig.savefig(path, dpi=120 if ext == "png" else None)
-            paths.append(path)
+        paths += save_figure(fig, out, stem)
         pyplot().close(fig)
+    return paths
+
+
+def save_figure(fig, out: Path, stem: str) -> list[Path]:
+    """``out/<stem>.png`` and ``.svg``, each written as campaign.common.outfile writes a
+    file (a new file renamed into place: never through a link planted there, nor into a
+    FIFO; one such is refused in one line before either is written)."""
+    paths = [check_output(out / f"{stem}.{ext}", "--plots") for ext in ("png", "svg")]
+    for path in paths:
+        ext = path.suffix[1:]
+        write_output(path, lambda fh, ext=ext: fig.savefig(fh, format=ext, dpi=120 if ext == "png" else None),
+                     flag="--plots")
     return paths
 
 
@@ -89,15 +99,19 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         "hardware": hardware_figure(hardware) if hardware is not None and hardware.height else None,
         "placement": placement_figure(placement) if placement is not None else None,
     }
-    paths = []
+    paths: list[Path] = []
     label = campaign_label(campaign)
-    for name, fig in figures.items():
-        if fig is None:
-            continue
-        stamp(fig, label)
-        for ext in ("png", "svg"):
-            path = out / f"{name}.{ext}"
-            fig.savefig(path, dpi=120 if ext == "png" else None)
-            paths.append(path)
-        plt.close(fig)
+    try:
+        for name, fig in figures.items():  # every target checked before any figure is written
+            if fig is not None:
+                check_output(out / f"{name}.png", "--plots"), check_output(out / f"{name}.svg", "--plots")
+        for name, fig in figures.items():
+            if fig is None:
+                continue
+            stamp(fig, label)
+            paths += save_figure(fig, out, name)
+    finally:
+        for fig in figures.values():
+            if fig is not None:
+                plt.close(fig)
     return paths

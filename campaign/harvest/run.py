@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from typing import Optional, Sequence
 
 import polars as pl
 
 from campaign.common.errors import ConfigError
+from campaign.common.outfile import check_output
 from campaign.harvest.export import FORMATS, write_tables
 from campaign.harvest.query import FILTERS, POINT_IDS
 from campaign.harvest import tables as registry
@@ -171,6 +173,8 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         raise ConfigError(f"--loss-threshold {loss_threshold}: give a finite number, e.g. 0.5")
     if x is not None and plots is None:
         raise ConfigError(f"--x {x} sets the figures' x axis; add --plots DIR")
+    if out is not None and not os.path.isdir(out):  # a file: refused before the store is read, as report does
+        check_output(out)  # a link, FIFO or store there (campaign.common.outfile); written the same way
     if efficiency_floor is not None:
         if table not in ("model", "all"):
             raise ConfigError(f"--efficiency-floor goes with --table model (or all), not --table {table}")

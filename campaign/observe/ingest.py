@@ -27,6 +27,7 @@ scheduler has forgotten the job.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Iterable, Optional
@@ -40,7 +41,7 @@ from campaign.common.jobfolder import SPOOL_FOLDER_FORM, SPOOL_FORM, spool_campa
 from campaign.store import Store, open_store
 from campaign.store.resolve import campaign_for_write
 from campaign.common.text import printable
-from campaign.common.untrusted import read_bytes
+from campaign.common.untrusted import open_append, read_bytes
 from campaign_sql.ops import ROW_TABLES, AttemptKey, apply_op
 from campaign_sql.schema import point
 
@@ -156,7 +157,7 @@ def _quarantine_lines(path: Path, bad: list[tuple[int, bytes, str]]) -> None:
     line as it was>``), one warning each; its other lines are applied."""
     kept = path.with_name(path.name + ".bad")
     try:
-        with open(kept, "ab") as f:
+        with os.fdopen(open_append(kept), "ab") as f:  # never through a link, nor into a FIFO
             f.writelines(b"%d\t%s\n" % (i, raw) for i, raw, _ in bad)
     except OSError as exc:
         raise StoreError(f"cannot keep the malformed lines of spool file {path}: {exc.strerror}") from exc

@@ -13,11 +13,9 @@ the machine's locale and time zone. Reads the store, never writes it.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
-from campaign.common.errors import ConfigError
-from campaign.common.outfile import check_output
+from campaign.common.outfile import check_output, write_output
 from campaign.common.text import printable
 from campaign.report import sections
 from campaign.report.data import ReportData
@@ -94,11 +92,7 @@ def write_report(store_url: str, refs: Sequence[str] = (), out: Optional[str] = 
         sys.stdout.buffer.write(page.encode("utf-8"))
         sys.stdout.buffer.flush()
         return 0
-    path = Path(out)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path}: {exc.strerror}; give another --out FILE") from exc
+    # never through a link nor into a FIFO, never over a store (campaign.common.outfile)
+    path = write_output(out, page.encode("utf-8"), hint="; give another --out FILE")
     print(printable(f"wrote {path}"), file=sys.stderr)
     return 0

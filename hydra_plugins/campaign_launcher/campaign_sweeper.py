@@ -101,7 +101,7 @@ class CampaignSweeper(Sweeper):
         )
 
     def sweep(self, arguments: List[str]) -> Any:
-        from campaign.launch.sweep import check_returns, save_multirun_yaml
+        from campaign.launch.sweep import check_record, check_returns, save_multirun_yaml
 
         from campaign.catalogue.config import is_campaign_config
         from campaign.launch.preflight import writable_here
@@ -121,6 +121,7 @@ class CampaignSweeper(Sweeper):
 
         self.launcher.on_stored = None
         if record is not None and is_campaign_config(self.config):
+            check_record(record)  # a planted link or FIFO: one line (exit 2), before anything is stored
             writable_here(record.parent, "results_dir's Hydra record folder")  # one line (exit 2), making nothing
             self.launcher.on_stored = keep
         elif record is not None:
