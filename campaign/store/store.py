@@ -51,9 +51,14 @@ def find_campaign_noted(store: "Store", ref: str | None) -> dict:
 
     from campaign.common.text import printable
 
+    from campaign.store.typed import typed_created_at
+
     found, note = store.find_campaign(ref)
     if note:
         print(f"note: {printable(note)}", file=sys.stderr)
+    found, warnings = typed_created_at(found)  # a date no clock shows: read as none, said once
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
     return found
 
 
