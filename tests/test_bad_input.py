@@ -10,7 +10,7 @@ from campaign_sql.schema import SCHEMA_VERSION
 from conftest import TINY
 
 BAD_LAUNCHES = [
-    (["platform=h200"], "error: unknown platform 'h200'; available: a100, a100_nvlink_40, a100_nvlink_80, h100, local, local_gpu, v100"),
+    (["platform=h200"], "error: unknown platform 'h200'; available: a100, a100_nvlink_40, a100_nvlink_80, a6000, h100, local, local_gpu, t4, v100"),
     (["-m", "platform=local,h200"], "unknown platform 'h200'; available: a100, a100_nvlink_40"),
     (["-m", "gpus=1", "nosuchkey=1,2"], "unknown config key 'nosuchkey'; valid keys: platform, experiment"),
     (["-m", "trainer=nosuch"], "error: unknown trainer 'nosuch'; available:"),
