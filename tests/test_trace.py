@@ -309,3 +309,27 @@ def test_campaign_trace_of_a_file_that_is_not_a_trace(tmp_path):
     assert res.returncode == 2 and res.stdout == ""
     assert res.stderr == f"error: {bad}: not a chrome trace (no traceEvents list); expected a file written by " \
                          f"torch.profiler's export_chrome_trace\n"
+
+
+TITLE, CLEAR = "\x1b]0;pwned\x07", "\x1b[2J"
+
+
+def test_campaign_trace_escapes_the_names_a_crafted_trace_holds(tmp_path):
+    """Issue 41: kernel, operator and device names are whoever wrote the file's; on a
+    terminal they set the window's title and cleared the screen."""
+    trace = {"deviceProperties": [{"id": 0, "name": f"GPU{TITLE}"}], "traceEvents": [
+        _x(f"aten::mm{CLEAR}", 0, 100, cat="cpu_op", pid=1, tid=1, **{"External id": 5}),
+        _x(f"gemm{TITLE}", 10, 50, tid=7, **{"External id": 5}),
+    ]}
+    path = tmp_path / f"evil{CLEAR}.json.gz"
+    with gzip.open(path, "wt") as fh:
+        json.dump(trace, fh)
+    res = _campaign(str(path))
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout + res.stderr
+    assert "GPU\\x1b]0;pwned\\x07" in res.stdout and "gemm\\x1b]0;pwned\\x07" in res.stdout
+    assert "aten::mm\\x1b[2J" in res.stdout and "evil\\x1b[2J.json.gz: top kernels by time" in res.stdout
+    res = _campaign(str(path), "--json")  # data: valid JSON, the escape written by json itself
+    assert res.returncode == 0 and "\x1b" not in res.stdout, res.stderr
+    (fig,) = json.loads(res.stdout)
+    assert fig["top_kernels"][0]["name"] == f"gemm{TITLE}" and fig["devices"][0]["name"] == f"GPU{TITLE}"

@@ -59,8 +59,8 @@ def shapes(section: Mapping[str, Any]) -> str:
     parts = []
     if section.get("image_size") is not None:
         parts.append(f"{section['image_size']}px")
-    channels = int(section.get("channels") or 3)
-    if channels != 3:
+    channels = section.get("channels") or 3  # a stored config may hold anything (campaign.store.typed)
+    if channels != 3 and isinstance(channels, int):
         parts.append(f"{channels}-channel")
     if section.get("num_classes") is not None:
         parts.append(f"{section['num_classes']} classes")

@@ -16,6 +16,7 @@ from campaign.cli.parser import CAMPAIGN_HELP, INT64, command, store_arg
 EPILOG = """examples:
   campaign harvest
   campaign harvest --to csv --out results/scaling.csv
+  campaign harvest --to csv --raw --out results/scaling.csv   # text cells as stored (no ' before =, +, -, @)
   campaign harvest 20261121-1057 --to markdown --platform v100 --platform a100
   campaign harvest --table all --to parquet --out results/tables/
   campaign harvest --compare reference --where gpus=2,4
@@ -40,6 +41,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     hv.add_argument("--to", dest="fmt", default=None,
                     help=format_help() + "; without it, --out FILE's extension chooses (.csv, .json, .md, .parquet)")
     hv.add_argument("--out", default=None, help="write to this file instead of standard output (-: standard output)")
+    hv.add_argument("--raw", action="store_true",
+                    help="csv and markdown: text cells as stored; by default a csv cell starting with =, +, -, @ "
+                         "(a spreadsheet formula) gets a ' before it, and markdown escapes |, \\ and HTML")
     for key in ("platform", "trainer", "experiment"):
         hv.add_argument(f"--{key}", action="append", help=f"only these {key}s (repeatable)")
     hv.add_argument("--gpus", action="append", type=INT64, help="only these GPU counts (repeatable)")
@@ -72,4 +76,5 @@ def harvest(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     fmt = args.fmt or format_of(out)
     return harvest_campaign(args.campaign, store_url=args.store, fmt=fmt, out=out, where=where,
                             where_items=args.where, table=args.table, compare=args.compare, plots=args.plots,
-                            loss_threshold=args.loss_threshold, efficiency_floor=args.efficiency_floor, x=args.x)
+                            loss_threshold=args.loss_threshold, efficiency_floor=args.efficiency_floor, x=args.x,
+                            raw=args.raw)

@@ -11,8 +11,12 @@ One table goes to a file (``--out FILE``) or standard output. Several tables
 output, one after another under their headings (csv: a ``# name: title`` line before
 each; json: one object keyed by table name; a binary format needs a folder).
 
-Files keep the data as it is. What goes to standard output (a terminal, or a pipe a
-terminal may show) has its text cells, column names and titles escaped
+Files keep the data as it is, but for what would act on it where the file is read:
+CSV text cells starting like a spreadsheet formula (``=``, ``+``, ``-``, ``@``, tab, CR)
+get a ``'`` before them, and markdown cells have ``|``, ``\\`` and HTML escaped and
+newlines as ``<br>`` (``ExportFormat.safe``); ``--raw`` keeps them as stored. What goes
+to standard output (a terminal, or a pipe a terminal may show) has its text cells,
+column names and titles escaped
 (campaign.common.text.printable: a campaign name or override value from the store cannot
 retitle the window or reorder the line), and JSON there is pure ASCII (``\\u`` escapes).
 """
@@ -55,6 +59,9 @@ class ExportFormat:
     show: Optional[Callable[["pl.DataFrame"], str]] = None
     # several (name, title, frame) tables on standard output as one document; None: each under its heading
     show_many: Optional[Callable[[Sequence[tuple[str, str, "pl.DataFrame"]]], str]] = None
+    # the frame made safe for what reads the file (a markdown renderer, a spreadsheet) before the
+    # writer sees it, file or standard output; --raw skips it. None: written as it is
+    safe: Optional[Callable[["pl.DataFrame"], "pl.DataFrame"]] = None
 
 
 FORMATS: dict[str, ExportFormat] = {}  # name -> format, in name order (the order --help and errors list)
@@ -133,13 +140,44 @@ def _ascii_json(text: str) -> str:
     return json.dumps(json.loads(text), separators=(",", ":"))
 
 
+def _text_cells(df: "pl.DataFrame", fix: Callable[[str], str]) -> "pl.DataFrame":
+    """``df`` with ``fix`` applied to its text cells and column names (numbers never)."""
+    import polars as pl
+
+    text = [c for c, t in df.schema.items() if t == pl.Utf8]
+    if text:
+        df = df.with_columns(pl.col(c).map_elements(fix, return_dtype=pl.Utf8) for c in text)
+    names = {c: fix(c) for c in df.columns if fix(c) != c}
+    return df.rename(names) if names else df
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet reads as a formula (CSV injection)
+
+
+def defused(cell: str) -> str:
+    """A CSV text cell a spreadsheet shows as text: ``'`` before one that starts like a formula."""
+    return "'" + cell if cell.startswith(FORMULA_START) else cell
+
+
+_MARKDOWN = str.maketrans({"\\": "\\\\", "|": "\\|", "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "<br>",
+                           "\r": ""})
+
+
+def markdown_cell(cell: str) -> str:
+    """A markdown table cell that renders as the text it holds: ``|`` and ``\\`` backslash-escaped
+    (the row keeps its columns), HTML entity-escaped (``<script>`` is text), newlines ``<br>``."""
+    return cell.translate(_MARKDOWN)
+
+
 for _fmt in (
     ExportFormat("csv", "csv", lambda df: df.write_csv().encode(),
-                 heading=lambda name, title: printable(f"# {name}: {title}") + "\n"),
+                 heading=lambda name, title: printable(f"# {name}: {title}") + "\n",
+                 safe=lambda df: _text_cells(df, defused)),
     ExportFormat("json", "json", lambda df: (df.write_json() + "\n").encode(),
                  show=lambda df: _ascii_json(df.write_json()) + "\n",
                  show_many=lambda tables: json.dumps({n: json.loads(df.write_json()) for n, _, df in tables}) + "\n"),
-    ExportFormat("markdown", "md", _tabulated("github"), heading=lambda name, title: printable(f"## {title}") + "\n\n"),
+    ExportFormat("markdown", "md", _tabulated("github"), safe=lambda df: _text_cells(df, markdown_cell),
+                 heading=lambda name, title: printable(f"## {markdown_cell(title)}") + "\n\n"),
     ExportFormat("parquet", "parquet", _parquet, binary=True),
     ExportFormat("table", "txt", _tabulated("simple")),
 ):
@@ -150,23 +188,26 @@ for _fmt in (
 
 def printable_frame(df: "pl.DataFrame") -> "pl.DataFrame":
     """``df`` with its text cells and column names escaped (campaign.common.text.printable)."""
-    import polars as pl
-
-    text = [c for c, t in df.schema.items() if t == pl.Utf8]
-    if text:
-        df = df.with_columns(pl.col(c).map_elements(printable, return_dtype=pl.Utf8) for c in text)
-    names = {c: printable(c) for c in df.columns if printable(c) != c}
-    return df.rename(names) if names else df
+    return _text_cells(df, printable)
 
 
 def render(df: "pl.DataFrame", fmt: str) -> bytes:
-    """One table in one format (absent values: empty in csv, null in json, "-" in text)."""
+    """One table in one format, its data as stored (absent values: empty in csv, null in json, "-" in text)."""
     return get_format(fmt).writer(df)
 
 
-def _shown(spec: ExportFormat, df: "pl.DataFrame") -> str:
-    """One table as standard output shows it (escaped)."""
-    return spec.show(df) if spec.show else spec.writer(printable_frame(df)).decode()
+def _safe(spec: ExportFormat, df: "pl.DataFrame", raw: bool) -> "pl.DataFrame":
+    return df if raw or spec.safe is None else spec.safe(df)
+
+
+def _written(spec: ExportFormat, df: "pl.DataFrame", raw: bool) -> bytes:
+    """One table as its file holds it: made safe for its readers (``spec.safe``) unless ``raw``."""
+    return spec.writer(_safe(spec, df, raw))
+
+
+def _shown(spec: ExportFormat, df: "pl.DataFrame", raw: bool = False) -> str:
+    """One table as standard output shows it (made safe unless ``raw``, then escaped)."""
+    return spec.show(df) if spec.show else spec.writer(printable_frame(_safe(spec, df, raw))).decode()
 
 
 def _write_bytes(path: Path, data: bytes) -> Path:
@@ -174,29 +215,31 @@ def _write_bytes(path: Path, data: bytes) -> Path:
     return write_output(path, data)
 
 
-def write(df: "pl.DataFrame", fmt: str, out: Optional[str]) -> Optional[Path]:
-    """Write to ``out`` (a file, made with its folder) or standard output."""
+def write(df: "pl.DataFrame", fmt: str, out: Optional[str], *, raw: bool = False) -> Optional[Path]:
+    """Write to ``out`` (a file, made with its folder) or standard output; ``raw``: text
+    cells as stored, not made safe for a spreadsheet or a markdown renderer (--raw)."""
     spec = get_format(fmt)
     if out is None:
         if spec.binary:
             raise ConfigError(f"{fmt} is binary: give a file with --out PATH")
-        sys.stdout.write(_shown(spec, df))
+        sys.stdout.write(_shown(spec, df, raw))
         return None
-    return _write_bytes(Path(out), spec.writer(df))
+    return _write_bytes(Path(out), _written(spec, df, raw))
 
 
-def write_tables(tables: Sequence[tuple[str, str, "pl.DataFrame"]], fmt: str, out: Optional[str]) -> list[Path]:
+def write_tables(tables: Sequence[tuple[str, str, "pl.DataFrame"]], fmt: str, out: Optional[str], *,
+                 raw: bool = False) -> list[Path]:
     """Write (name, title, frame) tables: one as ``write`` does, several as the module says."""
     spec = get_format(fmt)
     if len(tables) == 1:
-        path = write(tables[0][2], fmt, out)
+        path = write(tables[0][2], fmt, out, raw=raw)
         return [path] if path else []
     if out is not None:
         folder = Path(out)
         if folder.exists() and not folder.is_dir():
             raise ConfigError(f"--out {folder} is a file; several tables need a folder (--out DIR)")
         paths = [check_output(folder / f"{name}.{spec.extension}") for name, _, _ in tables]  # all, before any
-        return [_write_bytes(path, spec.writer(df)) for path, (_, _, df) in zip(paths, tables)]
+        return [_write_bytes(path, _written(spec, df, raw)) for path, (_, _, df) in zip(paths, tables)]
     if spec.binary:
         raise ConfigError(f"{fmt} is binary: give a folder with --out DIR for several tables")
     if spec.show_many:
@@ -206,5 +249,5 @@ def write_tables(tables: Sequence[tuple[str, str, "pl.DataFrame"]], fmt: str, ou
         if i:
             sys.stdout.write("\n")
         sys.stdout.write(spec.heading(name, title))
-        sys.stdout.write(_shown(spec, df))
+        sys.stdout.write(_shown(spec, df, raw))
     return []

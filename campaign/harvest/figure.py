@@ -25,6 +25,9 @@ def pyplot():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # Labels hold the store's text (platform, trainer, campaign names: whoever wrote the
+    # store chose them): drawn literally, never parsed as mathtext (a "$\\sqrt{$" ended the drawing)
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -68,9 +71,11 @@ def campaign_label(campaign: Optional[dict]) -> Optional[str]:
         return None
     import time
 
+    from campaign.store.typed import is_date
+
     parts = [str(campaign["name"])] if campaign.get("name") else []
     parts.append(f"campaign {campaign['id']}")
-    if campaign.get("created_at"):
+    if is_date(campaign.get("created_at")):  # a store's number beyond any date is left out
         parts.append(time.strftime("%Y-%m-%d", time.localtime(float(campaign["created_at"]))))
     return " · ".join(parts)
 

@@ -104,10 +104,13 @@ def completed_where(store, campaign: dict, where: Optional[dict]) -> tuple[dict,
     (campaign.observe.state, as campaign status shows them), with the points and warnings."""
     from campaign.observe.state import completed_ids, effective_points
 
+    from campaign.store.typed import LEFT_OUT
+
     points, warnings = effective_points(store, campaign)
     done = completed_ids(points)
     out = dict(where or {})
-    if len(done) < len(points):  # all completed (the usual case): no id list to bind
+    # all completed, none left out at the door (the usual case): no id list to bind
+    if len(done) < len(points) or any(w.endswith(LEFT_OUT) for w in warnings):
         out[POINT_IDS] = done
     return out, points, warnings
 
@@ -157,9 +160,10 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
             where: Optional[dict] = None, table: str = "scaling", compare: Optional[str] = None,
             plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None,
             loss_threshold: Optional[float] = None, efficiency_floor: Optional[float] = None,
-            x: Optional[str] = None) -> int:
+            x: Optional[str] = None, raw: bool = False) -> int:
     """Harvest one campaign: print or write its tables (or a comparison), draw its figures
-    (``x``: what time, speedup, efficiency, throughput and the breakdown are drawn against)."""
+    (``x``: what time, speedup, efficiency, throughput and the breakdown are drawn against;
+    ``raw``: CSV and markdown text cells as stored, campaign.harvest.export)."""
     from campaign.store import find_campaign_noted, open_store
 
     if fmt not in FORMATS:
@@ -185,7 +189,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         if "image" in where:  # an attempt's image is the point tables' filter (the attempt they read)
             raise ConfigError(f"--where image= narrows the tables of completed points, not --table {table}; "
                               f"use --where with {', '.join(k for k in FILTERS if k != 'image')}")
-        return _campaign_table(table, ref, store_url, fmt, out, options, plots, where)
+        return _campaign_table(table, ref, store_url, fmt, out, options, plots, where, raw=raw)
     wanted = registry.POINT_TABLES if table == "all" else (table,)  # read now: a table registered later counts
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
@@ -245,7 +249,7 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         selected = [(n, t, _terminal(n, df)) for n, t, df in selected]  # escaped by write_tables (stdout)
         if len(selected) == 1:
             print(f"{selected[0][1]}\n")
-    for path in write_tables(selected, fmt, out):
+    for path in write_tables(selected, fmt, out, raw=raw):
         print(printable(f"wrote {path}"), file=sys.stderr)
     if plots is not None:
         from campaign.harvest.figures import write_figures
@@ -308,7 +312,8 @@ def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict
 
 
 def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out: Optional[str],
-                    options: Optional[dict] = None, plots: Optional[str] = None, where: Optional[dict] = None) -> int:
+                    options: Optional[dict] = None, plots: Optional[str] = None, where: Optional[dict] = None,
+                    raw: bool = False) -> int:
     """A table built from the store and the campaign, not its completed points (``attempts``:
     every attempt, whatever its state; campaign/harvest/attempts.py), narrowed to the points
     ``where`` (--gpus, --platform, --where) selects, by their ``idx``."""
@@ -327,7 +332,7 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
         print(f"warning: {printable(w)}", file=sys.stderr)
     if fmt == "table" and out is None:
         print(printable(f"campaign {campaign['id']}"), title, "", sep="\n")
-    for path in write_tables([(name, title, df)], fmt, out):
+    for path in write_tables([(name, title, df)], fmt, out, raw=raw):
         print(printable(f"wrote {path}"), file=sys.stderr)
     if plots is not None:
         from campaign.harvest.figures import write_table_figures

@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 from campaign.backends import EXECUTORS, get_backend
 from campaign.backends.base import Observed
 from campaign.common.bounded import is_unreadable
+from campaign.store.typed import typed_points
 from campaign.common.errors import SchedulerError
 from campaign.common.ids import shown
 from campaign.common.jobfolder import SPOOL_GLOB, spool_dir, spool_key
@@ -138,12 +139,12 @@ def effective_points(store, campaign: dict, *, now: Optional[float] = None) -> t
     and warnings. Reads the store, asks the executors about the points the store has
     unfinished, looks at the spool folder; writes nothing."""
     now = time.time() if now is None else now
-    points = store.points(campaign["id"])
+    points, refused = typed_points(campaign["id"], store.points(campaign["id"]))  # typed at the door
     spooled = spool_waiting(campaign)
     active = [p for p in points if p["state"] in ACTIVE_STATES and p.get("job_id") and not spooled.get(p["id"])]
     seen, warnings = observe(active) if active else ({}, [])
     return [derive(p, seen.get(p["id"]), spooled.get(p["id"], 0), now=now, registered_at=campaign.get("created_at"))
-            for p in points], unreadable_warnings(campaign, points) + warnings
+            for p in points], refused + unreadable_warnings(campaign, points) + warnings
 
 
 STORED_JSON = ("config", "overrides")  # a point's JSON that says what the point is

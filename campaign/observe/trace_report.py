@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 from tabulate import tabulate
 
 from campaign.common.errors import ConfigError
+from campaign.common.text import printable
 
 NAME_WIDTH = 80  # kernel names are whole C++ signatures: the terminal shows their start
 
@@ -21,7 +22,14 @@ def _ms(seconds: Optional[float]) -> Optional[float]:
 
 
 def _short(name: str) -> str:
+    """A name from the trace (whoever wrote the file chose it) escaped, then cut to NAME_WIDTH."""
+    name = printable(name) or ""
     return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 3] + "..."
+
+
+def _cell(value):
+    """A table cell: text escaped (campaign.common.text.printable), numbers as they are, None as "-"."""
+    return "-" if value is None else printable(value)
 
 
 def summary_rows(figs) -> list[dict]:
@@ -47,22 +55,22 @@ def render(figs, top: int) -> str:
     cols = ["trace", "rank", "device", "window", "span_ms", "gpu_busy_ms", "gpu_util", "cpu_op_ms", "cpu_util",
             "cpu_busy_cores", "comm_ms", "exposed_comm_ms", "kernels"]
     rows = summary_rows(figs)
-    parts = [tabulate([[("-" if r[c] is None else r[c]) for c in cols] for r in rows], headers=cols,
+    parts = [tabulate([[_cell(r[c]) for c in cols] for r in rows], headers=cols,
                       tablefmt="simple", disable_numparse=True)]
     for f in figs:
         if top <= 0:
             break
         if f.top_kernels:
-            parts.append(f"\n{f.file}: top kernels by time")
-            parts.append(tabulate([[_ms(k["total_s"]), k["calls"], k["device"], _short(k["name"])]
+            parts.append(f"\n{printable(f.file)}: top kernels by time")
+            parts.append(tabulate([[_ms(k["total_s"]), _cell(k["calls"]), _cell(k["device"]), _short(k["name"])]
                                    for k in f.top_kernels[:top]], headers=["ms", "calls", "device", "kernel"],
                                   tablefmt="simple", disable_numparse=True))
         if f.top_operators:
             by = "device time of their kernels" if f.devices else "self time"
-            parts.append(f"\n{f.file}: top operators by {by}")
+            parts.append(f"\n{printable(f.file)}: top operators by {by}")
             head = (["device_ms"] if f.devices else []) + ["self_ms", "total_ms", "calls", "operator"]
             parts.append(tabulate([([_ms(o["device_s"])] if f.devices else []) + [
-                _ms(o["self_s"]), _ms(o["total_s"]), o["calls"], _short(o["name"])] for o in f.top_operators[:top]],
+                _ms(o["self_s"]), _ms(o["total_s"]), _cell(o["calls"]), _short(o["name"])] for o in f.top_operators[:top]],
                 headers=head, tablefmt="simple", disable_numparse=True))
     return "\n".join(parts)
 
@@ -99,8 +107,8 @@ def show_traces(paths: Sequence[str], *, as_json: bool = False, top: int = 5) ->
         figs = [read_trace(p, top=max(top, 1)) for p in trace_files(paths)]
     except TraceError as exc:
         raise ConfigError(str(exc)) from None
-    if as_json:
-        print(json.dumps([f.to_dict() for f in figs], indent=2))
+    if as_json:  # data: json's own escapes (ensure_ascii: an ESC byte is written \u001b), valid JSON still
+        print(json.dumps([f.to_dict() for f in figs], indent=2, ensure_ascii=True))
     else:
         print(render(figs, top))
     return 0

@@ -50,7 +50,12 @@ def find_campaign_noted(store: "Store", ref: str | None) -> dict:
     ``campaign status NAME``/``harvest NAME`` print."""
     from campaign.store.resolve import campaign_for_read
 
-    return campaign_for_read(store, ref)
+    from campaign.store.typed import typed_created_at
+
+    found, warnings = typed_created_at(campaign_for_read(store, ref))  # a date no clock shows: read as none, said once
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return found
 
 
 def describe_url(url: str) -> str:
