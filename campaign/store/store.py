@@ -48,8 +48,9 @@ def find_campaign_noted(store: "Store", ref: str | None) -> dict:
     """``store.find_campaign(ref)`` for a read command, saying on stderr (a line each)
     which campaign a doubtful reference took (``campaign.store.resolve``): what
     ``campaign status NAME``/``harvest NAME`` print."""
-    from campaign.store.resolve import campaign_for_read
+    import sys
 
+    from campaign.store.resolve import campaign_for_read
     from campaign.store.typed import typed_created_at
 
     found, warnings = typed_created_at(campaign_for_read(store, ref))  # a date no clock shows: read as none, said once
