@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
 CAMPAIGN = str(Path(PYTHON).with_name("campaign"))
 SLEEP = 0.03  # an injected delay: large beside a tiny backbone's CPU iteration, small for a test
+TOL = 0.01  # between two marks on a loaded machine (a third of SLEEP: a misplaced delay still shows)
 
 
 def _ctx(rank: int = 0, world: int = 1) -> DistContext:
@@ -81,9 +82,9 @@ def test_training_figures_tile_the_iteration_and_a_slow_update_is_computation(en
     assert len(study["study.compute"]) == len(study["study.comm_barrier"]) == 5
     for row, compute, barrier in zip(rec.rows(), study["study.compute"], study["study.comm_barrier"]):
         # zero_grad .. step + the barrier = the iteration less its data wait (a few laps' microseconds)
-        assert abs(compute + barrier - (row["iter_s"] - row["data_s"])) < 2e-3
+        assert abs(compute + barrier - (row["iter_s"] - row["data_s"])) < TOL
         assert compute >= SLEEP
-        assert barrier < 2e-3  # one process: no peer to wait for
+        assert barrier < TOL  # one process: no peer to wait for
     rows = {r["phase"]: r for r in trainer.breakdown_rows()}
     assert rows["study.compute"]["count"] == rows["study.comm_barrier"]["count"] == 4  # the timed window only
     assert rows["study.compute"]["total_s"] == pytest.approx(sum(study["study.compute"][1:]))
@@ -109,8 +110,8 @@ def test_inference_compute_is_the_forward_and_sync_is_apart(engine):
     assert set(study) == {"study.compute", "study.comm_sync"}
     for row, compute, sync in zip(rec.rows(), study["study.compute"], study["study.comm_sync"]):
         assert compute >= SLEEP
-        assert sync < 2e-3  # CPU: no device to wait for
-        assert abs(compute + sync - (row["iter_s"] - row["data_s"])) < 2e-3
+        assert sync < TOL  # CPU: no device to wait for
+        assert abs(compute + sync - (row["iter_s"] - row["data_s"])) < TOL
     rows = {r["phase"]: r for r in trainer.breakdown_rows()}
     assert rows["study.compute"]["count"] == 3 and rows["study.compute"]["mean_s"] >= SLEEP
     trainer.close()
@@ -234,7 +235,7 @@ def test_two_ranks_a_slow_peer_is_the_barrier_and_they_stop_together(tmp_path):
         assert r1["study"]["study.comm_barrier"][i] < SLEEP * 0.5
     for r in (r0, r1):
         for row, c, b in zip(r["rows"], r["study"]["study.compute"], r["study"]["study.comm_barrier"]):
-            assert abs(c + b - (row["iter_s"] - row["data_s"])) < 2e-3
+            assert abs(c + b - (row["iter_s"] - row["data_s"])) < TOL
 
 
 # ---------------------------------------------------------------------------- through campaign

@@ -36,23 +36,23 @@ def _table(stdout: str) -> list[list[str]]:
 
 
 def test_the_dry_run_table(ws):
-    res = ws.launch("-m", "platform=v100,a100", "gpus=1,4", "trainer=sleep", "trainer.optimizer=sgd,adamw",
+    res = ws.launch("-m", "platform=v100,a100", "gpus=1,4", "trainer=sleep", "seed=0,1",
                     "experiment.base_iterations=100", EMULATED_GPUS, "--dry-run")
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     assert lines[0] == "dry run: 8 point(s) in 4 sbatch job array(s); nothing is submitted or stored"
     assert lines[1] == "every point: trainer=sleep experiment=weak_scaling"
-    assert lines[2].split() == ["#", "platform", "gpus", "nodes", "partition", "time", "limit", "trainer.optimizer",
+    assert lines[2].split() == ["#", "platform", "gpus", "nodes", "partition", "time", "limit", "seed",
                                 "img/GPU", "global", "batch", "iterations", "array", "est.", "time", "GPU-h", "rate",
                                 "from"]
     rows = _table(res.stdout)
-    # points with the same resources share an array: the two optimizers of each platform and GPU count
+    # points with the same resources share an array: the two seeds of each platform and GPU count
     # the schedule (experiment.base_iterations is set): 8 images per GPU, N x 8 globally, 100/N iterations
     assert [(r[7], r[8], r[9]) for r in rows] == [("8", str(8 * int(r[2])), str(100 // int(r[2]))) for r in rows]
     assert [(r[1], r[2], r[6], r[10]) for r in rows] == [
-        ("v100", "1", "sgd", "A1[0]"), ("v100", "1", "adamw", "A1[1]"), ("v100", "4", "sgd", "A2[0]"),
-        ("v100", "4", "adamw", "A2[1]"), ("a100", "1", "sgd", "A3[0]"), ("a100", "1", "adamw", "A3[1]"),
-        ("a100", "4", "sgd", "A4[0]"), ("a100", "4", "adamw", "A4[1]")]
+        ("v100", "1", "0", "A1[0]"), ("v100", "1", "1", "A1[1]"), ("v100", "4", "0", "A2[0]"),
+        ("v100", "4", "1", "A2[1]"), ("a100", "1", "0", "A3[0]"), ("a100", "1", "1", "A3[1]"),
+        ("a100", "4", "0", "A4[0]"), ("a100", "4", "1", "A4[1]")]
     assert {(r[3], r[4], r[5]) for r in rows} == {("1", "v100", "24:00:00"), ("1", "a100", "24:00:00")}
     # the sleep trainer's law: 105 iterations (5 warm-up) x N*B*t(N) s, after the stated start-up
     for r in rows:

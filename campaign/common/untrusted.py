@@ -175,7 +175,7 @@ def check_shared_folder(folder: Path | str, what: str) -> None:
     place. ConfigError with the fix otherwise; a missing folder passes."""
     try:
         st = os.stat(folder)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # missing, or under a file: the writable check says which
         return
     except OSError as exc:
         raise ConfigError(f"{what} {folder} cannot be checked: {exc.strerror or exc}; fix its permissions") from None
