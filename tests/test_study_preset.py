@@ -252,3 +252,37 @@ def test_the_companion_twins_are_their_grids_reduced(study, count, tmp_path):
         assert p["config"]["dataset"]["root"].startswith(str(ws.results / "datasets"))
         assert p["resources"]["partition"] == "a100" and p["resources"]["cpus_per_task"] == 1
     assert "note: would write a full stand-in of" in stderr and not ws.results.exists()
+
+
+def test_the_dataparallel_dry_run_names_the_studys_trainable_parameters(tmp_path):
+    """Section 4: "SqueezeNet10 (5130 params), AlexNet (54575114 params), ResNet18 (5130 params),
+    DenseNet121 (21020682 params), VGG16 (119586826 params)" and VGG16's 55599114, 26750986."""
+    ws = Workspace(tmp_path).away_from_slurm()
+    points, _ = _json_points(ws, "study=dataparallel_a6000", "dataset.root=/data/mnist")
+    counts = {(_axis(p, "trainer.params.backbone"), _axis(p, "trainer.params.hidden")): p["trainable_parameters"]
+              for p in points}
+    assert counts == {("vgg16", "4096"): 119_586_826, ("vgg16", "2048"): 55_599_114, ("vgg16", "1024"): 26_750_986,
+                      ("alexnet", "4096"): 54_575_114, ("densenet121", "4096"): 21_020_682,
+                      ("resnet18", "4096"): 5_130, ("squeezenet1_0", "4096"): 5_130}
+    table = ws.launch("-m", "study=dataparallel_a6000", "dataset.root=/data/mnist", "--dry-run").stdout
+    assert "trainable" in table.splitlines()[2] and "119,586,826" in table
+
+
+def test_the_declared_counts_are_the_built_models():
+    """The torch-free count (trainers/specs/frozen_backbone.py) against the heads the trainer builds,
+    on the meta device (no memory, no weights)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    from trainers.models.classifier import _builder, _strip_head, make_head
+    from trainers.specs.frozen_backbone import FEATURES, trainable_parameters
+
+    for name, features in FEATURES.items():
+        with torch.device("meta"):
+            _, built = _strip_head(name, _builder(name)())
+        assert built == features, name
+        for classifier, hidden in (("linear", 4096), ("mlp", 64)):
+            with torch.device("meta"):
+                head = make_head(built, hidden, 10, classifier)
+            config = {"trainer": {"params": {"backbone": name, "classifier": classifier, "hidden": hidden}},
+                      "dataset": {"num_classes": 10}}
+            assert trainable_parameters(config) == sum(p.numel() for p in head.parameters()), (name, classifier)

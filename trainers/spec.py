@@ -147,6 +147,10 @@ class TrainerDef:
     # PATH). The launch fetches each named file once into <results_dir>/weights/
     # (campaign/launch/weights.py) and writes what the job loads into ``params.weights_file``.
     named_weights: Optional[Callable[[Mapping[str, Any]], Optional[Any]]] = None
+    # Its trainable parameters from a point's config, without building the model: fn(config)
+    # -> int or None (unknown). The dry run shows them where its points differ (the
+    # DataParallel study names its runs by them).
+    trainable_parameters: Optional[Callable[[Mapping[str, Any]], Optional[int]]] = None
 
     @property
     def engines(self) -> tuple[str, ...]:

@@ -79,13 +79,16 @@ def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence
     shared = [f"{a}={points[0].config[a]['name']}" for a in ("trainer", "experiment") if a not in axes]
     where = _where(arrs)
     sched = schedule_columns(points)
-    headers = ["#", "platform", "gpus", "nodes", "partition", "time limit", *axes, *names, *sched, "array",
-               "est. time", "GPU-h", "rate from"]
+    counts = [trainable_of(p) for p in points]
+    shown_counts = len({c for c in counts if c is not None}) > 1  # where they differ: the DataParallel study's axis
+    headers = ["#", "platform", "gpus", "nodes", "partition", "time limit", *axes, *names, *sched,
+               *(["trainable"] if shown_counts else []), "array", "est. time", "GPU-h", "rate from"]
     rows = []
-    for p, vals, c in zip(points, values, cost.points):
+    for p, vals, c, n in zip(points, values, cost.points, counts):
         rows.append([p.idx, p.platform, p.gpus, p.nodes, p.resources.partition or "-",
                      fmt_limit(p.resources.timeout_min), *(p.config[a]["name"] for a in axes),
-                     *(vals[n] or "-" for n in names), *(_schedule(p)[k] for k in sched), where[p.idx],
+                     *(vals[n] or "-" for n in names), *(_schedule(p)[k] for k in sched),
+                     *([f"{n:,}" if n is not None else "-"] if shown_counts else []), where[p.idx],
                      fmt_duration(c.wall_s), fmt_gpu_hours(c.gpu_hours), c.kind])
     shared += trainer_datasets(points)
     name = points[0].config.get("name")
@@ -110,6 +113,18 @@ def _schedule(p: PointPlan) -> dict[str, int]:
     images = int(exp["global_batch"]) if strong else p.batch_per_gpu * p.gpus
     return {"img/GPU": p.batch_per_gpu, "global batch": images * grad_accum,
             "iterations": p.iterations}
+
+
+def trainable_of(p: PointPlan) -> Optional[int]:
+    """The point's trainable parameters as its trainer declares them (``TrainerDef.trainable_parameters``),
+    or None where it declares none."""
+    from trainers.registry import spec_of
+
+    try:
+        count = spec_of(p.config["trainer"]).trainable_parameters
+    except Exception:  # noqa: BLE001 - a trainer the launch validated; its declaration is not this table's to judge
+        return None
+    return count(p.config) if count else None
 
 
 def schedule_columns(points: Sequence[PointPlan]) -> list[str]:
@@ -263,6 +278,7 @@ def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[J
                          "gpu_hours": c.gpu_hours, "source": c.source},
             "platform_estimate": totals[p.platform],  # its platform's points together (platform_costs)
             "emulated_gpus": p.emulated_gpus,  # why its GPUs are emulated (not arch-checked), or null
+            "trainable_parameters": trainable_of(p),  # the trainer's declaration (TrainerDef), or null
             "config": redact_obj({k: p.config[k] for k in ("platform", "trainer", "experiment", "dataset")}),
         }, sort_keys=True))
     return out

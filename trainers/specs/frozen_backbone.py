@@ -42,6 +42,29 @@ STUDY_HEADS = {"alexnet": "mlp", "densenet121": "mlp", "resnet18": "linear", "sq
                "vgg16": "mlp"}
 
 
+# Features each backbone hands its head (torchvision's ImageNet head's input: VGG16's
+# 512 x 7 x 7, AlexNet's 256 x 6 x 6, DenseNet121's 1,024, ResNet18's and SqueezeNet's
+# 512 pooled channels); trainers/models/classifier.py reads them from the built model, and
+# tests/test_study_preset.py checks these against it.
+FEATURES = {"alexnet": 9216, "densenet121": 1024, "resnet18": 512, "squeezenet1_0": 512, "vgg16": 25088}
+
+
+def trainable_parameters(config) -> Optional[int]:
+    """The head's weights and biases (the backbone is frozen): the DataParallel study's
+    "trainable parameters" (5,130 for ResNet18 and SqueezeNet's linear head, 119,586,826 for
+    VGG16's 3-layer head of 4,096)."""
+    params = (config.get("trainer") or {}).get("params") or {}
+    backbone = str(getattr(params.get("backbone"), "value", params.get("backbone")) or Backbone.vgg16.value)
+    features = FEATURES.get(backbone)
+    classes = int((config.get("dataset") or {}).get("num_classes") or 10)
+    if features is None:
+        return None
+    if head_of({k: getattr(v, "value", v) for k, v in params.items()}) == "linear":
+        return features * classes + classes
+    hidden = int(params.get("hidden") or 4096)
+    return (features * hidden + hidden) + (hidden * hidden + hidden) + (hidden * classes + classes)
+
+
 def head_of(params: dict) -> str:
     """The head ``params`` ask for: ``mlp`` or ``linear`` (``study``: the backbone's own, STUDY_HEADS)."""
     head = str(params.get("classifier") or Classifier.study.value)
@@ -124,6 +147,7 @@ TRAINER = TrainerDef(
     study="DataParallel vs DDP vs a hand-built engine on a frozen backbone (MNIST)",
     params=FrozenBackboneParams,
     build="trainers.frozen_backbone:build",
+    trainable_parameters=trainable_parameters,
     single_process_engines=SINGLE_PROCESS,
     check=_check,
     unused=_unused(),
