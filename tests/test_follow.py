@@ -66,25 +66,25 @@ def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_land
 
 @pytest.mark.slow
 def test_a_swept_value_is_a_column_of_status_and_harvest(ws):
-    res = ws.launch("-m", *SLEEP, "gpus=1", "experiment.base_iterations=6", "trainer.optimizer=sgd,adamw",
+    res = ws.launch("-m", *SLEEP, "gpus=1", "experiment.base_iterations=6", "trainer.params.b_s=0.001,0.003",
                     "trainer.params.c_s=0.001,0.002", "experiment.warmup_iterations=1", "trainer.params.a_s=0.001")
     assert res.returncode == 0, res.stderr
     assert ws.campaign("status", "--wait", "--interval", "0.3").returncode == 0
     status = ws.campaign("status").stdout.splitlines()
     header = status[1].split()
-    assert header[:5] == ["#", "platform", "gpus", "trainer.optimizer", "trainer.params.c_s"]
+    assert header[:5] == ["#", "platform", "gpus", "trainer.params.b_s", "trainer.params.c_s"]
     rows = [line.split() for line in status[3:7]]
-    assert [r[3:5] for r in rows] == [["sgd", "0.001"], ["sgd", "0.002"], ["adamw", "0.001"], ["adamw", "0.002"]]
+    assert [r[3:5] for r in rows] == [["0.001", "0.001"], ["0.001", "0.002"], ["0.003", "0.001"], ["0.003", "0.002"]]
     doc = json.loads(ws.campaign("status", "--json").stdout)
-    assert doc["points"][2]["values"] == {"trainer.optimizer": "adamw", "trainer.params.c_s": "0.001"}
+    assert doc["points"][2]["values"] == {"trainer.params.b_s": "0.003", "trainer.params.c_s": "0.001"}
 
     table = ws.campaign("harvest").stdout.splitlines()
     head = table[3].split()  # after the campaign, the title and a blank line
-    assert head[:5] == ["platform", "trainer", "experiment", "trainer.optimizer", "trainer.params.c_s"]
+    assert head[:5] == ["platform", "trainer", "experiment", "trainer.params.b_s", "trainer.params.c_s"]
     assert "variant" not in head
     exported = list(csv.DictReader(io.StringIO(ws.campaign("harvest", "--to", "csv").stdout)))
-    assert sorted((r["trainer.optimizer"], r["trainer.params.c_s"]) for r in exported) == [
-        ("adamw", "0.001"), ("adamw", "0.002"), ("sgd", "0.001"), ("sgd", "0.002")]
+    assert sorted((r["trainer.params.b_s"], r["trainer.params.c_s"]) for r in exported) == [
+        ("0.001", "0.001"), ("0.001", "0.002"), ("0.003", "0.001"), ("0.003", "0.002")]
     parsed = json.loads(ws.campaign("harvest", "--to", "json").stdout)
     assert sorted(r["trainer.params.c_s"] for r in parsed) == [0.001, 0.001, 0.002, 0.002]  # numbers, not text
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +20,18 @@ from conftest import Workspace, campaign_id_from
 from test_slurm import _cluster_up
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+PAGES = Path(__file__).resolve().parents[1] / "docs" / "studies"
+TWINS = {"dataparallel_a6000_small": ("dataparallel.md", "dp-twin"), "vit_deepspeed_small": ("vit.md", "vit-twin")}
+
+
+def one_command_block(page: str) -> list[list[str]]:
+    """The commands of the page's "The study in one command" block (argv after ``campaign``)."""
+    text = (PAGES / page).read_text()
+    section = text[text.index("## The study in one command"):]
+    block = section[section.index("```") + 3:]
+    block = block[block.index("\n") + 1:block.index("```")]
+    return [shlex.split(line.split("#", 1)[0])[1:] for line in block.splitlines() if line.startswith("campaign ")]
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +41,10 @@ def twins(tmp_path_factory):
         pytest.skip(why)
     ws = Workspace(tmp_path_factory.mktemp("twins"))
     ids = {}
-    for study in ("dataparallel_a6000_small", "vit_deepspeed_small"):
-        res = ws.launch("-m", f"study={study}", timeout=300)
+    for study, (page, name) in TWINS.items():
+        twin = [c for c in one_command_block(page) if c[0] == "launch" and f"study={study}" in c]
+        assert twin == [["launch", "-m", f"study={study}", f"name={name}"]], twin  # the page's own line
+        res = ws.launch(*twin[0][1:], timeout=300)
         assert res.returncode == 0, res.stdout + res.stderr
         ids[study] = campaign_id_from(res.stdout)
     for cid in ids.values():
@@ -83,3 +99,20 @@ def test_the_vit_twin_harvests_the_mean_epoch_time_and_accuracy_per_epoch(twins,
     assert (tmp_path / "figs" / "epoch_time.svg").is_file()
     phases = {r["phase"] for r in _csv(ws, cid, "--table", "breakdown") if r["source"] == "phases"}
     assert {"forward", "backward", "step"} <= phases  # DDP's phases, as test_trainers_slurm checked them
+
+
+@pytest.mark.parametrize("study", sorted(TWINS))
+def test_the_pages_harvests_of_the_twin_run(twins, study, tmp_path):
+    """Every harvest command of the page's one-command block, as the page writes it (its
+    figures into this test's folder), exits 0 without a traceback and shows the twin's points."""
+    ws, ids = twins
+    page, name = TWINS[study]
+    harvests = [c for c in one_command_block(page) if c[0] == "harvest"]
+    assert harvests and all(c[1] == name for c in harvests)
+    for argv in harvests:
+        argv = [str(tmp_path / a) if a.startswith("results/figures") else a for a in argv]
+        res = ws.campaign(*argv)
+        assert res.returncode == 0 and "Traceback" not in res.stderr, (argv, res.stderr)
+        assert f"campaign {ids[study]}" in res.stdout, argv
+        if "--plots" in argv:
+            assert list(Path(argv[argv.index("--plots") + 1]).glob("*.svg")), argv

@@ -19,7 +19,8 @@ from test_slurm import _cluster_up
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-FROZEN = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.hidden=16",
+FROZEN = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.classifier=mlp",
+          "trainer.params.hidden=16",
           "trainer.params.image_size=32", "dataset=synthetic", "dataset.length=32"]
 VIT = ["trainer=vit", "trainer.params.model=vit_tiny", "dataset=synthetic", "dataset.length=32",
        "experiment.images_per_gpu=2"]
@@ -31,14 +32,22 @@ CAMPAIGNS = {
                                      {"dataparallel.scatter", "dataparallel.parallel_apply", "dataparallel.gather"}),
     "frozen_backbone.vanilla": (FROZEN + ["trainer.params.engine=vanilla"], "vanilla",
                                 {"vanilla.replicate", "vanilla.parallel_apply", "vanilla.reduce_gradients"}),
+    # run here no more (their twins' tests run them on SLURM), kept for tests/test_internode.py
+    "swinv2_upernet": (["trainer=swinv2_upernet", "trainer.params.variant=micro", "dataset=ade20k",
+                        "dataset.name=synthetic", "dataset.image_size=128", "dataset.num_workers=0"], None,
+                       {"forward", "backward", "step"}),
+    "vit.ddp": (VIT + ["trainer.params.engine=ddp"], "ddp", {"forward", "backward", "step"}),
     "vit.deepspeed": (VIT + ["trainer.params.engine=deepspeed"], "deepspeed",
                       {"deepspeed.fwd", "deepspeed.bwd", "deepspeed.bwd_allreduce", "deepspeed.step"}),
 }
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 
 
+ELSEWHERE = ("swinv2_upernet", "vit.ddp")  # on SLURM in tests/test_study_small_slurm.py, test_study_twins_slurm.py
+
+
 def _wanted() -> dict:
-    return {k: v for k, v in CAMPAIGNS.items() if HAS_DEEPSPEED or v[1] != "deepspeed"}
+    return {k: v for k, v in CAMPAIGNS.items() if k not in ELSEWHERE and (HAS_DEEPSPEED or v[1] != "deepspeed")}
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +69,7 @@ def campaigns(tmp_path_factory):
         ws.campaign("cancel", cid)
 
 
-@pytest.mark.parametrize("name", sorted(CAMPAIGNS))
+@pytest.mark.parametrize("name", sorted(set(CAMPAIGNS) - set(ELSEWHERE)))
 def test_engine_runs_on_one_and_two_gpus(campaigns, name):
     overrides, engine, phases = CAMPAIGNS[name]
     if engine == "deepspeed" and not HAS_DEEPSPEED:
