@@ -330,6 +330,39 @@ def private_config_dir(tmp_path_factory) -> Path:
     return folder
 
 
+# The studies' reduced twins as their pages launch them (the reference study's narrowed to two
+# platforms at 1 and 2 GPUs: speedup, the reference figures and the workload warning need no more)
+STUDY_TWINS = {
+    "swinv2_thesis_small": ("-m", "study=swinv2_thesis_small", "platform=v100,a100_nvlink_80", "gpus=1,2"),
+    "dataparallel_a6000_small": ("-m", "study=dataparallel_a6000_small", "name=dp-twin"),
+    "vit_deepspeed_small": ("-m", "study=vit_deepspeed_small", "name=vit-twin"),
+}
+
+
+@pytest.fixture(scope="session")
+def study_twins(tmp_path_factory):
+    """(workspace, study -> campaign id, study -> the launch's result): the three studies'
+    reduced twins launched together on the local SLURM cluster, so that their points share its
+    GPUs instead of running one module after another (tests/test_study_small_slurm.py and
+    tests/test_study_twins_slurm.py read them). Skipped when the cluster is not up."""
+    from test_slurm import _cluster_up
+
+    why = _cluster_up()
+    if why:
+        pytest.skip(why)
+    space = Workspace(tmp_path_factory.mktemp("study-twins"))
+    ids, launched = {}, {}
+    for study, argv in STUDY_TWINS.items():
+        res = space.launch(*argv, timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        ids[study], launched[study] = campaign_id_from(res.stdout), res
+    for cid in ids.values():
+        space.campaign("status", cid, "--wait", "--interval", "2", "--timeout", "900", timeout=1000)
+    yield space, ids, launched
+    for cid in ids.values():
+        space.campaign("cancel", cid)
+
+
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)

@@ -15,25 +15,15 @@ import re
 
 import pytest
 
-from conftest import Workspace, campaign_id_from
-from test_slurm import _cluster_up
+from conftest import Workspace
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
-def twin(tmp_path_factory):
-    why = _cluster_up()
-    if why:
-        pytest.skip(why)
-    ws = Workspace(tmp_path_factory.mktemp("study-small"))
-    # v100 too: its emulated GPUs are not checked against this torch's CUDA 13 (no sm_70)
-    res = ws.launch("-m", "study=swinv2_thesis_small", "platform=v100,a100_nvlink_80", "gpus=1,2", timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    cid = campaign_id_from(res.stdout)
-    ws.campaign("status", cid, "--wait", "--interval", "2", "--timeout", "900", timeout=1000)
-    yield ws, cid, res
-    ws.campaign("cancel", cid)
+def twin(study_twins):
+    ws, ids, launched = study_twins  # launched beside the companion twins (conftest.py)
+    return ws, ids["swinv2_thesis_small"], launched["swinv2_thesis_small"]
 
 
 def _csv(ws: Workspace, *args: str) -> list[dict]:

@@ -43,7 +43,7 @@ CAMPAIGNS = {
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 
 
-ELSEWHERE = ("swinv2_upernet", "vit.ddp")  # on SLURM in tests/test_study_small_slurm.py, test_study_twins_slurm.py
+ELSEWHERE = ("swinv2_upernet", "vit.ddp", "frozen_backbone.ddp")  # on SLURM in the studies' twins (conftest.study_twins)
 
 
 def _wanted() -> dict:
