@@ -219,10 +219,10 @@ def test_overhead_prints_the_ab_ratio_and_the_accounted_cost(overhead_one_set):
 
 @pytest.mark.slow
 def test_overhead_measures_the_python_hook_beside_the_cpp_one():
-    out = _run("overhead.py", "--pairs", "10", "--fresh", "5", "--steps", "1", "--presets", "3ms", "--also", "python,none")
+    out = _run("overhead.py", "--pairs", "20", "--fresh", "5", "--steps", "1", "--presets", "3ms", "--also", "python,none")
     assert "the hook: C++ (trainers.comm_cpp), x 1/world, then SUM" in out, out
-    # new copies every 5 pairs: 2 sets, the interval over them (each set's trimmed mean)
-    assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(10 pairs over 2 sets of fresh copies; 95% CI over "
+    # new copies every 5 pairs: 4 sets, the interval over them (each set's trimmed mean)
+    assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(20 pairs over 4 sets of fresh copies; 95% CI over "
                      r"the sets [\d.]+-[\d.]+ \(over the pairs alone [\d.]+-[\d.]+\); half-width", out), out
     assert re.search(r"^  beside it, the python hook \(--also\): step time \d+\.\d{3} \(95% CI [\d.]+-[\d.]+\), "
                      r"CPU time \d+\.\d{3} .*over the same bare blocks$", out, re.M), out

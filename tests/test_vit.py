@@ -234,7 +234,8 @@ def test_deepspeed_on_synthetic_one_and_two_ranks(tmp_path):
         compute = ph["forward"] + ph.get("backward_compute", ph["backward"]) + ph["step"] - overlapped
         shares = [x / window for x in (ph["data"], compute, exposed, overlapped)]
         assert sum(shares) == pytest.approx(1.0, abs=1e-6), (gpus, rank, ph)
-        assert 0.97 * ph["iteration"] <= window <= ph["iteration"] * 1.0001  # only the end() call is outside
+        # only the end() call is outside (its share grows on a loaded machine: 4.5 % in a whole suite's run)
+        assert 0.9 * ph["iteration"] <= window <= ph["iteration"] * 1.0001
         if gpus == 1:  # bookkeeping in backward, nothing called communication
             assert comm_s is None and extra["comm_source"] is None
             assert not {"comm", "comm_exposed", "backward_compute", "comm_marked"} & set(ph)
