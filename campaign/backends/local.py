@@ -30,17 +30,10 @@ def safe_path_env() -> Iterator[None]:
     starts: its controller (``python -m submitit.local._local``, a command submitit makes)
     and every Python under it inherit it, so none imports from the launch's folder."""
     from campaign.backends.sbatch import SAFE_PATH_ENV
+    from campaign.common.proc import variables_in_environment
 
-    saved = {k: os.environ.get(k) for k in SAFE_PATH_ENV}
-    os.environ.update(SAFE_PATH_ENV)
-    try:
+    with variables_in_environment(SAFE_PATH_ENV):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @contextmanager

@@ -3,10 +3,12 @@ captured output, and a typed error that carries the command's own message."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Mapping, Optional, Sequence
+from typing import Iterator, Mapping, Optional, Sequence
 
 from campaign.common.errors import CampaignError, one_line
 from campaign.common.text import printable
@@ -79,3 +81,21 @@ def run(
         msg = one_line(proc.stderr) or one_line(proc.stdout) or f"exit status {proc.returncode}"
         raise CommandError(argv, msg, proc.returncode)
     return done
+
+
+@contextmanager
+def variables_in_environment(variables: dict[str, str]) -> Iterator[None]:
+    """``variables`` set in this process's environment, which the jobs submitted inside
+    inherit (sbatch exports it to the job and its ``srun`` tasks, submitit's local
+    executor hands it to its processes): the private way to a job, readable only by its
+    user, unlike a command line. Each is restored (or removed) after."""
+    saved = {k: os.environ.get(k) for k in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

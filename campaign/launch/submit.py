@@ -17,6 +17,7 @@ from campaign.backends.job_spec import JobSpec
 from campaign.common.errors import CampaignError, ConfigError, one_line
 from campaign.common.jobfolder import checkpoint_folder, spool_folder
 from campaign.launch.plan import PointPlan, job_plan
+from campaign.common.proc import variables_in_environment
 from campaign.common.redact import STORE_URL_ENV, redact, redact_obj
 from campaign.store import open_store
 from campaign.common.untrusted import make_job_folder
@@ -60,24 +61,6 @@ def store_url_in_environment(url: str) -> Iterator[None]:
     environment, not their command line or pickle); the variable is restored after."""
     with variables_in_environment({STORE_URL_ENV: url}):
         yield
-
-
-@contextmanager
-def variables_in_environment(variables: dict[str, str]) -> Iterator[None]:
-    """``variables`` set in this process's environment, which the jobs submitted inside
-    inherit (sbatch exports it to the job and its ``srun`` tasks, submitit's local
-    executor hands it to its processes): the private way to a job, readable only by its
-    user, unlike a command line. Each is restored (or removed) after."""
-    saved = {k: os.environ.get(k) for k in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def container_environment(points: Sequence[PointPlan]) -> dict[str, str]:
