@@ -93,14 +93,7 @@ def _read(path: Path | str, max_bytes: int, *, whole: bool) -> tuple[Optional[by
         if whole and now.st_size > max_bytes:
             return None, f"is larger than {max_bytes} bytes ({now.st_size})"
         os.lseek(fd, max(0, now.st_size - max_bytes), os.SEEK_SET)
-        chunks, left = [], max_bytes + 1 if whole else max_bytes  # one more: a file that grew is seen to
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
+        data = _read_upto(fd, max_bytes + 1 if whole else max_bytes)  # one more: a file that grew is seen to
         if whole and len(data) > max_bytes:
             return None, f"is larger than {max_bytes} bytes (it grew while read)"
         return data, None
@@ -108,6 +101,18 @@ def _read(path: Path | str, max_bytes: int, *, whole: bool) -> tuple[Optional[by
         return None, exc.strerror or str(exc)
     finally:
         os.close(fd)
+
+
+def _read_upto(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes from ``fd``'s position, in chunks, until its end."""
+    chunks, left = [], limit
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 16))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def read_head(path: Path | str, max_bytes: int, *, follow: bool = False) -> tuple[Optional[bytes], Optional[str]]:
@@ -126,14 +131,7 @@ def read_head(path: Path | str, max_bytes: int, *, follow: bool = False) -> tupl
         if not stat.S_ISREG(st.st_mode):
             return None, f"is not a regular file ({kind(st.st_mode)})"
         os.set_blocking(fd, True)
-        chunks, left = [], max_bytes
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks), None
+        return _read_upto(fd, max_bytes), None
     except OSError as exc:
         return None, exc.strerror or str(exc)
     finally:
