@@ -64,6 +64,7 @@ use_configured_nodes() {
 # microseconds since the epoch (EPOCHREALTIME is "s.us", "s,us" in some locales)
 now_us() { echo "${EPOCHREALTIME/[.,]/}"; }
 T0=$(now_us)
+CTLD_FRESH=0  # set when this run started slurmctld (start_slurmctld)
 
 usage() {
   cat <<EOF
@@ -118,10 +119,15 @@ done_phase() { log "$* ($(elapsed "$PHASE_T")s)"; }
 # running PIDFILE COMM: the pid in PIDFILE is a live process named COMM
 # (the name check guards against a stale pid file whose pid was reused).
 running() {
-  local pid
+  local pid stat
   [[ -s $1 ]] || return 1
   pid=$(<"$1")
-  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/comm && $(<"/proc/$pid/comm") == "$2" ]]
+  [[ $pid =~ ^[0-9]+$ && -r /proc/$pid/comm && $(<"/proc/$pid/comm") == "$2" ]] || return 1
+  # A daemon killed (a session's end) whose parent never reaps it stays a zombie with its
+  # name: dead, not running. /proc/PID/stat's third field is the state, after "(comm)".
+  stat=$(<"/proc/$pid/stat") 2>/dev/null || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]]
 }
 tcp_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # wait_for SECONDS WHAT LOGFILE CMD...: poll CMD every 0.2 s
@@ -422,6 +428,7 @@ start_slurmctld() {
     log "slurmctld already running"
     return 0
   fi
+  CTLD_FRESH=1
   phase
   port_free "$CTLD_PORT" "$RUN/slurmctld.pid" slurmctld
   slurmctld </dev/null >>"$LOGS/slurmctld.out" 2>&1 || die "slurmctld failed to start" "$LOGS/slurmctld.log"
@@ -454,6 +461,19 @@ stop_slurmds() {
   for name in "${NODE_NAMES[@]}" "$@"; do stop_pid "slurmd $name" "$(slurmd_pid "$name")" slurmd; done
   # a slurmd started before multi-node clusters (its pid file had no node name)
   stop_pid slurmd "$RUN/slurmd.pid" slurmd
+}
+
+# cancel_queue WHY: every job in the queue cancelled (WHY and their ids logged), and up to
+# 20 s for the queue to empty (a job whose node lost it ends when its slurmd answers).
+cancel_queue() {
+  local jobs
+  jobs=$(squeue -h -o %A 2>/dev/null | tr '\n' ' ') || jobs=""
+  [[ -n ${jobs// /} ]] || return 0
+  log "$1: $jobs"
+  # shellcheck disable=SC2086
+  scancel $jobs 2>/dev/null || true
+  for _ in $(seq 100); do [[ -z $(squeue -h 2>/dev/null) ]] && return 0; sleep 0.2; done
+  log "still queued after 20 s: $(squeue -h -o '%A %T' 2>/dev/null | tr '\n' ' ')"
 }
 
 # Every node must end up usable; a DRAIN/DOWN left from an earlier run is resumed once a
@@ -519,6 +539,11 @@ cmd_start() {
   start_slurmctld
   for ((k = 1; k <= NODES; k++)); do start_slurmd "$k"; done
   wait_node_ready
+  # A controller started afresh recovers the jobs its saved state holds: those of a session
+  # that ended without `stop` (its processes gone) would hold GPUs as RUNNING until the
+  # controller finds their batch step missing (~30 min), and keep every later job pending.
+  # A started cluster's queue is empty, as after `stop`.
+  ((CTLD_FRESH)) && cancel_queue "cancelling jobs left from before this start"
   log "ready in $(elapsed "$T0")s: cluster $CLUSTER, partitions $(sinfo -h -o %P | tr '\n' ' ')-" \
     "$NODES node(s) $(IFS=,; echo "${NODE_NAMES[*]}"), each $CPUS cpus, ${MEM_MB} MB, gpu:$((GPUS / NODES))," \
     "features $FEATURES; SLURM_CONF=$SLURM_CONF"
@@ -533,16 +558,7 @@ cmd_stop() {
     *) die "unknown option '$1' for stop; valid: --purge" ;;
   esac
   # Cancel leftover jobs so that no slurmstepd or job process outlives slurmd.
-  if running "$RUN/slurmctld.pid" slurmctld; then
-    local jobs
-    jobs=$(squeue -h -o %A 2>/dev/null | tr '\n' ' ') || jobs=""
-    if [[ -n ${jobs// /} ]]; then
-      log "cancelling jobs: $jobs"
-      # shellcheck disable=SC2086
-      scancel $jobs 2>/dev/null || true
-      for _ in $(seq 100); do [[ -z $(squeue -h 2>/dev/null) ]] && break; sleep 0.2; done
-    fi
-  fi
+  running "$RUN/slurmctld.pid" slurmctld && cancel_queue "cancelling jobs"
   stop_slurmds
   stop_pid slurmctld "$RUN/slurmctld.pid" slurmctld
   stop_pid slurmdbd "$RUN/slurmdbd.pid" slurmdbd

@@ -40,6 +40,11 @@ elif [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
   bash scripts/local-slurm.sh status >/dev/null 2>&1 || { bash scripts/local-slurm.sh start && started+=(slurm); }
   bash scripts/local-postgres.sh status >/dev/null 2>&1 || { bash scripts/local-postgres.sh start && started+=(postgres); }
   eval "$(bash scripts/local-slurm.sh env)"
+  queued=$(squeue -h -o %A 2>/dev/null | wc -l)
+  if ((queued > 0)); then  # a cluster this run did not start may be another run's
+    echo "[tests] $queued job(s) already in the test cluster's queue: the SLURM tests' jobs wait behind them" \
+      "(squeue; bash scripts/local-slurm.sh stop && start empties it)"
+  fi
   nodes=$(sinfo -h -p a100 -o %D 2>/dev/null | head -n 1)
   if [[ ${nodes:-0} -lt 2 ]]; then
     echo "[tests] the running SLURM cluster has ${nodes:-no} node(s): nodes=2 tests will be skipped" \

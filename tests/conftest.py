@@ -216,6 +216,28 @@ def pytest_collection_modifyitems(config, items):
         items[:] = _by_cost(items)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed SLURM test's report carries the cluster as it was then (queue with reasons,
+    node states): a job that never ran says why (a CI run's whole cluster held by jobs a
+    killed earlier run left behind read as a test's own timeout)."""
+    report = yield
+    if report.failed and item.get_closest_marker("slurm"):
+        report.sections.append(("the local SLURM cluster at the failure", _cluster_now()))
+    return report
+
+
+def _cluster_now() -> str:
+    out = []
+    for argv in (["squeue", "-a", "-o", "%i %P %T %r %M %l %D %b %j"], ["sinfo", "-N", "-o", "%N %P %T %G %E"]):
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+            out.append(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}")
+        except (OSError, subprocess.SubprocessError) as exc:
+            out.append(f"$ {' '.join(argv)}: {exc}")
+    return "\n".join(out)
+
+
 def pytest_unconfigure(config):
     if not hasattr(config, "workerinput") and getattr(config.option, "testrunuid", None):
         _groups_file(config.option.testrunuid).unlink(missing_ok=True)
