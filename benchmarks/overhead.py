@@ -243,10 +243,10 @@ def _rank(rank: int, args) -> None:
     # Accounting (module docstring): the Recorder on rank 0 alone (the others wait at the
     # barrier); the hook on every rank at once, over the real process group (on a one-rank
     # group its completion is immediate and its cost looks smaller than it is).
-    hook_s, hook_lo, hook_hi = (hook_cost_s(dist.group.WORLD, device, cpp=hook_kind == "cpp")
+    hook_s, hook_lo, hook_hi = (hook_cost_s(dist.group.WORLD, device, args.accounting_pairs, cpp=hook_kind == "cpp")
                                 if buckets and backend != "none" else (0.0, 0.0, 0.0))
-    pass_s, pass_lo, pass_hi = (hook_cost_s(dist.group.WORLD, device, passthrough=True) if buckets and backend != "none"
-                                else (0.0, 0.0, 0.0))
+    pass_s, pass_lo, pass_hi = (hook_cost_s(dist.group.WORLD, device, args.accounting_pairs, passthrough=True)
+                                if buckets and backend != "none" else (0.0, 0.0, 0.0))
     if rank == 0:
         rec_s = recorder_cost_s(device) if not (args.no_recorder or args.passthrough) else 0.0
     if backend != "none":
@@ -362,6 +362,9 @@ def main(argv=None) -> None:
     ap.add_argument("--target", type=float, default=0.005, help="stop once the A/B interval's half-width is this")
     ap.add_argument("--max-seconds", type=float, default=150.0, help="stop adding pairs after this long (per size)")
     ap.add_argument("--steps", type=int, default=1, help="steps per block")
+    ap.add_argument("--accounting-pairs", type=int, default=80,
+                    help="pairs of 100-step blocks (hooked, builtin) that time each hook's cost per bucket on a "
+                         "one-layer model, for the accounted line (80; its interval is printed)")
     ap.add_argument("--fresh", type=int, default=CHUNK,
                     help=f"new copies every this many pairs ({CHUNK}; 0: one set for the run); with three sets "
                          "or more the interval is over the sets: the copies' difference from build to build inside it")
@@ -394,6 +397,8 @@ def main(argv=None) -> None:
     custom = any(getattr(args, k) is not None for k in ("width", "depth", "image_size", "batch"))
     if any(getattr(args, k) is not None and getattr(args, k) < 1 for k in ("width", "depth", "image_size", "batch")):
         raise SystemExit("error: --width, --depth, --image-size and --batch take whole numbers >= 1")
+    if args.accounting_pairs < 3:
+        raise SystemExit("error: --accounting-pairs takes 3 pairs or more (fewer give no interval)")
     if args.fresh < 0:
         raise SystemExit("error: --fresh takes a number of pairs >= 1 (0: the same copies all run)")
     if args.presets and (custom or args.step_ms is not None):

@@ -196,7 +196,7 @@ def overhead_one_set() -> str:
     """One run of the overhead benchmark (~40 s here) read by two tests: ``--step-ms`` below
     any step (the calibration takes its first size), fewer pairs than ``--fresh`` (100: one
     set of copies)."""
-    return _run("overhead.py", "--step-ms", "0.001", "--pairs", "10", "--steps", "1")
+    return _run("overhead.py", "--step-ms", "0.001", "--pairs", "10", "--steps", "1", "--accounting-pairs", "4")
 
 
 @pytest.mark.slow
@@ -219,7 +219,8 @@ def test_overhead_prints_the_ab_ratio_and_the_accounted_cost(overhead_one_set):
 
 @pytest.mark.slow
 def test_overhead_measures_the_python_hook_beside_the_cpp_one():
-    out = _run("overhead.py", "--pairs", "20", "--fresh", "5", "--steps", "1", "--presets", "3ms", "--also", "python,none")
+    out = _run("overhead.py", "--pairs", "20", "--fresh", "5", "--steps", "1", "--presets", "3ms", "--also", "python,none",
+               "--accounting-pairs", "4")
     assert "the hook: C++ (trainers.comm_cpp), x 1/world, then SUM" in out, out
     # new copies every 5 pairs: 4 sets, the interval over them (each set's trimmed mean)
     assert re.search(r"instrumented/bare step time: \d+\.\d{3} \(20 pairs over 4 sets of fresh copies; 95% CI over "
