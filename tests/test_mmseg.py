@@ -324,8 +324,8 @@ def test_two_gloo_ranks_end_with_identical_parameters(tmp_path):
 def test_campaign_runs_swinv2_upernet_on_the_local_executor(ws):
     store = f"sqlite:///{ws.path}/campaign.db"
     res = ws.launch("-m", "platform=local", "gpus=1,2", "trainer=swinv2_upernet", "trainer.params.variant=micro",
-                    "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=128", "dataset.num_workers=0",
-                    "experiment=smoke", f"results_dir={ws.path}", timeout=300)
+                    "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64", "dataset.num_workers=0",
+                    "experiment=smoke", "experiment.images_per_gpu=2", f"results_dir={ws.path}", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     cid = campaign_id_from(res.stdout)
     wait = ws.campaign("status", cid, "--wait", "--interval", "0.5", "--store", store)
@@ -337,7 +337,7 @@ def test_campaign_runs_swinv2_upernet_on_the_local_executor(ws):
     assert all(float(r["time_s"]) > 0 for r in rows)
 
     res = ws.launch("platform=local", "gpus=1", "trainer=swinv2_upernet", "trainer.params.variant=micro",
-                    "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=128", "dataset.num_workers=0",
+                    "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64", "dataset.num_workers=0",
                     "experiment=profile", "experiment.images_per_gpu=2", "experiment.base_iterations=2",
                     "experiment.warmup_iterations=1", "experiment.profile_iterations=2",
                     f"results_dir={ws.path}", timeout=300)

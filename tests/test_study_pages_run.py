@@ -179,8 +179,26 @@ def small_ids() -> list[tuple[str, str]]:
     return [(page, name) for page, path in PAGES.items() for name in small_campaigns(path)]
 
 
-def test_every_page_has_reduced_campaigns():
-    assert {page for page, _ in small_ids()} == set(PAGES)
+TWINS = {"dataparallel.md": "dp-twin", "vit.md": "vit-twin"}  # run by tests/test_study_twins_slurm.py
+
+
+def test_every_page_has_a_reduced_campaign_or_a_twin_to_run():
+    assert all(small_campaigns(path) or TWINS[page] in launched_names(path) for page, path in PAGES.items())
+
+
+def test_the_dataparallel_figures_come_from_the_studys_own_twin():
+    """Every figure of the DataParallel text is a harvest of the study's twin (one campaign
+    of its own grid: tests/test_study_twins_slurm.py runs each of these commands), and
+    the page launches no separate per-figure campaign."""
+    path = PAGES["dataparallel.md"]
+    for item, cell in checklist(path).items():
+        for command in re.findall(r"`([^`]+)`", cell):
+            assert _argv(command)[1] == "dp-twin", f"{item}: `{command}`"
+    assert launched_names(path) == {"dp-study", "dp-twin"}
+
+
+def launched_names(page: Path) -> set:
+    return {next((a[5:] for a in c if a.startswith("name=")), None) for c in page_commands(page) if c[0] == "launch"}
 
 
 @pytest.mark.slow

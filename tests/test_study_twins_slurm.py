@@ -94,14 +94,26 @@ def test_the_vit_twin_harvests_the_mean_epoch_time_and_accuracy_per_epoch(twins,
     assert {"forward", "backward", "step"} <= phases  # DDP's phases, as test_trainers_slurm checked them
 
 
+def twin_harvests(page: str, name: str) -> list[list[str]]:
+    """Every harvest command of the page that names the twin, in page order: its
+    one-command block's and each figure block's (the figures come from the study's own
+    campaign, tests/test_study_pages_run.py checks the checklist names them)."""
+    from test_study_pages_run import page_commands
+
+    return [c for c in page_commands(PAGES / page) if c[:2] == ["harvest", name]]
+
+
 @pytest.mark.parametrize("study", sorted(TWINS))
 def test_the_pages_harvests_of_the_twin_run(twins, study, tmp_path):
-    """Every harvest command of the page's one-command block, as the page writes it (its
-    figures into this test's folder), exits 0 without a traceback and shows the twin's points."""
+    """Every harvest command of the page that names the twin, as the page writes it (its
+    figures into this test's folder), exits 0 without a traceback, shows the twin's points
+    and writes the figures it asks for; one that holds a factor's other settings at the
+    twin's defaults (``--where`` on settings) shows that factor's points alone."""
     ws, ids = twins
     page, name = TWINS[study]
-    harvests = [c for c in one_command_block(page) if c[0] == "harvest"]
-    assert harvests and all(c[1] == name for c in harvests)
+    harvests = twin_harvests(page, name)
+    block = [c for c in one_command_block(page) if c[0] == "harvest"]
+    assert block and all(c[1] == name for c in block) and all(c in harvests for c in block)
     for argv in harvests:
         argv = [str(tmp_path / a) if a.startswith("results/figures") else a for a in argv]
         res = ws.campaign(*argv)
@@ -109,3 +121,8 @@ def test_the_pages_harvests_of_the_twin_run(twins, study, tmp_path):
         assert f"campaign {ids[study]}" in res.stdout, argv
         if "--plots" in argv:
             assert list(Path(argv[argv.index("--plots") + 1]).glob("*.svg")), argv
+        if "--where" in argv and "--x" in argv and argv[argv.index("--table") + 1] == "breakdown":
+            x = argv[argv.index("--x") + 1]
+            drop = {argv.index("--plots"), argv.index("--plots") + 1, argv.index("--x"), argv.index("--x") + 1}
+            rows = _csv(ws, *(a for i, a in enumerate(argv[1:], 1) if i not in drop))
+            assert len({r[x] for r in rows if x in r}) >= 2, (argv, rows[:3])  # the factor's values, apart

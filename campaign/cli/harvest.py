@@ -21,6 +21,7 @@ EPILOG = """examples:
   campaign harvest --table all --to parquet --out results/tables/
   campaign harvest --compare reference --where gpus=2,4
   campaign harvest --where image=3f2a9c1b7d4e    # points run in this container image
+  campaign harvest --where trainer.params.backbone=resnet18 --where gpus=4   # one factor's points of a study
   campaign harvest --plots results/figures
   campaign harvest --plots results/figures --x experiment.global_batch   # figures against batch size
   campaign harvest --table attempts            # every run of every point, failed ones too
@@ -49,7 +50,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     hv.add_argument("--gpus", action="append", type=INT64, help="only these GPU counts (repeatable)")
     hv.add_argument("--where", action="append", metavar="KEY=V[,V]",
                     help="only points with these values (platform, trainer, experiment, gpus, nodes, dataset; image: a "
-                         "sha256 prefix, an image path or none; repeatable)")
+                         "sha256 prefix, an image path or none; a point's setting by its dotted key, e.g. "
+                         "trainer.params.backbone=resnet18: its override, else its config's value; repeatable)")
     hv.add_argument("--table", default="scaling", choices=TABLE_CHOICES, help=table_help())
     hv.add_argument("--compare", metavar="reference|ideal|CAMPAIGN", default=None,
                     help="put the reference study's figures, the ideal line or another campaign beside the measured values")

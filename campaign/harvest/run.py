@@ -38,12 +38,15 @@ TERMINAL_COLUMNS = {
 def parse_where(items: Optional[Sequence[str]], where: Optional[dict] = None) -> dict:
     """Merge ``KEY=V1,V2`` filters into ``where`` (key -> values); values stay data, bound by the query.
     ``image=`` takes sha256 prefixes or image paths (``none``: points without a container)."""
+    from campaign.harvest.where_settings import is_setting
+
     out = {k: list(v) for k, v in (where or {}).items()}
     for item in items or []:
         key, sep, values = item.partition("=")
         key = key.strip()
-        if not sep or key not in FILTERS or not values:
-            raise ConfigError(f"--where {item!r}: expected NAME=VALUE[,VALUE...] with NAME one of {', '.join(FILTERS)}")
+        if not sep or not (key in FILTERS or is_setting(key)) or not values:
+            raise ConfigError(f"--where {item!r}: expected NAME=VALUE[,VALUE...] with NAME one of {', '.join(FILTERS)} "
+                              f"or a point's setting (a dotted config key, e.g. trainer.params.backbone)")
         vals = [v.strip() for v in values.split(",") if v.strip()]
         if key in ("gpus", "nodes"):
             from campaign.common.numbers import parse_int64
@@ -106,11 +109,17 @@ def completed_where(store, campaign: dict, where: Optional[dict]) -> tuple[dict,
 
     from campaign.store.typed import LEFT_OUT
 
+    from campaign.harvest.where_settings import matching_ids, split
+
     points, warnings = effective_points(store, campaign)
     done = completed_ids(points)
-    out = dict(where or {})
+    out, settings = split(where)
+    if settings:  # --where on a setting (trainer.params.backbone=...): the points that have it
+        chosen = matching_ids(points, settings, campaign["id"])
+        done = [i for i in done if i in chosen]
+        out[POINT_IDS] = done
     # all completed, none left out at the door (the usual case): no id list to bind
-    if len(done) < len(points) or any(w.endswith(LEFT_OUT) for w in warnings):
+    elif len(done) < len(points) or any(w.endswith(LEFT_OUT) for w in warnings):
         out[POINT_IDS] = done
     return out, points, warnings
 
@@ -318,9 +327,12 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
     every attempt, whatever its state; campaign/harvest/attempts.py), narrowed to the points
     ``where`` (--gpus, --platform, --where) selects, by their ``idx``."""
     from campaign.harvest.query import point_indices_query
+    from campaign.harvest.where_settings import matching_ids, split
     from campaign.store import open_store
+    from campaign.store.typed import typed_points
 
     title = TABLES[name].title
+    where, settings = split(where)
     with open_store(store_url, readonly=True) as store:
         campaign = store.resolve_campaign(ref)
         df, warnings = table_function(name)(store, campaign, **(options or {}))
@@ -328,6 +340,9 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
             with store.engine.connect() as conn:
                 chosen = [r[0] for r in conn.execute(point_indices_query(campaign["id"], where))]
             df = df.filter(pl.col("idx").is_in(chosen))
+        if settings:
+            points = typed_points(campaign["id"], store.points(campaign["id"]))[0]
+            df = df.filter(pl.col("idx").is_in(list(matching_ids(points, settings, campaign["id"], "idx"))))
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if fmt == "table" and out is None:
