@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 
 import pytest
 
 from campaign_sql.schema import SCHEMA_VERSION
-from conftest import TINY
+from conftest import TINY, Workspace
 
 BAD_LAUNCHES = [
     (["platform=h200"], "error: unknown platform 'h200'; available: a100, a100_nvlink_40, a100_nvlink_80, a6000, h100, local, local_gpu, t4, v100"),
@@ -32,6 +33,23 @@ def _digest(path):
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
 
 
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> Workspace:
+    """One completed campaign (gpus=1,2, TINY): the store the read commands below are given
+    bad input against, made once for the module (each test works on its own copy)."""
+    made = Workspace(tmp_path_factory.mktemp("finished"))
+    assert made.launch("-m", "gpus=1,2", *TINY).returncode == 0
+    assert made.campaign("status", "--wait", "--interval", "0.5").returncode == 0
+    return made
+
+
+@pytest.fixture
+def done(finished, ws) -> Workspace:
+    """``ws`` holding a copy of ``finished``'s results folder (store, job folders, records)."""
+    shutil.copytree(finished.results, ws.results)
+    return ws
+
+
 @pytest.mark.parametrize("overrides,message", BAD_LAUNCHES, ids=[" ".join(o) for o, _ in BAD_LAUNCHES])
 def test_bad_launch_is_one_line_exit_2_and_stores_nothing(ws, overrides, message):
     res = ws.launch(*overrides, *TINY)
@@ -42,9 +60,8 @@ def test_bad_launch_is_one_line_exit_2_and_stores_nothing(ws, overrides, message
 
 
 @pytest.mark.slow
-def test_bad_launch_leaves_an_existing_store_unchanged(ws):
-    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
-    assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
+def test_bad_launch_leaves_an_existing_store_unchanged(done):
+    ws = done
     before = _digest(ws.db)
     records = sorted(ws.results.rglob("multirun.yaml"))  # Hydra's record of the sweep that ran
     assert records
@@ -75,9 +92,8 @@ def test_points_a_platform_cannot_hold_are_left_out_with_the_reason(ws):
     ],
 )
 @pytest.mark.slow
-def test_bad_cli_input(ws, argv, message):
-    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
-    ws.campaign("status", "--wait", "--interval", "0.5")
+def test_bad_cli_input(done, argv, message):
+    ws = done
     before = _digest(ws.db)
     res = ws.campaign(*argv)
     assert res.returncode == 2, res.stdout + res.stderr
@@ -87,11 +103,10 @@ def test_bad_cli_input(ws, argv, message):
 
 
 @pytest.mark.slow
-def test_an_output_over_the_results_store_is_refused(ws, tmp_path):
+def test_an_output_over_the_results_store_is_refused(done, tmp_path):
     """harvest --out and report --out never write over an SQLite database or its -wal/-shm
     file (they did, exit 0: every campaign lost; review of 2026-11-26)."""
-    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
-    ws.campaign("status", "--wait", "--interval", "0.5")
+    ws = done
     before = _digest(ws.db)
     for argv, what in [(["harvest", "--to", "csv", "--out", str(ws.db)], "an SQLite database (a results store?)"),
                        (["harvest", "--to", "csv", "--out", f"{ws.db}-wal"], f"the -wal file of the SQLite database {ws.db}"),
@@ -124,7 +139,7 @@ def test_a_store_url_whose_port_is_no_number_is_one_line(ws, url):
 
 
 @pytest.mark.slow
-def test_a_closed_standard_output_is_dev_null_not_a_traceback(ws, tmp_path):
+def test_a_closed_standard_output_is_dev_null_not_a_traceback(done, tmp_path):
     """``campaign harvest >&-`` was an AttributeError traceback (Python's sys.stdout is None);
     a closed stream is /dev/null, so no file opened later takes descriptor 1 (the store
     would get what is printed), and --out still writes (review of 2026-11-26)."""
@@ -132,8 +147,7 @@ def test_a_closed_standard_output_is_dev_null_not_a_traceback(ws, tmp_path):
     import subprocess
     import sys
 
-    assert ws.launch("-m", "gpus=1,2", *TINY).returncode == 0
-    ws.campaign("status", "--wait", "--interval", "0.5")
+    ws = done
     before = _digest(ws.db)
     out = tmp_path / "t.csv"
     for argv in (["harvest"], ["report"], ["plan"], ["status"], ["harvest", "--to", "csv", "--out", str(out)]):
@@ -152,9 +166,8 @@ def test_missing_store_is_explained(ws):
 
 
 @pytest.mark.slow
-def test_schema_version_mismatch_is_refused(ws):
-    assert ws.launch("-m", "gpus=1", "dry_run=false", *TINY).returncode == 0
-    ws.campaign("status", "--wait", "--interval", "0.5")
+def test_schema_version_mismatch_is_refused(done):
+    ws = done
     import sqlite3
 
     con = sqlite3.connect(ws.db)
@@ -177,10 +190,9 @@ def test_help_of_every_command_has_an_example(ws):
 
 
 @pytest.mark.slow
-def test_out_dash_is_standard_output(ws, tmp_path):
+def test_out_dash_is_standard_output(done, tmp_path):
     """``--out -`` wrote a file named '-' (review of 2026-11-26): it is standard output."""
-    assert ws.launch("-m", "gpus=1", *TINY).returncode == 0
-    ws.campaign("status", "--wait", "--interval", "0.5")
+    ws = done
     res = ws.campaign("harvest", "--to", "csv", "--out", "-")
     assert res.returncode == 0 and res.stdout.startswith("view,") and not (ws.path / "-").exists()
     page = ws.campaign("report", "--out", "-")

@@ -124,10 +124,7 @@ def test_waiting_sweep_exits_3_when_a_point_fails_and_0_when_all_complete(ws):
     err = one_line_error(res, 3)
     assert "1 of 2 point(s) failed (#1 platform=local gpus=2" in err and "rank 1: RuntimeError" in err
     assert "(or a new campaign: campaign launch -m gpus=2 trainer=sleep" in err
-    ok = ws.launch("-m", "gpus=1,2", *TINY, "hydra.launcher.wait=true")
-    assert ok.returncode == 0, ok.stderr
-    assert ws.query("select state from point where campaign_id = ? order by idx", campaign_id_from(ok.stdout)) == \
-        [("completed",), ("completed",)]
+    # 0 when all complete: tests/test_resume.py's waiting launch (its waves submitted by itself)
 
 
 @pytest.mark.slow
