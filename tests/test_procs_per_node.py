@@ -28,7 +28,7 @@ from conftest import EMULATED_GPUS, hydra_version_base_kept
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
 CAMPAIGN = str(Path(PYTHON).with_name("campaign"))
-SLEEP = 0.05  # injected into one process's update: large beside a tiny backbone's CPU iteration
+SLEEP = 0.2  # injected into one process's update: large beside a tiny backbone's CPU iteration on a loaded machine
 TINY = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.image_size=32",
         "dataset=synthetic", "dataset.length=16"]
 
@@ -129,8 +129,8 @@ def test_a_slow_process_is_the_others_barrier(tmp_path):
     assert p0["epoch"] == p1["epoch"] == 0 and p0["losses"] == p1["losses"] and len(p0["losses"]) == 4
     for i in range(1, 4):  # after the warm-up: process 0 waits at the barrier for process 1's update
         assert p1["study"]["study.compute"][i] >= SLEEP
-        assert p0["study"]["study.comm_barrier"][i] >= SLEEP * 0.6
-        assert p1["study"]["study.comm_barrier"][i] < SLEEP * 0.5
+        assert p0["study"]["study.comm_barrier"][i] >= SLEEP * 0.5, p0["study"]
+    assert sum(p1["study"]["study.comm_barrier"][1:]) < sum(p0["study"]["study.comm_barrier"][1:]) / 2, p1["study"]
 
 
 @pytest.mark.slow
@@ -151,10 +151,12 @@ def test_a_local_campaign_runs_two_processes_and_stores_the_study_communication(
     with sqlite3.connect(store) as db:
         (world, provenance), = db.execute("SELECT world_size, provenance FROM attempt")
         ranks = dict(db.execute("SELECT rank, final_loss FROM rank_timing"))
+        extra = [json.loads(e) for (e,) in db.execute("SELECT extra FROM rank_timing")]
         barrier = dict(db.execute("SELECT rank, total_s FROM breakdown WHERE phase = 'study.comm_barrier'"))
     assert world == 2 and json.loads(provenance)["backend"] == "gloo"  # two processes, one process group
     assert sorted(ranks) == [0, 1] and ranks[0] == ranks[1]  # both stored; the same model in each
     assert sorted(barrier) == [0, 1] and all(s >= 0 for s in barrier.values())
+    assert [e["procs_per_node"] for e in extra] == [2, 2]
     out = tmp_path / "breakdown.csv"
     got = subprocess.run([CAMPAIGN, "harvest", "procs", "--store", f"sqlite:///{store}", "--table", "breakdown",
                           "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
