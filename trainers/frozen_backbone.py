@@ -64,7 +64,7 @@ def job_devices(ctx: DistContext, gpus: int) -> list[torch.device]:
     visible = torch.cuda.device_count()
     if visible < gpus:
         raise RuntimeError(f"the job asked for {gpus} GPUs but this process sees {visible}; "
-                           f"a single-process engine needs one task holding all of them")
+                           f"each process of a single-process engine needs all of them")
     return [torch.device("cuda", i) for i in range(gpus)]
 
 
