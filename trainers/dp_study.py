@@ -121,9 +121,7 @@ class ThresholdStop:
 
     def epoch_ended(self, epoch: int) -> bool:
         # NCCL reduces on the rank's GPU; gloo (CPU ranks, or processes sharing GPUs: trainers/dist.py) on the host
-        nccl = self.ctx.backend == "nccl"
-        device = self.ctx.device if nccl else (self._sum.device if self._sum is not None and not self.ctx.distributed
-                                               else "cpu")
+        device = self.ctx.device if self.ctx.backend == "nccl" else "cpu"
         total = torch.stack([self._sum.to(device) if self._sum is not None else torch.zeros((), dtype=torch.float64,
                                                                                             device=device),
                              torch.tensor(float(self._count), dtype=torch.float64, device=device)])
