@@ -219,3 +219,21 @@ def test_single_process_engines_drive_the_gpus(tmp_path):
         assert prov["emulated_gpus"] is False and prov["world_size"] == 1
     phases = {r[0] for r in ws.query("select phase from breakdown")}
     assert {"dataparallel.parallel_apply", "vanilla.parallel_apply", "vanilla.reduce_gradients"} <= phases
+
+
+@pytest.mark.slow
+def test_two_processes_share_the_gpus_and_meet_in_the_studys_barrier(tmp_path):
+    """trainer.params.procs_per_node=2 (the DataParallel study's launch): two processes, each
+    nn.DataParallel over the machine's GPUs from cuda:0, on gloo (NCCL refuses two ranks on
+    one GPU), the stop rule's collective on the host; the barrier rows of both stored."""
+    counts = "1,2" if GPUS >= 2 else "1"
+    ws, rows = _campaign(tmp_path, f"gpus={counts}", "trainer=frozen_backbone", "trainer.params.backbone=resnet18",
+                         "trainer.params.image_size=64", "dataset=synthetic", "dataset.length=64",
+                         "trainer.params.engine=dataparallel", "trainer.params.procs_per_node=2",
+                         "trainer.params.study_timing=true", "trainer.params.loss_threshold=100",
+                         "trainer.params.stop_at_threshold=true")
+    assert {(g, r) for g, r, _, _ in rows} == {(int(g), r) for g in counts.split(",") for r in (0, 1)}
+    for _, _, prov, extra in rows:
+        assert prov["world_size"] == 2 and prov["backend"] == "gloo" and prov["device_type"] == "cuda"
+        assert extra["stopped"] == "threshold" and extra["procs_per_node"] == 2
+    assert len(ws.query("select rank from breakdown where phase = 'study.comm_barrier'")) == len(rows)

@@ -78,7 +78,8 @@ COMMON = {"trainer.lr": "0.5", "trainer.momentum": "0.5", "trainer.weight_decay"
 REFUSED = {  # (trainer, key): what the launch refuses with the trainer's default settings
     ("synthetic", "trainer.precision"), ("synthetic", "experiment.grad_accum"), ("synthetic", "dataset.num_workers"),
     ("frozen_backbone", "trainer.precision"), ("frozen_backbone", "trainer.params.hidden"),
-    ("frozen_backbone", "trainer.params.dropout"), ("vit", "trainer.momentum"), ("vit", "trainer.params.zero_stage"),
+    ("frozen_backbone", "trainer.params.dropout"), ("frozen_backbone", "trainer.params.procs_per_node"),
+    ("vit", "trainer.momentum"), ("vit", "trainer.params.zero_stage"),
     ("swinv2_upernet", "trainer.momentum"), ("swinv2_upernet", "dataset.num_workers"),
     ("sleep", "trainer.params.fail_at_iteration"), ("sleep", "trainer.params.stall_s"),
     ("sleep", "trainer.params.noise_seed"),
@@ -87,7 +88,8 @@ PARAMS = {
     "synthetic": {"width": "6", "depth": "3", "inject_data_delay_s": "0.001", "inject_comm_delay_s": "0.001"},
     "frozen_backbone": {"backbone": "resnet18", "classifier": "mlp", "hidden": "8", "dropout": "0.25",
                         "weights": WEIGHTS, "image_size": "40", "engine": "vanilla", "mode": "inference",
-                        "loss_threshold": "1.5", "study_timing": "true", "stop_at_threshold": "true"},
+                        "loss_threshold": "1.5", "study_timing": "true", "stop_at_threshold": "true",
+                        "procs_per_node": "2"},
     "vit": {"model": "vit_base_patch16_224", "image_size": "64", "weights": WEIGHTS, "engine": "deepspeed",
             "zero_stage": "2"},
     "swinv2_upernet": {"variant": "tiny", "window_size": "4", "pretrained": "/nowhere/swin.pth", "aux_head": "false",
@@ -114,6 +116,7 @@ CONDITIONS = [
     ("vit", "trainer.params.zero_stage", "2", ["trainer.params.engine=deepspeed"]),
     ("frozen_backbone", "trainer.params.hidden", "8", ["trainer.params.classifier=mlp"]),
     ("frozen_backbone", "trainer.params.dropout", "0.25", ["trainer.params.classifier=mlp"]),
+    ("frozen_backbone", "trainer.params.procs_per_node", "2", ["trainer.params.engine=vanilla"]),
     ("swinv2_upernet", "dataset.num_workers", "1", ["trainer.params.loop=stock"]),
     ("sleep", "trainer.params.fail_at_iteration", "2", ["trainer.params.fail_rank=1"]),
     ("sleep", "trainer.params.stall_s", "0.5", ["trainer.params.stall_rank=1"]),
@@ -133,6 +136,8 @@ CONDITIONS_REFUSED = [
 PLAN_ONLY = {
     ("vit", "trainer.params.engine"): "engine=deepspeed: DeepSpeed's initialize is seconds (tests/test_vit.py runs it)",
     ("vit", "trainer.params.zero_stage"): "read by DeepSpeed's config (engine=deepspeed): as above",
+    ("frozen_backbone", "trainer.params.procs_per_node"): "the processes a job starts (resources.tasks_per_node): "
+                                                          "tests/test_procs_per_node.py runs two",
 }
 
 

@@ -172,20 +172,25 @@ def _store(master: rendezvous.Master, rank: int, world: int, timeout_s: float) -
         raise rendezvous.RendezvousError(f"rendezvous at the master {master} (from {master.source}) failed: {line}") from exc
 
 
-def setup(*, want_device: str, timeout_s: float = 600.0, rendezvous_timeout_s: float | None = None) -> DistContext:
+def setup(*, want_device: str, timeout_s: float = 600.0, rendezvous_timeout_s: float | None = None,
+          shared_devices: bool = False) -> DistContext:
     """Initialise the process group (if more than one rank) and pick this rank's device.
 
     ``want_device`` is the platform's ("cuda" or "cpu"). Without a visible CUDA device
     the rank runs on CPU with gloo and says so (``emulated``): the local test cluster
     emulates GPUs. ``timeout_s``: collectives; ``rendezvous_timeout_s`` (default: 5
     minutes, at most ``timeout_s``): how long ranks wait for each other at the start.
+    ``shared_devices``: every rank drives all the job's GPUs (a single-process engine, at
+    ``procs_per_node`` > 1 several such processes on one node): each rank's device is the
+    first GPU (where the engine keeps its module), and the ranks meet over gloo, since NCCL
+    refuses two ranks of one communicator on one GPU (the 1-GPU points).
     """
     env = _job_env()
     world = env["world_size"]
     local_world = max(1, world // max(1, env["num_nodes"]))
     use_cuda = want_device == "cuda" and torch.cuda.is_available()
     if use_cuda:
-        device = torch.device("cuda", env["local_rank"] % torch.cuda.device_count())
+        device = torch.device("cuda", 0 if shared_devices else env["local_rank"] % torch.cuda.device_count())
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
@@ -196,7 +201,7 @@ def setup(*, want_device: str, timeout_s: float = 600.0, rendezvous_timeout_s: f
     if world > 1:
         from datetime import timedelta
 
-        backend = "nccl" if use_cuda else "gloo"
+        backend = "nccl" if use_cuda and not shared_devices else "gloo"
         submitit_job = bool(os.environ.get("SUBMITIT_EXECUTOR"))
         # The master's port: a local job's rank 0 picks a free one at start; torchrun's
         # own; else derived from the job id by every rank alike (_master_port).
@@ -222,7 +227,7 @@ def setup(*, want_device: str, timeout_s: float = 600.0, rendezvous_timeout_s: f
             rank=env["rank"],
             world_size=world,
             timeout=timedelta(seconds=timeout_s),
-            **({"device_id": device} if use_cuda else {}),
+            **({"device_id": device} if backend == "nccl" else {}),
         )
         if store is not None:
             store.set_timeout(timedelta(seconds=timeout_s))  # later groups (DeepSpeed's) wait as collectives do

@@ -16,7 +16,9 @@ Timings (``trainer.params.study_timing=true``; breakdown rows named ``study.*``)
   across its ``torch.distributed.run`` processes: in one process (``dataparallel``,
   ``vanilla``, or DDP with one rank) there is no process group and nothing to wait
   for, so the barrier is "a barrier in a world of one": timed, ~0 (the device sync
-  that ends computation is what waits for every device there).
+  that ends computation is what waits for every device there). With
+  ``trainer.params.procs_per_node=2`` (the study's launch: two processes a node, each
+  driving the point's GPUs) the barrier waits for the other process, as the study's did.
 - inference (``mode=inference``): **computation** = "time taken for each forward pass"
   (the forward call's host wall time: ``study.compute``), **communication** = "time
   taken to run ``torch.cuda.synchronize()``" right after it (``study.comm_sync``; on
@@ -118,7 +120,8 @@ class ThresholdStop:
         self._count += 1
 
     def epoch_ended(self, epoch: int) -> bool:
-        device = self.ctx.device if self.ctx.distributed else (self._sum.device if self._sum is not None else "cpu")
+        # NCCL reduces on the rank's GPU; gloo (CPU ranks, or processes sharing GPUs: trainers/dist.py) on the host
+        device = self.ctx.device if self.ctx.backend == "nccl" else "cpu"
         total = torch.stack([self._sum.to(device) if self._sum is not None else torch.zeros((), dtype=torch.float64,
                                                                                             device=device),
                              torch.tensor(float(self._count), dtype=torch.float64, device=device)])

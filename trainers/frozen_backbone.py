@@ -9,6 +9,11 @@ of the same shape, trained with SGD and cross-entropy by one of three engines:
 - ``vanilla``: ``trainers.parallel.HandDataParallel`` in one process; comm = replicate +
   scatter + gather + the explicit gradient reduction onto the first device.
 
+``procs_per_node`` k > 1 (dataparallel, vanilla) starts k such processes on the node, as the
+DataParallel study's ``torch.distributed.run`` did (2): each drives all the job's GPUs over
+the same device IDs, on the whole training split in the same order, and they meet only in
+the study's barrier after the update (``study_timing``; trainers/dist.py puts them on gloo).
+
 Computation is zero_grad + forward + loss (phase ``forward``), backward, step. One iteration
 is one optimizer step of ``experiment.grad_accum`` micro-batches of the process's batch (as
 vit's: each micro-batch's mean loss divided by their count, so the update is the one of
@@ -19,7 +24,7 @@ back in every backward), so an epoch takes 1/k of the iterations and trains the 
 params (``trainer.params``): backbone, hidden, classifier, dropout, weights (null, a PATH,
 or a torchvision weights name the launch fetched: the backbone loads ``weights_file``),
 image_size, engine, mode (train | inference), loss_threshold, study_timing,
-stop_at_threshold (the study's own timing rows ``study.*`` and its stop rule:
+procs_per_node, stop_at_threshold (the study's own timing rows ``study.*`` and its stop rule:
 trainers/dp_study.py). ``summary_extra()`` adds to the rank's summary the weights file it
 loaded (``weights_file``), the synchronisation volume per epoch (N / (B k) x trainable
 parameters) and the
@@ -59,7 +64,7 @@ def job_devices(ctx: DistContext, gpus: int) -> list[torch.device]:
     visible = torch.cuda.device_count()
     if visible < gpus:
         raise RuntimeError(f"the job asked for {gpus} GPUs but this process sees {visible}; "
-                           f"a single-process engine needs one task holding all of them")
+                           f"each process of a single-process engine needs all of them")
     return [torch.device("cuda", i) for i in range(gpus)]
 
 
@@ -112,9 +117,12 @@ class FrozenBackboneTrainer:
         self.mode = str(p.get("mode") or "train")
         # micro-batches per optimizer step (inference: refused at launch; forward only, one batch)
         self.accum = max(1, int(plan.get("grad_accum") or 1)) if self.mode == "train" else 1
-        if self.engine != "ddp" and ctx.world_size > 1:
-            raise RuntimeError(f"engine={self.engine} runs in one process holding all the job's GPUs, "
-                               f"not {ctx.world_size} ranks")
+        # dataparallel/vanilla: procs_per_node processes (the study's torch.distributed.run at 2),
+        # each driving all the job's GPUs on the whole split; they meet in the study's barrier only
+        self.procs = int(p.get("procs_per_node") or 1) if self.engine != "ddp" else ctx.world_size
+        if self.engine != "ddp" and ctx.world_size != self.procs:
+            raise RuntimeError(f"engine={self.engine} with procs_per_node={self.procs} runs {self.procs} "
+                               f"process(es) each holding all the job's GPUs, not {ctx.world_size} ranks")
         gpus = int(cfg.get("gpus", 1))
         self.devices = [] if self.engine == "ddp" else job_devices(ctx, gpus)
         torch.manual_seed(plan["seed"])  # same head on every rank
@@ -138,6 +146,8 @@ class FrozenBackboneTrainer:
         self.optimizer = build_optimizer(model, tcfg) if self.mode == "train" else None
         self.loss_fn = nn.CrossEntropyLoss()
 
+        # ranks sharing the data: dataparallel/vanilla read the whole split in every process
+        # (the study's text names no sampler; same seed, same order: their models stay equal)
         ranks = 1 if self.engine != "ddp" else ctx.world_size
         self.batch = process_batch(cfg.get("experiment") or {}, plan["batch_per_gpu"], len(self.devices))
         image_size = int(p.get("image_size") or INPUT_SIZE)
@@ -165,7 +175,7 @@ class FrozenBackboneTrainer:
         self.sync = sync_volume(self.dataset_size, plan["batch_per_gpu"], gpus, self.trainable_params,
                                 images_per_iteration=self.batch if self.devices else None, grad_accum=self.accum,
                                 reductions_per_iteration=self.accum if self.engine == "dataparallel" else 1)
-        self.sync.update(engine=self.engine, mode=self.mode)
+        self.sync.update(engine=self.engine, mode=self.mode, procs_per_node=self.procs if self.engine != "ddp" else None)
         # The study's own timings and stop rule (trainers/dp_study.py)
         self.study = StudyTiming(ctx, self.devices) if p.get("study_timing") else None
         self.stop_rule = (ThresholdStop(ctx, float(self.loss_threshold))

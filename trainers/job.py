@@ -155,7 +155,8 @@ def run_point(spec: Any) -> dict:
     _set_threads(spec.threads_per_rank, int(spec.tasks_per_node or 1))
     cfg, plan = spec.config, spec.plan
     ctx = dist.setup(want_device=cfg["platform"]["device"],
-                     timeout_s=60.0 * float(cfg["platform"].get("dist_timeout_min") or 10.0))
+                     timeout_s=60.0 * float(cfg["platform"].get("dist_timeout_min") or 10.0),
+                     shared_devices=registry.shares_devices(cfg["trainer"]))
     writer = JobWriter(spec.store_url, busy_timeout_s=spec.busy_timeout_s)
     attempt_id, orphaned = None, None
     job_id = os.environ.get("SLURM_JOB_ID") or os.environ.get("SUBMITIT_LOCAL_JOB_ID") or str(os.getpid())

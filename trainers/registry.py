@@ -89,3 +89,13 @@ def engine_of(params: dict, engines: tuple[str, ...]) -> str:
     if engine not in engines:
         raise ValueError(f"unknown engine {engine!r}; available: {', '.join(engines)}")
     return engine
+
+
+def shares_devices(trainer: Mapping[str, Any]) -> bool:
+    """Whether each process of the point's job drives all the job's GPUs: its engine is one
+    of its trainer's single-process engines (one process a node, or ``procs_per_node`` of
+    them: trainers/dist.py puts them on one GPU and gloo)."""
+    spec = spec_of(trainer)
+    if not spec.single_process_engines:
+        return False
+    return engine_of(dict(trainer.get("params") or {}), spec.engines) in spec.single_process_engines

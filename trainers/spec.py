@@ -107,8 +107,11 @@ class TrainerDef:
     study: str  # one line: what this trainer measures
     params: type  # dataclass of trainer.params: every knob, its type, default and meaning
     build: str  # "module:function" called as function(ctx, cfg, plan) in each rank (imports torch)
-    # engines that drive all of a job's GPUs from ONE process (one task per job, not per GPU)
+    # engines that drive all of a node's GPUs from ONE process (one task a node, not one a GPU)
     single_process_engines: tuple[str, ...] = ()
+    # How many such processes each node starts, every one driving all the node's GPUs (the
+    # DataParallel study's torch.distributed.run at 2 a node): fn(params) -> int; None: one
+    processes_per_node: Optional[Callable[[Mapping[str, Any]], int]] = None
     # engine -> (module it needs, how to install it): refused at launch when not importable
     engine_requires: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     optimizers: tuple[Optimizer, ...] = tuple(Optimizer)  # trainer.optimizer values it implements

@@ -274,9 +274,9 @@ def plan_resources(c: dict[str, Any], trainer: CheckedTrainer) -> Resources:
                             or max(1, int(plat.get("cpus_per_node") or per_node) // int(plat["gpus_per_node"])))
     tasks_per_node = per_node  # one rank per GPU
     if trainer.single_process:
-        # nn.DataParallel / the hand-built module: one process drives all the node's GPUs
-        cpus_per_task *= tasks_per_node
-        tasks_per_node = 1
+        # nn.DataParallel / the hand-built module: each process (1; the study's 2) drives all the node's GPUs
+        procs = trainer.processes_per_node
+        cpus_per_task, tasks_per_node = max(1, cpus_per_task * tasks_per_node // procs), procs
     return Resources(
         nodes=int(c["nodes"]),
         tasks_per_node=tasks_per_node,

@@ -141,9 +141,17 @@ class CheckedTrainer:
 
     @property
     def single_process(self) -> bool:
-        """True when the point's job must start ONE task holding all its GPUs
-        (resources: tasks_per_node=1, gpus_per_node=gpus)."""
+        """True when each process of the point's job holds all its node's GPUs (resources:
+        ``processes_per_node`` tasks a node, gpus_per_node=gpus), not one GPU a rank."""
         return self.engine in self.spec.single_process_engines
+
+    @property
+    def processes_per_node(self) -> int:
+        """Tasks a node of a single-process engine starts: 1 unless the trainer's params ask
+        for more (``TrainerDef.processes_per_node``: the DataParallel study's 2)."""
+        if not self.single_process or self.spec.processes_per_node is None:
+            return 1
+        return max(1, int(self.spec.processes_per_node(self.section["params"])))
 
 
 def declaration_of(config: Mapping[str, Any]) -> TrainerDef:

@@ -74,6 +74,12 @@ def head_of(params: dict) -> str:
 SINGLE_PROCESS = (Engine.dataparallel.value, Engine.vanilla.value)
 
 
+def processes_per_node(params) -> int:
+    """Processes a node of a single-process engine starts (``procs_per_node``), each driving
+    all the node's GPUs: the DataParallel study's ``torch.distributed.run`` at 2."""
+    return int(params.get("procs_per_node") or 1)
+
+
 def named_weights(params) -> Optional[NamedWeights]:
     """The torchvision weights ``params.weights`` names (None: null or a PATH); ValueError
     naming the valid names for a name that is not one of the backbone's."""
@@ -89,6 +95,9 @@ def _check(config) -> None:
         if p["mode"] != Mode.train.value:
             raise ValueError(f"trainer.params.stop_at_threshold=true stops training; mode={p['mode']} trains nothing")
     named_weights(p)
+    if int(p.get("procs_per_node", 1)) < 1:
+        raise ValueError(f"trainer.params.procs_per_node must be >= 1 (processes a node starts), "
+                         f"got {p.get('procs_per_node')}")
     if p["mode"] == Mode.inference.value and p["engine"] not in SINGLE_PROCESS:
         raise ValueError(f"mode=inference compares {' and '.join(SINGLE_PROCESS)}; "
                          f"engine={p['engine']} runs mode=train only")
@@ -116,7 +125,11 @@ def _unused() -> tuple[Unused, ...]:
     inference.append(Unused("trainer.params.dropout", {"trainer.params.mode": (Mode.inference.value,)},
                             why="inference runs in eval mode, where dropout is off",
                             fix="drop it or use trainer.params.mode=train"))
-    return (fp32, *heads, *inference)
+    # DDP starts one process a GPU already: a second process a node would be another rank of it
+    procs = Unused("trainer.params.procs_per_node", {"trainer.params.engine": (Engine.ddp.value,)},
+                   why="ddp runs one process a GPU already",
+                   fix="drop it or use trainer.params.engine=dataparallel or vanilla")
+    return (fp32, *heads, *inference, procs)
 
 
 @dataclass
@@ -140,6 +153,10 @@ class FrozenBackboneParams:
     # end the run at the end of the first epoch whose mean training loss (all ranks) is below
     # loss_threshold; else it runs its planned iterations (experiment.epochs: the cap)
     stop_at_threshold: bool = False
+    # processes each node starts for dataparallel/vanilla, each driving all the point's GPUs with
+    # the engine over the same device IDs, on the whole training split, meeting in the study's
+    # barrier (the DataParallel study's torch.distributed.run: 2); ddp: refused (one a GPU)
+    procs_per_node: int = 1
 
 
 TRAINER = TrainerDef(
@@ -149,6 +166,7 @@ TRAINER = TrainerDef(
     build="trainers.frozen_backbone:build",
     trainable_parameters=trainable_parameters,
     single_process_engines=SINGLE_PROCESS,
+    processes_per_node=processes_per_node,
     check=_check,
     unused=_unused(),
     evaluates=True,
