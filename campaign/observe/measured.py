@@ -46,7 +46,7 @@ def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]
     numbers (a rate that is not a positive finite one included), is left out."""
     from sqlalchemy import Text, and_, cast, func, select
 
-    from campaign.common.bounded import BoundError, loads
+    from campaign.common.bounded import STORED, BoundError, loads
     from campaign.store.resolve import current_user
     from campaign.store.store import FUTURE_SKEW_S
     from campaign_sql.schema import attempt, campaign, point, rank_timing
@@ -76,7 +76,7 @@ def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]
                 continue
             try:
                 if isinstance(config, str):  # the stored text, parsed here within bounds
-                    config = loads(config, f"the stored config of a point of campaign {cid}")
+                    config = loads(config, f"the stored config of a point of campaign {cid}", budget=STORED)
                 key = work_key(config if isinstance(config, Mapping) else {}, gpus, nodes, batch)
             except (BoundError, TypeError, ValueError, AttributeError):  # not what a launch stores
                 continue
