@@ -228,9 +228,13 @@ class Measured:
 
     @property
     def where(self) -> str:
-        """``campaign ID``, and whose where it is not the asking user's."""
-        whose = "" if self.own else f" ({self.user}'s)" if self.user else " (nobody's: no user stored)"
-        return f"campaign {self.campaign_id}{whose}"
+        """``campaign ID``, and whose where it is not the asking user's (the stored names
+        escaped and cut: whoever wrote the store chose them)."""
+        from campaign.common.text import printable
+
+        user = printable(self.user)[:64] if self.user else None
+        whose = "" if self.own else f" ({user}'s)" if user else " (nobody's: no user stored)"
+        return f"campaign {printable(self.campaign_id)[:64]}{whose}"
 
 
 def distrust(m: Measured, declared: Optional[float]) -> Optional[str]:
