@@ -244,12 +244,14 @@ def analyse(data: dict[str, Any], *, file: str = "", top: int = TOP) -> TraceFig
         top_operators=_top(ops, "device_s" if devices else "self_s", top))
 
 
-def read_trace(path, *, top: int = TOP) -> TraceFigures:
-    """Read and analyse one trace file (``.json`` or ``.json.gz``); TraceError if it is not one."""
+def read_trace(path, *, top: int = TOP, max_memory_bytes: Optional[int] = None) -> TraceFigures:
+    """Read and analyse one trace file (``.json`` or ``.json.gz``); TraceError if it is not
+    one. ``max_memory_bytes``: what parsing it may take (``load.read_json``; default
+    ``load.max_memory()``)."""
     import os
 
     name = os.fspath(path)
-    data = read_json(name)
+    data = read_json(name, max_memory_bytes=max_memory_bytes)
     try:
         return analyse(data, file=name, top=top)
     except TraceError as exc:

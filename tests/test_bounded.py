@@ -164,3 +164,51 @@ def test_stored_reads_json_and_hands_back_unreadable_values():
     assert bad.reason == f"JSON nested more than {MAX_DEPTH} levels deep, deeper than campaign reads"
     assert (bad or {}).get("trainer") is None and list(bad) == []  # readers that default go on
     assert is_unreadable(stored("not json")) and not is_unreadable(stored("null"))
+
+
+# ---------------------------------------------------------------- memory (issue #41, finding 8)
+
+
+def test_elements_count_what_a_parser_can_make_strings_included():
+    from campaign.common.bounded import elements, memory
+
+    assert elements('{"a": [1, 2], "b": "x,y"}') == elements(b'{"a": [1, 2], "b": "x,y"}') == 7
+    assert memory("[{},{}]") == 2 * 7 + 80 * 4
+
+
+def test_a_value_past_its_elements_is_refused_before_it_is_parsed():
+    with pytest.raises(BoundError, match=r"^x: 2,002 JSON elements, more than the 2,000 campaign reads$"):
+        loads("[" + "{}," * 1000 + "{}]", "x", max_elements=2000)
+    assert len(loads("[" + "{}," * 1000 + "{}]", "x")) == 1001
+
+
+def test_a_commands_budget_is_spent_once_and_then_refuses(monkeypatch):
+    from campaign.common.bounded import Budget
+
+    monkeypatch.setenv("CAMPAIGN_TEST_BUDGET_MB", "0.001")  # 1,048 bytes
+    budget = Budget("CAMPAIGN_TEST_BUDGET_MB", 1)
+    assert loads("[1, 2]", "a", budget=budget) == [1, 2] and budget.spent == 2 * 6 + 80 * 2
+    with pytest.raises(BoundError, match=r"^b: parsing it would pass the 0 MiB this command parses of stored "
+                                         r"JSON \(CAMPAIGN_TEST_BUDGET_MB\)$"):
+        loads("[" + "1," * 20 + "1]", "b", budget=budget)
+    assert budget.spent == 172  # nothing spent on what was refused
+    assert Budget("CAMPAIGN_UNSET_BUDGET_MB", 3).limit() == 3 * 2**20
+
+
+def test_a_traces_parse_memory_and_its_knob(monkeypatch, tmp_path):
+    from campaign_trace import TraceError
+    from campaign_trace.load import max_memory, parse_memory, read_json
+
+    assert parse_memory(b'{"a": [1]}') == 2 * 10 + 80 * 3
+    assert parse_memory('{"a": "\u00e9"}'.encode()) == 2 * 4 * 11 + 80 * 2  # not ASCII: 4 bytes a character
+    monkeypatch.setenv("CAMPAIGN_TRACE_MAX_MEMORY_MB", "2")
+    assert max_memory() == 2 * 2**20
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [' + "{}," * 20000 + "{}]}")
+    with pytest.raises(TraceError, match=r"parsing it would take up to 3 MiB, more than the 2 MiB campaign gives a "
+                                         r"trace \(CAMPAIGN_TRACE_MAX_MEMORY_MB\)"):
+        read_json(path)
+    assert len(read_json(path, max_memory_bytes=2**30)["traceEvents"]) == 20001
+    monkeypatch.setenv("CAMPAIGN_TRACE_MAX_MEMORY_MB", "lots")
+    with pytest.raises(TraceError, match=r"^CAMPAIGN_TRACE_MAX_MEMORY_MB='lots': expected a positive number of MiB"):
+        max_memory()

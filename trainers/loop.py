@@ -21,12 +21,14 @@ from typing import Any, Callable, Optional
 import torch
 
 from campaign_trace import WINDOW_MARK, profile_row, read_trace
+from campaign_trace.load import max_memory
 from trainers.evaluate import evaluator_of
 from trainers.instrument import Recorder
 
 # Test knob: make the profiler fail at one of its stages (start, stop, export, read).
 INJECT_ENV = "CAMPAIGN_INJECT_PROFILER_ERROR"
 STAGES = ("start", "stop", "export", "read")
+OWN_TRACE_MEMORY = 8 * 2**30  # what reading its own trace may take (campaign_trace.load.parse_memory): ~1 GB of JSON
 
 
 class InjectedProfilerError(RuntimeError):
@@ -133,7 +135,8 @@ def profile_window(trainer, device: torch.device, iterations: int, *, trace_path
                 written = str(trace_path)
                 stage = "read"
                 _stage("read")
-                fig = read_trace(trace_path)
+                # its own trace, just written: bounded for a long profile, not as one from anyone
+                fig = read_trace(trace_path, max_memory_bytes=max(OWN_TRACE_MEMORY, max_memory()))
                 row = dict(profile_row(fig, iterations=iterations),
                            top_ops={"kernels": fig.top_kernels, "operators": fig.top_operators})
     except Exception as exc:

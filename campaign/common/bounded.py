@@ -10,6 +10,16 @@ limit checked *before* the parser sees the text, and any failure becomes one
 ``stored`` (every engine ``open_store`` makes), a bad value as ``Unreadable``. Stdlib
 only. ``campaign_trace`` (shared with the job side, which imports nothing of the host:
 tests/test_import_graph.py) reads traces within the same bounds itself.
+
+Bytes are not memory (issue #41, finding 8): ``[{},{},...]`` takes 72 bytes of Python
+objects for every 3 bytes of text, so a 57 MiB stored config took 1.5-3 GB. So the
+parser's work is bounded by what it would build, counted before it starts: its
+*elements* (every ``{``, ``[``, ``,`` and ``:``, strings' contents included: an
+over-count, in C, no copy), each taking at most ``ELEMENT_BYTES`` of objects, plus the
+text itself and its strings' payloads (``memory``). Per value: at most ``MAX_ELEMENTS``.
+Per command: what the store's JSON columns make, which a read command keeps, all of it
+together, is at most ``STORED``'s budget (``CAMPAIGN_JSON_MAX_MEMORY_MB``, default 1024);
+past it, a value is ``Unreadable`` with that reason, and the command goes on.
 """
 
 from __future__ import annotations
@@ -21,7 +31,10 @@ from typing import Any, Optional, Union
 
 MAX_DEPTH = 64  # no config, spool operation or trace campaign writes nests deeper than ~12
 MAX_TEXT = 64 * 2**20  # one stored config, one spool line: far below this
-MAX_TRACE = 2 * 2**30  # a profiler trace, decompressed (a real H100 trace of 8 iterations: ~200 MB)
+MAX_TRACE = 768 * 2**20  # a profiler trace, decompressed (campaign_trace.load.MAX_MEMORY / 2)
+MAX_ELEMENTS = 2**20  # one stored value or spool line (a point's config: ~220; a spool line of 5,000 rows: ~100,000)
+ELEMENT_BYTES = 80  # the most one counted element makes (a dict for "{},": 72 bytes; a key new to a dict: ~75)
+STORED_MEMORY_MB = 1024  # all the stored JSON one command parses (CAMPAIGN_JSON_MAX_MEMORY_MB): ~45,000 configs
 
 
 class BoundError(ValueError):
@@ -62,22 +75,78 @@ def too_deep(text: Union[str, bytes], max_depth: int) -> bool:
     return removed + max(accumulate(map(_STEP.__getitem__, s)), default=0) > max_depth
 
 
+def elements(text: Union[str, bytes, bytearray]) -> int:
+    """An upper bound on the values and keys ``json.loads(text)`` makes: its ``{``, ``[``,
+    ``,`` and ``:`` (those inside strings too), counted in C without a copy."""
+    marks = ("{", "[", ",", ":") if isinstance(text, str) else (b"{", b"[", b",", b":")
+    return sum(text.count(m) for m in marks)  # type: ignore[arg-type]
+
+
+def memory(text: Union[str, bytes, bytearray], count: Optional[int] = None) -> int:
+    """The most bytes ``json.loads(text)`` can take: the text, its strings' payloads (each
+    at most the text's size) and ``ELEMENT_BYTES`` a counted element (``elements``)."""
+    return 2 * len(text) + ELEMENT_BYTES * (elements(text) if count is None else count)
+
+
+class Budget:
+    """What one command may parse in all (a process runs one command): ``memory``'s
+    figure summed over the values charged, up to ``max_bytes`` (None: the environment
+    variable ``env``, in MiB, read when first charged; else ``default_mb``)."""
+
+    def __init__(self, env: str, default_mb: int, max_bytes: Optional[int] = None):
+        self.env, self.default_mb, self.max_bytes, self.spent = env, default_mb, max_bytes, 0
+
+    def limit(self) -> int:
+        if self.max_bytes is None:
+            import os
+
+            raw = os.environ.get(self.env, "")
+            try:
+                self.max_bytes = int(float(raw) * 2**20) if raw.strip() else self.default_mb * 2**20
+            except ValueError:  # not a number: the default (a knob, not an input to refuse)
+                self.max_bytes = self.default_mb * 2**20
+        return self.max_bytes
+
+    def charge(self, need: int, what: str) -> None:
+        """Spend ``need`` bytes on ``what``, or ``BoundError`` (nothing spent) past the limit."""
+        if self.spent + need > self.limit():
+            raise BoundError(f"{what}: parsing it would pass the {self.limit() / 2**20:,.0f} MiB this command "
+                             f"parses of stored JSON ({self.env})")
+        self.spent += need
+
+
+STORED = Budget("CAMPAIGN_JSON_MAX_MEMORY_MB", STORED_MEMORY_MB)  # the store's JSON one command parses
+
+
 def check(text: Union[str, bytes], what: str, *, max_bytes: int = MAX_TEXT,
-          max_depth: Optional[int] = MAX_DEPTH) -> None:
-    """``BoundError`` when ``text`` is larger than ``max_bytes`` or nests deeper than
+          max_depth: Optional[int] = MAX_DEPTH, max_elements: Optional[int] = MAX_ELEMENTS) -> int:
+    """``BoundError`` when ``text`` is larger than ``max_bytes``, holds more than
+    ``max_elements`` (``elements``; None: not counted) or nests deeper than
     ``max_depth`` (None: not checked ahead; the parser's own RecursionError still is,
-    for a large trace whose readers walk a flat event list and never recurse)."""
+    for a large trace whose readers walk a flat event list and never recurse). Returns
+    its elements (0 when not counted)."""
     if len(text) > max_bytes:  # a str's length in characters: each at least one byte
         unit = "characters" if isinstance(text, str) else "bytes"
         raise BoundError(f"{what}: {len(text):,} {unit}, more than the {max_bytes:,} campaign reads")
+    count = 0
+    if max_elements is not None:  # before the nesting check, which copies the text
+        count = elements(text)
+        if count > max_elements:
+            raise BoundError(f"{what}: {count:,} JSON elements, more than the {max_elements:,} campaign reads")
     if max_depth is not None and too_deep(text, max_depth):
         raise BoundError(f"{what}: JSON nested more than {max_depth} levels deep, deeper than campaign reads")
+    return count
 
 
 def loads(text: Union[str, bytes], what: str = "JSON", *, max_bytes: int = MAX_TEXT,
-          max_depth: Optional[int] = MAX_DEPTH) -> Any:
-    """``json.loads(text)`` within bounds; ``BoundError`` (one line, naming ``what``) otherwise."""
-    check(text, what, max_bytes=max_bytes, max_depth=max_depth)
+          max_depth: Optional[int] = MAX_DEPTH, max_elements: Optional[int] = MAX_ELEMENTS,
+          budget: Optional[Budget] = None) -> Any:
+    """``json.loads(text)`` within bounds; ``BoundError`` (one line, naming ``what``)
+    otherwise. ``budget``: charged with ``memory``'s figure before parsing (the
+    command's total of such values)."""
+    count = check(text, what, max_bytes=max_bytes, max_depth=max_depth, max_elements=max_elements)
+    if budget is not None:
+        budget.charge(memory(text, count if max_elements is not None else None), what)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -109,10 +178,10 @@ class Unreadable(dict):
 
 def stored(text: Union[str, bytes]) -> Any:
     """SQLAlchemy's ``json_deserializer`` for a store (sql/engine.py): a JSON column's
-    value within the default bounds, or ``Unreadable`` (one row's bad value never ends
-    a whole query with an exception)."""
+    value within the default bounds and the command's ``STORED`` budget, or ``Unreadable``
+    (one row's bad value never ends a whole query with an exception)."""
     try:
-        return loads(text, "stored JSON")
+        return loads(text, "stored JSON", budget=STORED)
     except BoundError as exc:
         return Unreadable(str(exc).partition(": ")[2])
 

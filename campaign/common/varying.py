@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional, Sequence
 
-from campaign.common.bounded import BoundError, loads
+from campaign.common.bounded import STORED, BoundError, loads
 
 AXES = ("platform", "gpus", "nodes", "repeats", "trainer", "experiment")  # columns of their own
 # one per campaign, or what says how to run it rather than what a point is
@@ -25,7 +25,7 @@ def parse(overrides: Any) -> dict[str, str]:
     reader warns about such a point: campaign.observe.state.unreadable_warnings)."""
     if isinstance(overrides, str):
         try:
-            overrides = loads(overrides, "stored overrides")
+            overrides = loads(overrides, "stored overrides", budget=STORED)
         except BoundError:
             overrides = None
     out: dict[str, str] = {}

@@ -21,7 +21,7 @@ from campaign.harvest.projection import project_points
 from campaign.harvest.query import breakdown_query, completed_points_query, job_iterations_query
 from campaign.harvest.views import SERIES, scaling_table, throughput_table  # noqa: F401  (public names)
 from campaign.catalogue.dataset_label import dataset_label
-from campaign.common.bounded import BoundError, loads
+from campaign.common.bounded import STORED, BoundError, loads
 from campaign.common.varying import label, typed, varying
 
 IMAGE_SHORT = 12  # hex digits of the sha256 that name an image (as `docker images` shows it)
@@ -50,7 +50,7 @@ def _stored(value: object) -> object:
     parsed within campaign.common.bounded's bounds; None where it is not readable JSON."""
     if isinstance(value, (str, bytes)):
         try:
-            return loads(value, "stored JSON")
+            return loads(value, "stored JSON", budget=STORED)
         except BoundError:
             return None
     return value

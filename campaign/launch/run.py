@@ -62,7 +62,8 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     ``hydra_cfg`` and task name). Raises ``CampaignError`` before anything is stored when
     a point cannot run; returns the ``LaunchResult`` once it is stored and submitted.
     """
-    from campaign.observe.estimate import campaign_cost, check_budget, launch_measured
+    from campaign.observe.estimate import campaign_cost, check_budget
+    from campaign.observe.measured import launch_measured
     from campaign.launch.dryrun import dry_run_mode, print_dry_run
     from campaign.launch.preflight import preflight
     from campaign.common.text import printable

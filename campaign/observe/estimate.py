@@ -3,8 +3,10 @@
 A point's seconds per iteration come from the first of
 
 1. ``measured``: the store's completed runs of the same work (platform, trainer and its
-   settings, dataset shape, GPUs, nodes, images per GPU), the latest campaign that ran
-   it: the median over its points of the slowest rank's timed window / iterations;
+   settings, dataset shape, GPUs, nodes, images per GPU), the median over a campaign's
+   points of the slowest rank's timed window / iterations, from your latest campaign
+   that ran it, else another user's, and only a rate the declaration below makes
+   believable (campaign.observe.measured says which it trusts and why);
 2. ``declared``: the trainer's declaration (trainers/spec.py): a time law
    (``seconds_per_iteration``, the sleep trainer's), or its training FLOPs per image
    (``flops_per_image``) over the platform's peak FLOP/s for the math it runs, at the
@@ -23,7 +25,7 @@ CPU ranks of ``platform=local`` count as its "GPUs"). A campaign's wall time: po
 a local platform that runs one job at a time (``platform.exclusive``) add up; the others
 are taken to run at once (the longest), queue waits not included.
 
-Pure functions of plain configs, plus ``measured_rates`` (one read-only query); no
+Pure functions of plain configs (the store's rates: campaign.observe.measured); no
 torch, no polars. A config read back from the store is data others may have shaped: its
 trainer's declaration comes from the installed package's registry by name, never from
 a module the store names (``installed_spec``), and its JSON is parsed within bounds.
@@ -34,9 +36,8 @@ Used by the launch (printed, and ``max_gpu_hours``) and by
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from campaign.backends import backend_of
 
@@ -211,72 +212,74 @@ def mfu_of(spec: Any, config: Mapping[str, Any], mode: str) -> tuple[float, str]
     return ASSUMED_MFU, f"assumed MFU {ASSUMED_MFU:.0%}{where}"
 
 
-# ------------------------------------------------------------------ measured rates
+# ------------------------------------------------------------------ measured rates, believed or not
+
+MAX_FASTER = 10.0  # a measured rate this many times faster than the declared one is not believed (measured.py)
 
 
 @dataclass(frozen=True)
 class Measured:
+    """One campaign's measured rate of a work (``work_key``), as campaign.observe.measured reads it."""
+
     s_per_it: float  # median over the campaign's points of this work
     campaign_id: str
+    user: Optional[str] = None  # the campaign's stored user
+    own: bool = True  # launched by the user asking (the module docstring says how it is told)
+
+    @property
+    def where(self) -> str:
+        """``campaign ID``, and whose where it is not the asking user's (the stored names
+        escaped and cut: whoever wrote the store chose them)."""
+        from campaign.common.text import printable
+
+        user = printable(self.user)[:64] if self.user else None
+        whose = "" if self.own else f" ({user}'s)" if user else " (nobody's: no user stored)"
+        return f"campaign {printable(self.campaign_id)[:64]}{whose}"
 
 
-def measured_rates(store: Any, platforms: Iterable[str], trainers: Iterable[str]) -> dict[str, Measured]:
-    """work_key -> the latest campaign's measured seconds per iteration, from the store's
-    completed attempts of these platforms and trainers (one read-only query); a row whose
-    config is past campaign.common.bounded's limits, or whose values are not numbers, is left out."""
-    from sqlalchemy import Text, and_, cast, func, select
+def distrust(m: Measured, declared: Optional[float]) -> Optional[str]:
+    """Why ``m`` is not used against the ``declared`` seconds per iteration of the same
+    work (None: it is): faster than ``MAX_FASTER`` allows, or not the user's own where
+    nothing is declared to check it against."""
+    if declared is not None and declared > 0:
+        if m.s_per_it * MAX_FASTER < declared:
+            return (f"{m.where}'s measured {m.s_per_it:.3g} s/it left out: more than {MAX_FASTER:g}x faster than "
+                    f"the declared {declared:.3g} s/it")
+        return None
+    if not m.own:
+        return f"{m.where}'s measured rate left out: not yours, and nothing declared to check it against"
+    return None
 
-    from campaign.common.bounded import BoundError, loads
-    from campaign_sql.schema import attempt, campaign, point, rank_timing
 
-    per_rank = rank_timing.c.wall_s / func.nullif(rank_timing.c.iterations, 0)
-    done = (select(attempt.c.id).select_from(attempt.join(point, point.c.id == attempt.c.point_id))
-            .where(and_(attempt.c.state == "completed", point.c.platform.in_(sorted(set(platforms))),
-                        point.c.trainer.in_(sorted(set(trainers))))))
-    # the slowest rank's per attempt (grouped apart: PostgreSQL groups no JSON column)
-    slowest = (select(rank_timing.c.attempt_id, func.max(per_rank).label("s_per_it"))
-               .where(rank_timing.c.attempt_id.in_(done)).group_by(rank_timing.c.attempt_id).subquery("slowest"))
-    q = (
-        select(cast(point.c.config, Text), point.c.gpus, point.c.nodes, point.c.batch_per_gpu, campaign.c.id,
-               campaign.c.created_at,
-               slowest.c.s_per_it)
-        .select_from(point.join(campaign, campaign.c.id == point.c.campaign_id)
-                     .join(attempt, attempt.c.point_id == point.c.id)
-                     .join(slowest, slowest.c.attempt_id == attempt.c.id))
-    )
-    found: dict[str, dict[str, Any]] = {}
-    with store.engine.connect() as conn:
-        for config, gpus, nodes, batch, cid, created, s_per_it in conn.execute(q):
-            if s_per_it is None or batch is None or not isinstance(created, (int, float)):
-                continue
-            try:
-                if isinstance(config, str):  # the stored text, parsed here within bounds
-                    config = loads(config, f"the stored config of a point of campaign {cid}")
-                key = work_key(config if isinstance(config, Mapping) else {}, gpus, nodes, batch)
-            except (BoundError, TypeError, ValueError, AttributeError):  # not what a launch stores
-                continue
-            best = found.get(key)
-            if best is None or created > best["created"]:
-                found[key] = {"created": created, "cid": cid, "rates": [float(s_per_it)]}
-            elif cid == best["cid"]:
-                best["rates"].append(float(s_per_it))
-    return {k: Measured(statistics.median(v["rates"]), v["cid"]) for k, v in found.items()}
+def trusted(candidates: Sequence[Measured], declared: Optional[float]) -> tuple[Optional[Measured], list[str]]:
+    """The first of ``candidates`` (best first) that ``distrust`` passes, and why each one
+    before it was left out."""
+    notes = []
+    for m in candidates:
+        why = distrust(m, declared)
+        if why is None:
+            return m, notes
+        notes.append(why)
+    return None, notes
 
 
 def point_cost(config: Mapping[str, Any], *, gpus: int, nodes: int, batch_per_gpu: int, iterations: int,
-               measured: Optional[Mapping[str, Measured]] = None, own: bool = False) -> PointCost:
+               measured: Optional[Mapping[str, Sequence[Any]]] = None, own: bool = False) -> PointCost:
     """One point's estimate (the module docstring's order of sources); ``own``: ``config`` is
-    the user's own composition, not one read from the store (``declared_rate``)."""
+    the user's own composition, not one read from the store (``declared_rate``). A measured
+    rate is taken only where campaign.observe.measured trusts it against this config's own
+    declaration; a candidate left out is named in the source."""
     total = loop_iterations(config, iterations)
-    m = (measured or {}).get(work_key(config, gpus, nodes, batch_per_gpu))
-    if m is not None:
-        return PointCost(gpus, total, m.s_per_it, f"measured in campaign {m.campaign_id}", serial(config), "measured")
     rate, source = declared_rate(config, gpus, batch_per_gpu, own=own)
+    m, left_out = trusted((measured or {}).get(work_key(config, gpus, nodes, batch_per_gpu)) or (), rate)
+    if m is not None:
+        return PointCost(gpus, total, m.s_per_it, f"measured in {m.where}", serial(config), "measured")
     kind = "unknown" if rate is None else "law" if source == LAW else "flops"
+    source = "; ".join([source, *left_out])
     return PointCost(gpus, total, rate, source, serial(config), kind)
 
 
-def campaign_cost(points: Sequence[Any], measured: Optional[Mapping[str, Measured]] = None) -> CampaignCost:
+def campaign_cost(points: Sequence[Any], measured: Optional[Mapping[str, Sequence[Any]]] = None) -> CampaignCost:
     """The estimate of planned points (``campaign.launch.plan.PointPlan``)."""
     return CampaignCost([point_cost(p.config, gpus=p.gpus, nodes=p.nodes, batch_per_gpu=p.batch_per_gpu,
                                     iterations=p.iterations, measured=measured, own=True) for p in points])
@@ -322,28 +325,3 @@ def check_budget(cost: CampaignCost, max_gpu_hours: Optional[float]) -> None:
                           f"({len(cost.points)} point(s), wall time {fmt_duration(cost.wall_s)}), over "
                           f"max_gpu_hours={max_gpu_hours:g}; nothing was stored. --dry-run shows the estimate per "
                           "point; sweep fewer points or iterations, or raise max_gpu_hours")
-
-
-def launch_measured(points: Sequence[Any]) -> dict[str, Measured]:
-    """The measured rates a launch's store holds for its points' platforms and trainers
-    (read-only; {} when there is no store yet or it cannot be read)."""
-    from campaign.common.errors import CampaignError
-    from campaign.store import open_store
-    from campaign_sql.engine import sqlite_path
-
-    url = str(points[0].config["store"]["url"])
-    try:
-        path = sqlite_path(url)
-        if path is not None:
-            import os
-
-            if not os.path.isfile(path):
-                return {}
-        with open_store(url, readonly=True, busy_timeout_s=5.0) as store:
-            return measured_rates(store, {p.platform for p in points}, {p.config["trainer"]["name"] for p in points})
-    except (CampaignError, ValueError):
-        return {}
-    except Exception as exc:  # a database error: no measured rates, the estimate says where they came from
-        if type(exc).__module__.startswith("sqlalchemy"):
-            return {}
-        raise

@@ -16,8 +16,11 @@ A results folder is writable by others than the campaign's owner, so a spool fil
 data from anyone: it changes only the campaign, point, attempt and rank its folder and
 name stand for (``<results>/jobs/<campaign>/spool/p<point>-a<attempt>-r<rank>.jsonl``).
 A file named otherwise, one that is not a regular file (a link, a FIFO), one past
-``MAX_SPOOL_BYTES``, one whose point is of another campaign, or one holding an
-operation for another point, attempt or rank is quarantined whole, nothing of it applied.
+``MAX_SPOOL_BYTES`` or ``MAX_SPOOL_ELEMENTS`` (its JSON's values and keys, counted
+before a line is parsed: bytes are not memory, campaign.common.bounded), one whose point
+is of another campaign, or one holding an operation for another point, attempt or rank is
+quarantined whole, nothing of it applied. Files are read one at a time: what one file
+takes is freed before the next is read.
 
 Ingest also records the final states the executors observe for points the store
 still has unfinished (a job killed from outside never reports itself): read commands
@@ -34,7 +37,7 @@ from typing import Iterable, Optional
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, SQLAlchemyError, StatementError
 
-from campaign.common.bounded import BoundError, check, loads
+from campaign.common.bounded import BoundError, check, elements, loads
 from campaign.common.errors import StoreError, one_line
 from campaign.common.ids import shown
 from campaign.common.jobfolder import SPOOL_FOLDER_FORM, SPOOL_FORM, spool_campaign, spool_dir, spool_key
@@ -46,7 +49,10 @@ from campaign_sql.ops import ROW_TABLES, AttemptKey, apply_op
 from campaign_sql.schema import point
 
 OPS = ("start", "rows", "rank", "finish")
-MAX_SPOOL_BYTES = 1 << 30  # one rank's spool file; a long run's rows take tens of MB
+MAX_SPOOL_BYTES = 256 << 20  # one rank's spool file; a long run's rows take tens of MB
+# JSON values and keys in one spool file (bounded.elements): ~20 an iteration row, so ~200,000 rows;
+# what they can make in memory: bounded.ELEMENT_BYTES each, ~340 MB, beside the file's bytes and lines
+MAX_SPOOL_ELEMENTS = 1 << 22
 MAX_LINE_BYTES = 64 << 20  # one operation: at most BATCH_ROWS iteration rows (trainers.writer), far below
 # the payload keys trainers.writer writes per operation (anything else could reach a column it must not)
 PAYLOAD_KEYS = {
@@ -92,11 +98,15 @@ def _check_record(r: object, where: str, key: Optional[tuple[int, int, int]] = N
 
 def _spool_bytes(path: Path) -> bytes:
     """A spool file's bytes through campaign.common.untrusted.read_bytes (a regular file, no link
-    followed, no FIFO blocked on, at most ``MAX_SPOOL_BYTES``). What it refuses is the
+    followed, no FIFO blocked on, at most ``MAX_SPOOL_BYTES`` and ``MAX_SPOOL_ELEMENTS``). What it refuses is the
     file's fault (``MalformedSpool``, quarantined); a file that cannot be read at all
     (gone, no permission) is ``OSError``, the reader's trouble."""
     data, reason = read_bytes(path, MAX_SPOOL_BYTES)
     if data is not None:
+        count = elements(data)
+        if count > MAX_SPOOL_ELEMENTS:
+            raise MalformedSpool(f"{count:,} JSON elements, more than the {MAX_SPOOL_ELEMENTS:,} campaign reads "
+                                 "from a spool file")
         return data
     # read_bytes' reasons (campaign.common.untrusted) in this module's own words
     if reason == "is not a regular file (a symbolic link)":

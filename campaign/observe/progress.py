@@ -192,7 +192,7 @@ def _profiled(p: dict) -> int:
 def annotate(points: Sequence[dict], beats: Mapping[int, list[RankBeats]], *, now: float,
              measured: Optional[Mapping[str, Any]] = None) -> tuple[dict[int, PointETA], Overheads]:
     """Per point id its ``PointETA`` (pure: ``points`` as campaign.observe.state derives them,
-    ``beats`` by attempt id, ``measured``: campaign.observe.estimate.measured_rates)."""
+    ``beats`` by attempt id, ``measured``: campaign.observe.measured.measured_rates)."""
     loops = {p["id"]: loop for p in points if (loop := loop_of(beats.get(p.get("attempt_id"), [])))}
     over = overheads(points, loops)
     tail = over.tail_s or 0.0

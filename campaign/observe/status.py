@@ -195,7 +195,7 @@ class Follower:
 
     def _measured_rates(self, points: list[dict]) -> dict:
         if self._measured is None:
-            from campaign.observe.estimate import measured_rates
+            from campaign.observe.measured import measured_rates
 
             waiting = [p for p in points if p["state"] in NOT_STARTED]
             self._measured = measured_rates(self.store, {p["platform"] for p in waiting},
