@@ -37,6 +37,8 @@ CRAFTED = {  # what whoever writes the store does, and what the refusal names
                 "trigger 'spin' on 'point' (a campaign store has none)"),
     "computed": ("ALTER TABLE point ADD COLUMN big INTEGER GENERATED ALWAYS AS (length(printf('%.*c', gpus, 'x')));",
                  "table 'point' has computed columns ('big')"),
+    "virtual": ("DROP TABLE evaluation; CREATE VIRTUAL TABLE evaluation USING fts5(split);",
+                "table 'evaluation' is a virtual table"),
 }
 
 

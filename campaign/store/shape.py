@@ -52,18 +52,22 @@ def check_shape(engine: Engine, where: str) -> None:
 
 
 def _sqlite_problems(conn: Connection) -> list[str]:
-    rows = conn.exec_driver_sql("SELECT type, name, tbl_name, sql FROM sqlite_master").all()
+    """Views and triggers, and the schema's tables as SQLite finds them (its names are
+    case-blind); only those rows of the catalogue are read, a few bytes of each."""
+    ours = ", ".join(f"'{name}'" for name in TABLES)  # names of ours, not the store's
+    rows = conn.exec_driver_sql(
+        "SELECT type, name, tbl_name, upper(ltrim(substr(sql, 1, 40))) FROM sqlite_master "
+        f"WHERE type IN ('view', 'trigger') OR (type = 'table' AND lower(name) IN ({ours}))").all()
     problems = []
-    for kind, name, table, sql in rows:
-        if kind in ("view", "trigger"):
+    for kind, name, table, head in rows:
+        if kind != "table":
             on = f" on {table!r}" if kind == "trigger" else ""
             problems.append(f"{kind} {name!r}{on} (a campaign store has none)")
-        elif kind == "table" and name in TABLES and str(sql or "").lstrip().upper().startswith("CREATE VIRTUAL"):
+        elif str(head or "").startswith("CREATE VIRTUAL"):
             problems.append(f"table {name!r} is a virtual table")
-    for name in TABLES:
-        if any(kind == "table" and n == name for kind, n, _, _ in rows):
-            # hidden 2 and 3: generated columns (computed as they are read); 1: a virtual table's
-            computed = [r[1] for r in conn.exec_driver_sql(f'PRAGMA table_xinfo("{name}")').all() if r[6]]
+        else:
+            # hidden 2 and 3: generated columns (computed as they are read)
+            computed = [r[1] for r in conn.exec_driver_sql(f'PRAGMA table_xinfo("{name.lower()}")').all() if r[6]]
             if computed:
                 problems.append(f"table {name!r} has computed columns ({', '.join(map(repr, computed))})")
     return problems
