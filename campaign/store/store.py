@@ -127,8 +127,9 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
     which).
 
     Raises ``StoreError`` for a missing store (without ``create``), an unreachable
-    database or a file that is not a database, ``SchemaVersionError`` for a store of
-    another schema version (or none).
+    database or a file that is not a database, or a store shaped to run SQL of its own (a
+    view, a trigger: campaign.store.shape), ``SchemaVersionError`` for a store of
+    another schema version (or none). Every query runs under campaign.store.budget.
     """
     check_store_url(url)
     path = sqlite_path(url)
