@@ -40,6 +40,13 @@ def catching() -> Iterator[None]:
         _seen.clear()
 
 
+def heard() -> bool:
+    """Whether a Ctrl-C came while ``catching()`` runs (one whose exception was lost
+    included): what a loop in C, such as SQLite's, asks between its steps
+    (campaign.store.budget)."""
+    return _seen.is_set()
+
+
 def sleep(seconds: float) -> None:
     """``time.sleep`` that ends in ``KeyboardInterrupt`` once a Ctrl-C came, even one whose
     exception a finalizer swallowed."""

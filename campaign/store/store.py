@@ -17,6 +17,8 @@ from sqlalchemy.engine import make_url
 from campaign.common.bounded import stored
 from campaign.common.errors import NotFoundError, SchemaVersionError, StoreError, one_line
 from campaign.store.advice import extra_advice, upgrade_advice
+from campaign.store.budget import guard
+from campaign.store.shape import check_shape
 from campaign.store.submissions import Submissions
 from campaign_sql.engine import (
     SchemaMismatch,
@@ -125,8 +127,9 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
     which).
 
     Raises ``StoreError`` for a missing store (without ``create``), an unreachable
-    database or a file that is not a database, ``SchemaVersionError`` for a store of
-    another schema version (or none).
+    database or a file that is not a database, or a store shaped to run SQL of its own (a
+    view, a trigger: campaign.store.shape), ``SchemaVersionError`` for a store of
+    another schema version (or none). Every query runs under campaign.store.budget.
     """
     check_store_url(url)
     path = sqlite_path(url)
@@ -147,10 +150,10 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
         if path is not None and Path(path).exists() and not readonly:
             # Checked through a read-only connection first: the writing one switches the
             # journal to WAL, which would rewrite a file that is not a store.
-            _check(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True, json_deserializer=stored), url,
-                   create, dispose=True)
-        engine = make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True,
-                             json_deserializer=stored)  # others' JSON within bounds (campaign.common.bounded)
+            _check(guard(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=True, json_deserializer=stored),
+                         describe_url(url)), url, create, dispose=True)
+        engine = guard(make_engine(url, busy_timeout_s=busy_timeout_s, readonly=readonly, interruptible=True,
+                                   json_deserializer=stored), describe_url(url))  # others' JSON within bounds
         version = _check(engine, url, create, readonly=readonly)
     except ValueError as exc:
         raise StoreError(f"store URL: {exc}; use e.g. sqlite:///results/campaign.db") from exc
@@ -163,9 +166,15 @@ def _check(engine: Engine, url: str, create: bool, dispose: bool = False, readon
     """The schema-version check of ``open_store``; returns the store's version. A new
     store is made (with ``create``) only in an empty database, never beside another
     application's tables; a store of an older version (``READABLE``) is read as it is
-    by a read-only engine and upgraded in place by a writing one (``sql/migrate.py``)."""
+    by a read-only engine and upgraded in place by a writing one (``sql/migrate.py``).
+    The store's shape is checked first (``campaign.store.shape``): the version is read
+    from a table that others could have made a view."""
     try:
+        check_shape(engine, describe_url(url))
         check_version(engine, READABLE)
+    except StoreError:
+        engine.dispose()
+        raise
     except SchemaMismatch as exc:
         if not (exc.found is None and create and _is_empty(engine)):
             engine.dispose()
