@@ -23,9 +23,10 @@ LAW = {1: 8 * (0.012 + 0.002), 2: 2 * 8 * (0.012 / 2 + 0.001 + 0.002)}  # second
 @pytest.mark.slow
 def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_lands(ws):
     """From the first moment a point reports its rate to the end, every ETA status shows
-    lands within 20 % of the campaign's run time of its real end. The loops take 75 s;
-    a job's start-up on this shared 2-core machine takes 2 to 20 s (torch's import under
-    load) and is the part an ETA can only take from the points before."""
+    lands within 20 % of the campaign's run time of its real end (before the second point
+    starts, give or take how far its start-up differed from the first's: the ETA's guess).
+    The loops take 75 s; a job's start-up on this shared 2-core machine takes 2 to 40 s
+    (torch's import under load) and is the part an ETA can only take from the points before."""
     # 1 GPU: 405 iterations x 0.112 s = 45 s; 2 GPUs: 205 x 0.144 s = 30 s; one after the other
     launched = time.time()
     res = ws.launch("-m", *SLEEP, "gpus=1,2", "experiment.base_iterations=400", "store.heartbeat_s=1", "name=eta")
@@ -51,12 +52,19 @@ def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_land
     took = end - launched
     assert len(samples) >= 20, samples
     assert samples[0][0] - launched < took / 2  # an ETA was there for most of the campaign
+    # Until the second point starts, its start-up is the first one's, as far as an ETA can
+    # know: by how much the real one differed (a loaded machine's torch import) it may miss too.
+    (_, first_start, first_end), (_, second_start, _) = ws.query(
+        "select idx, started_at, ended_at from point where campaign_id = ? order by idx", cid)
+    unforeseen = abs((second_start - first_end) - (first_start - launched))
     for when, predicted, point in samples:
         assert 0 < point["iteration"] <= point["iterations"] == {1: 405, 2: 205}[point["gpus"]]
         # the rate is the law's (sleeps run to deadlines: the loop keeps the law under load)
         assert point["rate_it_s"] == pytest.approx(1 / LAW[point["gpus"]], rel=0.1)
         if when < end:
-            assert predicted is not None and abs(predicted - end) <= 0.2 * took, (when - launched, predicted - end, took)
+            bound = 0.2 * took + (unforeseen if when < second_start else 0.0)
+            assert predicted is not None and abs(predicted - end) <= bound, (when - launched, predicted - end, took,
+                                                                               unforeseen)
 
     done = ws.campaign("status", cid, "--wait", "--interval", "0.2")
     assert done.returncode == 0

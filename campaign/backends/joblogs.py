@@ -11,6 +11,7 @@ the reason. The files' modification time is when the job last did anything.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -20,6 +21,11 @@ from campaign.common.untrusted import TAIL_BYTES, read_tail, regular_stat
 
 # TAIL_BYTES: a traceback's end lies in the log's last lines; a log is never read whole
 _TRACEBACK = "Traceback (most recent call last):"
+# A rank whose controller died and whose main thread did not end within the grace its
+# watcher gives it is ended by the watcher (trainers/orphan.py), with this last line and
+# no traceback: the rank's reason as much as an exception is.
+_ORPHAN_ENDED = re.compile(r"the job's controller \(pid \d+\) ended and this rank did not end within [\d.]+ s "
+                           r"of noticing; ending it")
 
 
 def _tail(path: Path) -> str:
@@ -41,8 +47,16 @@ def last_exception(text: str) -> Optional[str]:
 
 
 def log_exception(log_path: Optional[str]) -> Optional[str]:
-    """The exception a job's log (``<job>_<task>_log.err``) ends with, or None."""
-    return last_exception(_tail(Path(log_path))) if log_path else None
+    """The exception a job's log (``<job>_<task>_log.err``) ends with (or the orphan
+    watcher's line ending a rank whose controller died), or None."""
+    if not log_path:
+        return None
+    text = _tail(Path(log_path))
+    found = last_exception(text)
+    if found is None:
+        last = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+        found = last if _ORPHAN_ENDED.fullmatch(last.strip()) else None
+    return found
 
 
 def job_logs(folder: Optional[str], job_id: str) -> list[Path]:
