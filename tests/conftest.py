@@ -349,6 +349,10 @@ def private_config_dir(tmp_path_factory) -> Path:
     suite: a session folder, so no test reads or writes the real ~/.config/campaign."""
     folder = tmp_path_factory.mktemp("config") / "campaign"
     os.environ["CAMPAIGN_CONFIG_DIR"] = str(folder)
+    # and the local executor's job lock (campaign/backends/local.py): a test that launches with
+    # os.environ's variables (not a Workspace's, which has its own) takes this worker's lock,
+    # neither the user's machine-wide one (their own local jobs) nor the other workers'
+    os.environ["CAMPAIGN_LOCK_DIR"] = str(tmp_path_factory.mktemp("lock"))
     return folder
 
 

@@ -25,11 +25,11 @@ def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_land
     """From the first moment a point reports its rate to the end, every ETA status shows
     lands within 20 % of the campaign's run time of its real end (before the second point
     starts, give or take how far its start-up differed from the first's: the ETA's guess).
-    The loops take 75 s; a job's start-up on this shared 2-core machine takes 2 to 40 s
+    The loops take 38 s; a job's start-up on this shared 2-core machine takes 2 to 40 s
     (torch's import under load) and is the part an ETA can only take from the points before."""
-    # 1 GPU: 405 iterations x 0.112 s = 45 s; 2 GPUs: 205 x 0.144 s = 30 s; one after the other
+    # 1 GPU: 205 iterations x 0.112 s = 23 s; 2 GPUs: 105 x 0.144 s = 15 s; one after the other
     launched = time.time()
-    res = ws.launch("-m", *SLEEP, "gpus=1,2", "experiment.base_iterations=400", "store.heartbeat_s=1", "name=eta")
+    res = ws.launch("-m", *SLEEP, "gpus=1,2", "experiment.base_iterations=200", "store.heartbeat_s=1", "name=eta")
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
     early = ws.campaign("status", cid, "--wait", "--timeout", "1", "--interval", "0.2")
@@ -58,7 +58,7 @@ def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_land
         "select idx, started_at, ended_at from point where campaign_id = ? order by idx", cid)
     unforeseen = abs((second_start - first_end) - (first_start - launched))
     for when, predicted, point in samples:
-        assert 0 < point["iteration"] <= point["iterations"] == {1: 405, 2: 205}[point["gpus"]]
+        assert 0 < point["iteration"] <= point["iterations"] == {1: 205, 2: 105}[point["gpus"]]
         # the rate is the law's (sleeps run to deadlines: the loop keeps the law under load)
         assert point["rate_it_s"] == pytest.approx(1 / LAW[point["gpus"]], rel=0.1)
         if when < end:
