@@ -106,17 +106,8 @@ def test_harvest_filters_are_applied(sweep):
     res = ws.campaign("harvest", "--to", "csv", "--gpus", "2")
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
     assert {r["gpus"] for r in rows} == {"2"}
-    assert all(r["note"] == "no 1-GPU baseline" for r in rows)
-
-
-@pytest.mark.slow
-def test_missing_baseline_is_said_not_invented(ws):
-    res = ws.launch("-m", "gpus=2", *TINY)
-    assert res.returncode == 0, res.stderr
-    assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
-    out = ws.campaign("harvest", "--to", "csv")
-    (row,) = list(csv.DictReader(io.StringIO(out.stdout)))
-    assert row["note"] == "no 1-GPU baseline" and row["speedup"] == "" and row["efficiency"] == ""
+    # the baseline is said missing, not invented: no speedup, no efficiency
+    assert all(r["note"] == "no 1-GPU baseline" and r["speedup"] == "" and r["efficiency"] == "" for r in rows)
 
 
 @pytest.mark.slow
