@@ -160,6 +160,17 @@ def _read_only_sessions(engine: Engine) -> None:
         dbapi_conn.commit()
 
 
+def _no_interrupt() -> bool:
+    return False
+
+
+# Asked by the wait callback below every half second while it waits on the server: whether a
+# Ctrl-C came whose KeyboardInterrupt something swallowed (a finalizer run in between: Python
+# prints "Exception ignored" and goes on). campaign's CLI sets it to its note of every SIGINT
+# (campaign.common.interrupt.heard, through campaign.store.budget); a job leaves it be.
+interrupt_heard = _no_interrupt
+
+
 def _interruptible_psycopg2() -> None:
     """Ctrl-C cancels a psycopg2 query that waits (e.g. for a lock) and raises
     ``KeyboardInterrupt``, instead of holding the command until the server answers:
@@ -186,11 +197,13 @@ def _wait_interruptible(conn) -> None:
                     raise KeyboardInterrupt
                 return
             if state == ext.POLL_READ:
-                select.select([conn.fileno()], [], [])
+                select.select([conn.fileno()], [], [], 0.5)
             elif state == ext.POLL_WRITE:
-                select.select([], [conn.fileno()], [])
+                select.select([], [conn.fileno()], [], 0.5)
             else:
                 raise conn.OperationalError(f"bad state from poll: {state}")
+            if not interrupted and interrupt_heard():  # a Ctrl-C whose exception was lost
+                raise KeyboardInterrupt
         except KeyboardInterrupt:
             if interrupted:
                 raise

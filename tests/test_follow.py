@@ -47,10 +47,10 @@ def test_a_user_watching_a_two_point_campaign_sees_progress_and_an_eta_that_land
             samples.append((now, doc["progress"]["ends_at"], running[0]))
         if all(p["state"] == "completed" for p in doc["points"]):
             break
-        time.sleep(1.0)
+        time.sleep(0.5)
     (end,) = ws.query("select max(ended_at) from point")[0]
     took = end - launched
-    assert len(samples) >= 20, samples
+    assert len(samples) >= 10, samples  # one every 1-2 s (a status, then half a second)
     assert samples[0][0] - launched < took / 2  # an ETA was there for most of the campaign
     # Until the second point starts, its start-up is the first one's, as far as an ETA can
     # know: by how much the real one differed (a loaded machine's torch import) it may miss too.
