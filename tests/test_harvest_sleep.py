@@ -94,14 +94,17 @@ def test_breakdown_shares_are_the_law_terms(runs):
     ws, full, _ = runs
     rows = _csv(ws, full, "--table", "breakdown")
     share = {(int(r["gpus"]), r["source"], r["phase"]): _f(r["share"]) for r in rows}
+    # within 5 points of the law's: a whole-suite run's load makes a sleep wake late (its
+    # phase longer, the others' shares smaller: 0.087 for the law's 0.125 was seen); a phase
+    # counted as another would be off by 0.1 or more
     for n in GPUS:
-        assert share[(n, "timed window", "data wait")] == pytest.approx(C / t(n), abs=0.03)
-        assert share[(n, "timed window", "compute")] == pytest.approx(A / n / t(n), abs=0.03)
+        assert share[(n, "timed window", "data wait")] == pytest.approx(C / t(n), abs=0.05)
+        assert share[(n, "timed window", "compute")] == pytest.approx(A / n / t(n), abs=0.05)
         comm = share[(n, "timed window", "communication")]
-        assert comm is None if n == 1 else comm == pytest.approx(B_COMM * math.log2(n) / t(n), abs=0.03)
+        assert comm is None if n == 1 else comm == pytest.approx(B_COMM * math.log2(n) / t(n), abs=0.05)
         assert share[(n, "profiler", "device")] is None  # no profiler window: absent, not zero
         assert share[(n, "phases", "iteration")] == pytest.approx(1.0, abs=0.01)  # the iterations tile the window
-        assert share[(n, "phases", "forward")] == pytest.approx(A / n / t(n), abs=0.03)
+        assert share[(n, "phases", "forward")] == pytest.approx(A / n / t(n), abs=0.05)
 
 
 @pytest.mark.slow
