@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from campaign.common.bounded import BoundError, loads
+from campaign.common.bounded import STORED, BoundError, loads
 from campaign.common.errors import ConfigError
 from campaign.common.varying import parse
 
@@ -59,7 +59,7 @@ def _config(point: Mapping[str, Any]) -> Any:
     config = point.get("config")
     if isinstance(config, (str, bytes)):
         try:
-            return loads(config, "stored config")
+            return loads(config, "stored config", budget=STORED)  # the command's parse budget, as harvest's
         except BoundError:
             return None
     return config
@@ -68,10 +68,14 @@ def _config(point: Mapping[str, Any]) -> Any:
 def value_of(point: Mapping[str, Any], key: str) -> Any:
     """The point's value of ``key`` as text: its override, else its config's value at the
     path (``_MISSING`` where neither has it)."""
-    overrides = parse(point.get("overrides") or [])
+    return _lookup(parse(point.get("overrides") or []), _config(point), key)
+
+
+def _lookup(overrides: Mapping[str, str], config: Any, key: str) -> Any:
+    """``value_of`` on a point's overrides and config, each parsed once for all its keys."""
     if key in overrides:
         return overrides[key]
-    node = _config(point)
+    node = config
     for part in key.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return _MISSING
@@ -89,8 +93,9 @@ def matching_ids(points: Sequence[Mapping[str, Any]], settings: Mapping[str, Ite
     seen = {key: False for key in settings}
     for p in points:
         ok = True
+        overrides, config = parse(p.get("overrides") or []), _config(p)
         for key, wanted in settings.items():
-            have = value_of(p, key)
+            have = _lookup(overrides, config, key)
             if have is _MISSING:
                 ok = False
                 continue

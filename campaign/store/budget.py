@@ -65,6 +65,10 @@ def guard(engine: Engine, where: str) -> Engine:
     ``where`` names the store in the budget's message. Call before the engine connects."""
     seconds = budget_s()
     dialect = engine.dialect.name
+    if dialect == "postgresql":
+        import campaign_sql.engine as sql_engine
+
+        sql_engine.interrupt_heard = heard  # psycopg2's wait: a lost Ctrl-C cancels too
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, record: Any) -> None:
@@ -72,9 +76,6 @@ def guard(engine: Engine, where: str) -> Engine:
             clock = record.info[_KEY] = _Clock()
             dbapi_conn.set_progress_handler(lambda: _turn(clock, seconds), PROGRESS_STEPS)
         elif dialect == "postgresql":
-            import campaign_sql.engine as sql_engine
-
-            sql_engine.interrupt_heard = heard  # psycopg2's wait: a lost Ctrl-C cancels too
             cur = dbapi_conn.cursor()
             cur.execute(f"SET statement_timeout = {int(seconds * 1000)}")  # a number of ours, in ms
             cur.close()
