@@ -4,4 +4,29 @@ The host side (this package) plans, submits, tracks and harvests; it never impor
 torch. The job side lives in ``trainers``.
 """
 
+import os as _os
+import sys as _sys
+
 __version__ = "0.1.0"
+
+
+def _drop_working_folder() -> None:
+    """``python -m campaign.launch`` puts the working folder first on ``sys.path``: a
+    ``submitit.py`` (or ``hydra/``, ``sqlalchemy/``...) that someone planted in a shared
+    folder one launches from would be imported as the real one. While ``-m`` locates this
+    package (``sys.argv[0]`` is then ``"-m"``, Python's documented placeholder) that entry is
+    dropped, so every later import comes from the installation. Not with ``-P`` (no such
+    entry) nor the ``campaign`` command (its first entry is the script's folder). A planted
+    ``campaign/`` itself is found before this runs: docs/security.md says use the ``campaign``
+    command or ``python -P -m campaign.launch``."""
+    if _sys.flags.safe_path or not _sys.argv or _sys.argv[0] != "-m" or not _sys.path:
+        return
+    try:
+        here = _os.getcwd()
+    except OSError:
+        return
+    if _sys.path[0] in ("", here):
+        del _sys.path[0]
+
+
+_drop_working_folder()

@@ -181,4 +181,4 @@ record=$("$runtime" exec "$output" python -c "$torch_probe") \
     || die "cannot ask $output for its torch build ($runtime exec ... python failed); check the image with: $runtime test $output"
 printf '%s\n' "$record" >>"$output.sha256"
 printf 'sha256 %s  %s\n' "$digest" "$output"
-printf 'use it with: python -m campaign.launch container=%s container.image=%s\n' "$runtime" "$output"
+printf 'use it with: campaign launch container=%s container.image=%s\n' "$runtime" "$output"

@@ -154,3 +154,19 @@ def test_markdown_cell_escapes_backslashes_and_newlines():
     assert markdown_cell("a\\|b\nc & d") == "a\\\\\\|b<br>c &amp; d"
     assert [defused(c) for c in ("=1", "+1", "-1", "@x", "\tx", "\rx", "x=1", "")] == \
         ["'=1", "'+1", "'-1", "'@x", "'\tx", "'\rx", "x=1", ""]
+
+
+def test_markdown_cell_leaves_no_link_or_image_syntax():
+    """A stored name in markdown export renders as its text: a tracking pixel
+    (``![](https://...)``, fetched when the file is opened) or a ``javascript:`` link
+    must not survive (checked with Python-Markdown's tables, what the manual's site renders with)."""
+    import markdown
+
+    from campaign.harvest.export import markdown_cell
+
+    for hostile in ("![x](https://tracker.example/p.png)", "[click](javascript:alert(1))",
+                    "[ref][1]\n\n[1]: https://tracker.example/p.png", "<https://tracker.example/p.png>"):
+        cell = markdown_cell(hostile)
+        html = markdown.markdown(f"| a |\n|---|\n| {cell} |\n", extensions=["tables"])
+        assert "<img" not in html and "<a " not in html and "href" not in html, (hostile, cell, html)
+    assert markdown_cell("[v100](x)") == "\\[v100\\](x)"

@@ -159,13 +159,16 @@ def defused(cell: str) -> str:
     return "'" + cell if cell.startswith(FORMULA_START) else cell
 
 
+# ``[`` and ``]`` backslash-escaped: no link (``[x](javascript:...)``) or image (``![](https://pixel)``,
+# fetched when the page is opened) is made of a stored name; ``<`` as an entity: no autolink.
 _MARKDOWN = str.maketrans({"\\": "\\\\", "|": "\\|", "&": "&amp;", "<": "&lt;", ">": "&gt;", "\n": "<br>",
-                           "\r": ""})
+                           "\r": "", "[": "\\[", "]": "\\]"})
 
 
 def markdown_cell(cell: str) -> str:
     """A markdown table cell that renders as the text it holds: ``|`` and ``\\`` backslash-escaped
-    (the row keeps its columns), HTML entity-escaped (``<script>`` is text), newlines ``<br>``."""
+    (the row keeps its columns), HTML entity-escaped (``<script>`` is text), newlines ``<br>``,
+    ``[``/``]`` escaped so that no link or image syntax survives (a tracking pixel, a ``javascript:`` link)."""
     return cell.translate(_MARKDOWN)
 
 

@@ -50,7 +50,7 @@ FLOPS_PER_ITERATION = {
 # images, bf16 autocast, 1 GPU, on a lent NVIDIA H200 (compute capability 9.0, torch
 # 2.11.0+cu130, driver 580.159.04): 0.248 s per iteration (mean of 20 timed), the table's
 # 14.1 TFLOP at 56.9 TFLOP/s = 0.0575 of the 989.4 TFLOP/s bf16 peak. The run:
-#     python -m campaign.launch platform=local_gpu gpus=1 trainer=swinv2_upernet experiment=profile \
+#     campaign launch platform=local_gpu gpus=1 trainer=swinv2_upernet experiment=profile \
 #         trainer.precision=bf16 trainer.params.variant=base name=gpu-swin
 # Its store is tests/golden/h200/campaign.db (tests/test_h200_golden.py rederives this figure).
 # Hopper only: other GPUs and math modes keep the estimate's assumed share.
