@@ -28,7 +28,9 @@ def test_the_manual_builds_strictly(tmp_path):
     assert done.returncode == 0, done.stderr
     for page in ("getting-started", "commands", "launch", "failures", "measuring", "store", "security", "slurm",
                  "cluster", "studies", "performance", "contributing"):
-        assert (tmp_path / "site" / page / "index.html").exists(), page
+        assert (tmp_path / "site" / f"{page}.html").exists(), page  # the offline plugin: no directory URLs
+    for page in ("config", "commands", "environment", "exit-status"):  # generated at the build (scripts/docs_hooks.py)
+        assert "<th>meaning</th>" in (tmp_path / "site" / "reference" / f"{page}.html").read_text(), page
 
 
 @pytest.mark.parametrize("damage", ["a link to a page that is not there", "a link to a missing anchor",
@@ -37,6 +39,8 @@ def test_a_broken_manual_fails_its_build(tmp_path, damage):
     copy = tmp_path / "repo"
     copy.mkdir()
     shutil.copy(ROOT / "mkdocs.yml", copy)
+    (copy / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "docs_hooks.py", copy / "scripts")
     shutil.copytree(ROOT / "docs", copy / "docs")
     page = copy / "docs" / "commands.md"
     if damage == "a link to a page that is not there":

@@ -15,6 +15,7 @@ Exit codes of a launch (README, "Exit codes"):
 """
 
 EXIT_OK = 0
+EXIT_NOTHING = 1  # a read found nothing of what it was asked: harvest or plan with nothing completed, status --wait with a point that did not complete, ingest that quarantined a spool file
 EXIT_USAGE = 2  # refused: bad input or an impossible action; nothing stored or changed
 EXIT_INCOMPLETE = 3  # stored, but some points were not submitted or did not complete
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
