@@ -14,11 +14,13 @@ from campaign.common.errors import EXIT_OK
 def add_completion(sub: argparse._SubParsersAction) -> None:
     """``campaign completion bash|zsh``."""
     cp = command(sub, "completion", help="print a shell completion script (bash or zsh)",
-                 description="Print the completion script of campaign for a shell.",
+                 description="Print the completion script of campaign for a shell. (campaigns: the latest "
+                             "campaigns' names and ids in the default store, one a line, for the script itself.)",
                  epilog='examples:\n  eval "$(campaign completion bash)"     # in ~/.bashrc\n'
                         '  eval "$(campaign completion zsh)"      # in ~/.zshrc, after compinit',
                  handler=completion)
-    cp.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
+    cp.add_argument("shell", choices=("bash", "zsh", "campaigns"), help="bash or zsh (campaigns: what the script "
+                                                                      "completes a campaign with)")
 
 
 def add_trace(sub: argparse._SubParsersAction) -> None:
@@ -38,9 +40,15 @@ def add_trace(sub: argparse._SubParsersAction) -> None:
 
 
 def completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """Print the completion script for ``args.shell``."""
-    from campaign.cli.completion import completion_script
+    """Print the completion script for ``args.shell`` (``campaigns``: the words it completes a campaign with)."""
+    from campaign.cli.completion import campaign_words, completion_script
 
+    if args.shell == "campaigns":
+        from campaign.store import default_store_url
+
+        words = campaign_words(default_store_url())
+        print("\n".join(words), end="\n" if words else "")
+        return EXIT_OK
     print(completion_script(args.shell, parser), end="")
     return EXIT_OK
 
