@@ -116,17 +116,23 @@ class Folder:
             fd = os.open(tmp, _NEW, 0o600, dir_fd=self.fd)
         except OSError as exc:
             raise Refused(f"cannot write {target}: {exc.strerror or exc}") from None
+        theirs = False  # an error of the caller's function (a download's) is its own, raised as it is
         try:
             os.fchmod(fd, mode)  # on the descriptor: a path swapped for a link is never chmod'ed
             with os.fdopen(fd, "wb") as fh:
-                data(fh) if callable(data) else fh.write(data)
+                if callable(data):
+                    theirs = True
+                    data(fh)
+                    theirs = False
+                else:
+                    fh.write(data)
             os.rename(tmp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
         except BaseException as exc:
             try:
                 os.unlink(tmp, dir_fd=self.fd)
             except OSError:
                 pass
-            if isinstance(exc, OSError):
+            if isinstance(exc, OSError) and not theirs:
                 why = "is a folder" if exc.errno in (errno.EISDIR, errno.ENOTEMPTY) else (exc.strerror or exc)
                 raise Refused(f"cannot write {target}: {why}") from None
             raise
