@@ -23,6 +23,13 @@ smooth regions as a photograph does and is about as large to decode.
 
 Each writer is deterministic in its seed and leaves a ``STANDIN.txt`` in the dataset's
 folder saying what wrote it: a stand-in is never taken for the real data.
+
+Every file goes through the one door (campaign_door/write.py): each folder made fresh or
+checked (this user's, writable by nobody else unless sticky), each file made new without
+following a link and renamed into place, so a link planted at ``cifar-100-python/test``
+or ``STANDIN.txt`` is refused, its target never written. A stand-in already there is
+reused by a launch only when ``check_standin`` passes (its folders and files this
+user's, no link); its batches are read through the door's restricted unpickler anyway.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from __future__ import annotations
 import gzip
 import os
 import pickle
+import stat
 import struct
 from pathlib import Path
 from typing import Optional, Sequence, Tuple, Union
@@ -37,6 +45,7 @@ from typing import Optional, Sequence, Tuple, Union
 import numpy as np
 
 from campaign_datasets.standin_sizes import STANDINS, SIZES
+from campaign_door import Folder, Refused, folder_problem, kind, open_folder
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -51,19 +60,18 @@ class StandinError(ValueError):
     """A stand-in that cannot be written as asked (one line: what and the fix)."""
 
 
-def _write(path: Path, data: bytes, gz: bool = False) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def _write(folder: Folder, name: str, data: bytes, gz: bool = False) -> None:
     if gz:
-        with gzip.open(str(path) + ".gz", "wb") as f:
-            f.write(data)
+        folder.write(name + ".gz", gzip.compress(data, mtime=0))
     else:
-        path.write_bytes(data)
+        folder.write(name, data)
 
 
 def _mark(folder: Path, name: str, counts: Tuple[int, int], seed: int) -> None:
-    (folder / "STANDIN.txt").write_text(
-        f"A stand-in for {name} written by campaign datagen (campaign_datasets/standin.py), seed {seed}: "
-        f"{counts[0]} training and {counts[1]} test images in the real format, made-up pixels.\n")
+    with open_folder(folder) as out:
+        out.write("STANDIN.txt", (
+            f"A stand-in for {name} written by campaign datagen (campaign_datasets/standin.py), seed {seed}: "
+            f"{counts[0]} training and {counts[1]} test images in the real format, made-up pixels.\n").encode())
 
 
 def idx_images(images: np.ndarray) -> bytes:
@@ -81,21 +89,20 @@ def write_mnist(root: PathLike, n: int = 64, gz: bool = False, n_test: int = 0, 
     """Write train-* (n samples) and t10k-* (n_test, default n // 2) idx files into ``root``."""
     root = Path(root)
     rng = np.random.RandomState(seed)
-    for prefix, count in (("train", n), ("t10k", n_test or max(1, n // 2))):
-        images = rng.randint(0, 256, size=(count, 28, 28)).astype(np.uint8)
-        labels = (np.arange(count) % 10).astype(np.uint8)
-        _write(root / f"{prefix}-images-idx3-ubyte", idx_images(images), gz)
-        _write(root / f"{prefix}-labels-idx1-ubyte", idx_labels(labels), gz)
+    with open_folder(root) as out:
+        for prefix, count in (("train", n), ("t10k", n_test or max(1, n // 2))):
+            images = rng.randint(0, 256, size=(count, 28, 28)).astype(np.uint8)
+            labels = (np.arange(count) % 10).astype(np.uint8)
+            _write(out, f"{prefix}-images-idx3-ubyte", idx_images(images), gz)
+            _write(out, f"{prefix}-labels-idx1-ubyte", idx_labels(labels), gz)
     return root
 
 
-def _pickle(path: Path, obj: dict, protocol: int = 2) -> None:
+def _pickle(folder: Folder, name: str, obj: dict, protocol: int = 2) -> None:
     # The real batches are Python 2 cPickle dumps, protocol 2, with byte-string keys. Python 3
     # writes a bytes payload at protocol 2 as latin-1 text (half again as large): a full-size
-    # stand-in is written at protocol 4 (the same dicts; pickle.load reads both).
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        pickle.dump(obj, f, protocol=protocol)
+    # stand-in is written at protocol 4 (the same dicts; the door's unpickler reads both).
+    folder.write(name, lambda fh: pickle.dump(obj, fh, protocol=protocol))
 
 
 def _cifar_images(rng: np.random.RandomState, n: int) -> np.ndarray:
@@ -109,40 +116,46 @@ def write_cifar10(root: PathLike, n_per_batch: int = 20, n_test: int = 0, seed: 
     rng = np.random.RandomState(seed)
     parts = [(f"data_batch_{i}", f"training batch {i} of 5", n_per_batch) for i in range(1, 6)]
     parts.append(("test_batch", "testing batch 1 of 1", n_test or n_per_batch))
+    with open_folder(folder) as out:
+        _write_cifar10(out, parts, rng, n_per_batch, protocol)
+    return folder
+
+
+def _write_cifar10(out: Folder, parts: list, rng: np.random.RandomState, n_per_batch: int, protocol: int) -> None:
     for filename, batch_label, count in parts:
-        _pickle(folder / filename, {
+        _pickle(out, filename, {
             b"batch_label": batch_label.encode(),
             b"labels": [int(x) for x in rng.randint(0, 10, size=count)],
             b"data": _cifar_images(rng, count),
             b"filenames": [f"img_{filename}_{i:05d}.png".encode() for i in range(count)],
         }, protocol)
-    _pickle(folder / "batches.meta", {
+    _pickle(out, "batches.meta", {
         b"num_cases_per_batch": n_per_batch,
         b"label_names": [name.encode() for name in CIFAR10_CLASSES],
         b"num_vis": 3072,
     })
-    (folder / "readme.html").write_text("<meta HTTP-EQUIV=\"REFRESH\" content=\"0; url=http://www.cs.toronto.edu/~kriz/cifar.html\">\n")
-    return folder
+    out.write("readme.html", b"<meta HTTP-EQUIV=\"REFRESH\" content=\"0; url=http://www.cs.toronto.edu/~kriz/cifar.html\">\n")
 
 
 def write_cifar100(root: PathLike, n: int = 40, n_test: int = 0, seed: int = 0, protocol: int = 2) -> Path:
     """Write ``root/cifar-100-python`` with train, test and meta (fine and coarse labels)."""
     folder = Path(root) / "cifar-100-python"
     rng = np.random.RandomState(seed)
-    for filename, batch_label, count in (("train", "training batch 1 of 1", n),
-                                         ("test", "testing batch 1 of 1", n_test or max(1, n // 2))):
-        fine = rng.randint(0, 100, size=count)
-        _pickle(folder / filename, {
-            b"filenames": [f"img_{filename}_{i:05d}.png".encode() for i in range(count)],
-            b"batch_label": batch_label.encode(),
-            b"fine_labels": [int(x) for x in fine],
-            b"coarse_labels": [int(x) // 5 for x in fine],
-            b"data": _cifar_images(rng, count),
-        }, protocol)
-    _pickle(folder / "meta", {
-        b"fine_label_names": [f"fine_{i}".encode() for i in range(100)],
-        b"coarse_label_names": [f"coarse_{i}".encode() for i in range(20)],
-    })
+    with open_folder(folder) as out:
+        for filename, batch_label, count in (("train", "training batch 1 of 1", n),
+                                             ("test", "testing batch 1 of 1", n_test or max(1, n // 2))):
+            fine = rng.randint(0, 100, size=count)
+            _pickle(out, filename, {
+                b"filenames": [f"img_{filename}_{i:05d}.png".encode() for i in range(count)],
+                b"batch_label": batch_label.encode(),
+                b"fine_labels": [int(x) for x in fine],
+                b"coarse_labels": [int(x) // 5 for x in fine],
+                b"data": _cifar_images(rng, count),
+            }, protocol)
+        _pickle(out, "meta", {
+            b"fine_label_names": [f"fine_{i}".encode() for i in range(100)],
+            b"coarse_label_names": [f"coarse_{i}".encode() for i in range(20)],
+        })
     return folder
 
 
@@ -179,20 +192,21 @@ def write_ade20k(root: PathLike, n_train: int = 16, n_val: int = 4, size: Option
 
     folder = Path(root) / "ADEChallengeData2016"
     scenes = []
-    for split, prefix, count in (("training", "ADE_train", n_train), ("validation", "ADE_val", n_val)):
-        (folder / "images" / split).mkdir(parents=True, exist_ok=True)
-        (folder / "annotations" / split).mkdir(parents=True, exist_ok=True)
-        rng = np.random.RandomState([seed, 0 if split == "training" else 1])
-        for i in range(1, count + 1):
-            stem = f"{prefix}_{i:08d}"
-            width, height = size or ade_shape(rng)
-            pixels, labels = ade_pair(rng, width, height, noise)
-            Image.fromarray(pixels, "RGB").save(folder / "images" / split / f"{stem}.jpg", quality=90)
-            Image.fromarray(labels, "L").save(folder / "annotations" / split / f"{stem}.png")
-            scenes.append(f"{stem} scene_{i % 3}")
-    (folder / "sceneCategories.txt").write_text("\n".join(scenes) + "\n")
-    (folder / "objectInfo150.txt").write_text(
-        "Idx\tRatio\tTrain\tVal\tName\n" + "".join(f"{i}\t0.01\t1\t1\tclass_{i}\n" for i in range(1, 151)))
+    with open_folder(folder) as out:
+        for split, prefix, count in (("training", "ADE_train", n_train), ("validation", "ADE_val", n_val)):
+            rng = np.random.RandomState([seed, 0 if split == "training" else 1])
+            with out.folder(f"images/{split}") as images, out.folder(f"annotations/{split}") as annotations:
+                for i in range(1, count + 1):
+                    stem = f"{prefix}_{i:08d}"
+                    width, height = size or ade_shape(rng)
+                    pixels, labels = ade_pair(rng, width, height, noise)
+                    image, label = Image.fromarray(pixels, "RGB"), Image.fromarray(labels, "L")
+                    images.write(f"{stem}.jpg", lambda fh, im=image: im.save(fh, format="JPEG", quality=90))
+                    annotations.write(f"{stem}.png", lambda fh, im=label: im.save(fh, format="PNG"))
+                    scenes.append(f"{stem} scene_{i % 3}")
+        out.write("sceneCategories.txt", ("\n".join(scenes) + "\n").encode())
+        out.write("objectInfo150.txt", (
+            "Idx\tRatio\tTrain\tVal\tName\n" + "".join(f"{i}\t0.01\t1\t1\tclass_{i}\n" for i in range(1, 151))).encode())
     return folder
 
 
@@ -221,6 +235,35 @@ def is_standin(folder: PathLike) -> bool:
     return (Path(folder) / "STANDIN.txt").is_file()
 
 
+def check_standin(folder: PathLike, root: PathLike) -> None:
+    """``Refused`` (one line) unless the stand-in at ``folder`` (under ``root``) could only
+    have been written by this user: ``root`` and every folder from it down to ``folder``'s
+    files pass the door's folder check (``folder_problem``: reached without a link below
+    ``root``), and every file there is a regular file of this user (or root). Whoever
+    else could write them could have planted the batches a launch would reuse."""
+    top, here = Path(os.path.abspath(root)), Path(os.path.abspath(folder))
+    chain = [here, *[p for p in here.parents if p == top or top in p.parents]] if here != top else [top]
+    for sub in reversed(chain):
+        st = os.stat(sub) if sub == top else os.lstat(sub)
+        problem = folder_problem(st)
+        if problem:
+            raise Refused(f"the stand-in's folder {sub} {problem}")
+    todo = [here]
+    while todo:
+        with os.scandir(todo.pop()) as entries:
+            for entry in entries:
+                st = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    problem = folder_problem(st)
+                    if problem:
+                        raise Refused(f"the stand-in's folder {entry.path} {problem}")
+                    todo.append(Path(entry.path))
+                elif not stat.S_ISREG(st.st_mode):
+                    raise Refused(f"the stand-in's file {entry.path} is {kind(st.st_mode)}, not a regular file")
+                elif st.st_uid not in (os.geteuid(), 0):
+                    raise Refused(f"the stand-in's file {entry.path} belongs to another user (uid {st.st_uid})")
+
+
 def has_files(name: str, root: PathLike) -> bool:
     """Whether ``root`` already holds dataset ``name`` where its loader looks (the registry's
     ``resolve_root``)."""
@@ -234,4 +277,5 @@ def has_files(name: str, root: PathLike) -> bool:
 
 
 __all__: Sequence[str] = ("STANDINS", "SIZES", "StandinError", "write_standin", "write_ade20k", "write_mnist",
-                          "write_cifar10", "write_cifar100", "idx_images", "idx_labels", "is_standin", "has_files")
+                          "write_cifar10", "write_cifar100", "idx_images", "idx_labels", "is_standin", "has_files",
+                          "check_standin")

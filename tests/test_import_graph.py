@@ -163,9 +163,9 @@ def test_only_the_cli_package_exits():
 
 
 # The neutral packages both sides share: the store's schema and writer operations, the
-# profiler-trace reader, the datasets' on-disk layouts, the sampled window's statistics.
-# Nothing else of the host side.
-SHARED = ("campaign_sql", "campaign_trace", "campaign_datasets", "campaign_window")
+# profiler-trace reader, the datasets' on-disk layouts, the sampled window's statistics,
+# the one door for files in shared folders. Nothing else of the host side.
+SHARED = ("campaign_sql", "campaign_trace", "campaign_datasets", "campaign_window", "campaign_door")
 
 
 def test_the_job_side_imports_nothing_of_the_host_side():

@@ -238,16 +238,21 @@ def test_a_missing_weights_path_is_refused_and_an_unknown_name_lists_the_names(w
 
 
 @pytest.mark.slow
-def test_a_named_weight_placed_in_the_cache_is_what_the_job_loads(ws):
-    """The file placed by hand (the refusal's advice): nothing is fetched (the proxy would
-    refuse it), the stored config says the name asked for and the file, the job loaded it."""
-    placed = ws.results.resolve() / "weights" / SQUEEZENET
+def test_a_weights_path_is_what_the_job_loads_with_the_digest_the_launch_saw(ws):
+    """A state-dict file of one's own (trainer.params.weights=PATH): nothing is fetched (the
+    proxy would refuse it), the stored config says the file and the sha256 the launch
+    computed, the job loaded it. (A file placed by hand in the cache under torchvision's
+    name must have the sha256 its name carries: tests/test_trust_door.py.)"""
+    import hashlib
+
+    placed = ws.path / "mine" / "squeezenet.pth"
     perturbed_squeezenet(placed)
-    res = offline(ws).launch("-m", "platform=local", "experiment=smoke", *TINY, "trainer.params.weights=DEFAULT")
+    res = offline(ws).launch("-m", "platform=local", "experiment=smoke", *TINY, f"trainer.params.weights={placed}")
     assert res.returncode == 0, res.stderr
     assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0
     (config,) = ws.query("SELECT config FROM point")
     params = json.loads(config[0])["trainer"]["params"]
-    assert (params["weights"], params["weights_file"]) == ("DEFAULT", str(placed))
+    assert (params["weights"], params["weights_file"]) == (str(placed), str(placed))
+    assert params["weights_sha256"] == hashlib.sha256(placed.read_bytes()).hexdigest()
     extras = [json.loads(e) for (e,) in ws.query("SELECT extra FROM rank_timing")]
     assert extras and all(e["weights_file"] == str(placed) for e in extras)

@@ -108,6 +108,16 @@ def weights_file(params: dict) -> Optional[str]:
     return given
 
 
+def weights_digest(params: dict, path: Optional[str]) -> Optional[str]:
+    """The sha256 the weights file must have: the launch's record (``weights_sha256``), else
+    for a torchvision name the prefix its file name carries (trainers/state_file.py)."""
+    from trainers.specs._torchvision_weights import is_path
+    from trainers.state_file import expected
+
+    given = params.get("weights")
+    return expected(path, params.get("weights_sha256"), named=bool(given) and not is_path(str(given))) if path else None
+
+
 class FrozenBackboneTrainer:
     def __init__(self, ctx: DistContext, cfg: dict, plan: dict):
         data, tcfg = cfg["dataset"], cfg["trainer"]
@@ -131,6 +141,7 @@ class FrozenBackboneTrainer:
             str(p.get("backbone", "resnet18")), hidden=int(p.get("hidden", 4096)),
             classifier=head_of(p), num_classes=int(data.get("num_classes") or 10),
             dropout=float(p.get("dropout", 0.5)), weights=self.weights_file,
+            weights_sha256=weights_digest(p, self.weights_file),
         ).to(ctx.device)
         self.trainable_params = trainable_params(model)
         if self.engine == "ddp" and ctx.distributed:

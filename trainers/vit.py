@@ -44,9 +44,11 @@ ENGINES = TRAINER.engines  # declared once, in trainers/specs/vit.py
 TINY = dict(img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0)
 
 
-def build_vit(name: str, *, num_classes: int, image_size: Optional[int] = None, weights: Optional[str] = None) -> nn.Module:
-    """A randomly initialised ViT (``weights``: a local state dict; a head of another
-    class count is skipped, the rest must match)."""
+def build_vit(name: str, *, num_classes: int, image_size: Optional[int] = None, weights: Optional[str] = None,
+              weights_sha256: Optional[str] = None) -> nn.Module:
+    """A randomly initialised ViT (``weights``: a local state dict, read through the door and
+    checked against ``weights_sha256``, the launch's record; a head of another class count
+    is skipped, the rest must match)."""
     import timm
     from timm.models.vision_transformer import VisionTransformer
 
@@ -58,7 +60,9 @@ def build_vit(name: str, *, num_classes: int, image_size: Optional[int] = None, 
         kwargs = {"img_size": image_size} if image_size else {}
         model = timm.create_model(name, pretrained=False, num_classes=num_classes, **kwargs)
     if weights:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
+        from trainers.state_file import load_state
+
+        state = load_state(weights, weights_sha256)
         for key in ("state_dict", "model"):
             if isinstance(state, dict) and isinstance(state.get(key), dict):
                 state = state[key]
@@ -104,7 +108,8 @@ class ViTTrainer:
         size = model_input_size(name, p.get("image_size"))
         num_classes = int(data.get("num_classes") or 10)
         torch.manual_seed(plan["seed"])  # same initial weights on every rank
-        model = build_vit(name, num_classes=num_classes, image_size=size, weights=p.get("weights") or None)
+        model = build_vit(name, num_classes=num_classes, image_size=size, weights=p.get("weights") or None,
+                          weights_sha256=p.get("weights_sha256") or None)
         model = model.to(ctx.device)
         self.trainable_params = sum(q.numel() for q in model.parameters() if q.requires_grad)
         self.loss_fn = nn.CrossEntropyLoss()

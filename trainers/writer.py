@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
+from campaign_door.write import open_append
 from campaign_sql.engine import check_version, make_engine
 from campaign_sql.migrate import READABLE
 from campaign_sql.ops import AttemptKey, apply_op
@@ -82,7 +83,8 @@ class JobWriter:
                 print(f"campaign: results store busy/unreachable past {self.busy_timeout_s:g} s ({exc.__class__.__name__}); "
                       f"spooling to {self.spool_path}", flush=True)
         record = {"op": op, "point_id": key.point_id, "attempt_no": key.attempt_no, "payload": payload}
-        with open(self.spool_path, "a", encoding="utf-8") as fh:
+        # through the door: never a link's target nor a FIFO planted in the job folder
+        with os.fdopen(open_append(self.spool_path), "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record, default=float) + "\n")
             fh.flush()
             os.fsync(fh.fileno())

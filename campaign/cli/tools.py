@@ -88,6 +88,7 @@ def datagen(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     from campaign.common.errors import ConfigError
     from campaign_datasets.standin import StandinError, has_files, write_standin
+    from campaign_door import Refused
 
     if has_files(args.dataset, args.out):
         raise ConfigError(f"{args.out} holds {args.dataset} already; nothing was written "
@@ -96,7 +97,7 @@ def datagen(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         raise ConfigError(f"--out {args.out} is a file, not a folder; choose another --out")
     try:
         folder = write_standin(args.dataset, args.out, args.size, args.seed)
-    except StandinError as exc:
+    except (StandinError, Refused) as exc:  # Refused: a folder or file the door will not write (a link, another's)
         raise ConfigError(str(exc)) from None
     except OSError as exc:
         raise ConfigError(f"--out {args.out}: {exc.strerror or exc}; choose another --out") from None

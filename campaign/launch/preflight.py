@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from omegaconf import OmegaConf
 
@@ -134,8 +134,11 @@ def writable_here(folder: Path | str, what: str, option: str = "results_dir=PATH
                           "or fix its permissions")
 
 
-def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str]:
+def preflight(points: Sequence[PointPlan], *, dry_run: bool = False, deferred: Collection[str] = ()) -> list[str]:
     """Every check of this module, for the planned points of one campaign.
+
+    ``deferred``: dataset roots whose check waits (a study's stand-in, written after this
+    preflight: campaign/launch/study.py's ``write_standins`` checks them then).
 
     A dry run executes nothing: what this machine lacks for the jobs (a container runtime
     or image, SLURM, a dataset, a store server, a writable folder) is returned as notes
@@ -188,7 +191,8 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False) -> list[str
             seen.add(key)
             spec = OmegaConf.create(section)
             if check is check_dataset:
-                here(check_dataset, spec, validation)
+                if section.get("root") not in deferred:
+                    here(check_dataset, spec, validation)
             else:
                 check_container(spec, here=False)
                 if dry_run:

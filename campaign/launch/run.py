@@ -67,7 +67,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     from campaign.launch.dryrun import dry_run_mode, print_dry_run
     from campaign.launch.preflight import preflight
     from campaign.common.text import printable
-    from campaign.launch.study import study_datasets
+    from campaign.launch.study import study_datasets, write_standins
     from campaign.launch.report import print_submitted
     from campaign.launch.timelimit import check_time_limits, time_limit_refusals
     from campaign.launch.submit import command_line, job_python, register_and_submit
@@ -82,9 +82,14 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     check_budget(cost, first.get("max_gpu_hours"))
     if dry is None:  # a dry run shows them beside the estimates instead
         check_time_limits(points, cost)
-    study_notes, writes, moot = study_datasets(points, dry_run=dry is not None)  # a study preset's data rules
-    notes = study_notes + [n for n in preflight(points, dry_run=dry is not None) if not n.startswith(tuple(moot))]
-    lacks, fetches = fetch_weights(points, dry_run=dry is not None)  # named weights: fetched once, here
+    # a study preset's data rules; the stand-ins it writes wait for the preflight (nothing written before it)
+    study_notes, writes, moot, pending = study_datasets(points, dry_run=dry is not None)
+    deferred = {root for _, root, _, _ in pending}
+    notes = study_notes + [n for n in preflight(points, dry_run=dry is not None, deferred=deferred)
+                           if not n.startswith(tuple(moot))]
+    if pending:
+        write_standins(points, pending)
+    lacks, fetches = fetch_weights(points, dry_run=dry is not None)  # weights: checked (fetched once), here
     notes, writes = notes + lacks, writes + fetches
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
     if dry is not None:

@@ -6,8 +6,11 @@ its dataset read from files, a stand-in written where its reduced twin names one
   refused (a dry run notes it), naming the two ways out: the real dataset's folder or a
   stand-in written by ``campaign datagen``;
 - ``study.standin`` (the reduced twin): where ``dataset.root`` holds no dataset yet, the
-  launch writes a stand-in of that size there (campaign_datasets/standin.py) before the
-  dataset check; a dry run only says it would.
+  launch writes a stand-in of that size there (campaign_datasets/standin.py), after the
+  preflight has checked the store and the results folder (nothing is written before) and
+  before the dataset check of that root, which waits for it; a dry run only says it would.
+  A stand-in already there is reused only when ``check_standin`` passes (its folders and
+  files this user's, no link): one that others could have written is refused in one line.
 """
 
 from __future__ import annotations
@@ -28,15 +31,21 @@ def _missing_root(p: PointPlan) -> str:
             f"(campaign datagen {name} --out DIR --size full)")
 
 
-def study_datasets(points: Sequence[PointPlan], *, dry_run: bool) -> tuple[list[str], list[str], list[str]]:
+Pending = tuple[str, str, str, str]  # a stand-in to write: (dataset, root, size, what it is in words)
+
+
+def study_datasets(points: Sequence[PointPlan], *, dry_run: bool
+                   ) -> tuple[list[str], list[str], list[str], list[Pending]]:
     """Apply the study presets' dataset rules (module docstring) to ``points``; returns what a
     dry run says: (what a launch would refuse, what it would write, the starts of the
-    dataset check's notes these make moot: its own on the same missing or written root)."""
+    dataset check's notes these make moot: its own on the same missing or written root),
+    and the stand-ins a launch writes (``write_standins``, after the preflight)."""
     from campaign_datasets.standin import has_files
 
     notes: list[str] = []
     writes: list[str] = []
     moot: list[str] = []
+    pending: list[Pending] = []
     done: set[tuple[str, str, str]] = set()
     for p in points:
         study, data = p.config.get("study") or {}, p.config["dataset"]
@@ -58,24 +67,65 @@ def study_datasets(points: Sequence[PointPlan], *, dry_run: bool) -> tuple[list[
             continue
         done.add(key)
         if has_files(key[0], root):
+            problem = reused(key[0], root)
+            if problem and not dry_run:
+                raise ConfigError(problem)
+            notes.extend([problem] if problem else [])
             continue
         moot.append(f"dataset.root={root}")
         what = f"a {size} stand-in of {key[0]} (campaign datagen {key[0]} --out {root} --size {size})"
         if dry_run:
             writes.append(f"would write {what} before submitting: study={study['name']} reads it")
         else:
-            write(key[0], root, str(size), what)
-    return list(dict.fromkeys(notes)), writes, moot
+            pending.append((key[0], root, str(size), what))
+    return list(dict.fromkeys(notes)), writes, moot, pending
+
+
+def reused(name: str, root: str) -> str | None:
+    """Why the stand-in already at ``root`` is not reused (None: it is, or it is not a stand-in)."""
+    from campaign_datasets import DatasetError, resolve_root
+    from campaign_datasets.standin import check_standin, is_standin
+    from campaign_door import Refused
+
+    try:
+        folder = resolve_root({"name": name, "root": root})
+        if is_standin(folder) or os.path.lexists(os.path.join(folder, "STANDIN.txt")):
+            check_standin(folder, root)
+    except (DatasetError, Refused, OSError) as exc:
+        return (f"dataset.root={root}: the stand-in there is not reused ({exc}): someone else could have written "
+                f"it; remove it (rm -r {root}) to have the launch write a new one, or choose another dataset.root")
+    return None
+
+
+def write_standins(points: Sequence[PointPlan], pending: Sequence[Pending]) -> None:
+    """Write the ``pending`` stand-ins (after the preflight), then check their roots as the
+    preflight checks every other dataset."""
+    from omegaconf import OmegaConf
+
+    from campaign.catalogue.datasets import check_dataset
+
+    for name, root, size, what in pending:
+        write(name, root, size, what)
+    roots = {root for _, root, _, _ in pending}
+    seen: set = set()
+    for p in points:
+        data = p.config["dataset"]
+        key = (repr(sorted(data.items(), key=str)), bool(p.config["experiment"].get("validation")))
+        if data.get("root") in roots and key not in seen:
+            seen.add(key)
+            check_dataset(OmegaConf.create(data), key[1])
 
 
 def write(name: str, root: str, size: str, what: str) -> None:
-    """Write the stand-in, one line on stderr before and after (a full one takes minutes)."""
+    """Write the stand-in through the door, one line on stderr before and after (a full one
+    takes minutes)."""
     from campaign_datasets.standin import StandinError, write_standin
+    from campaign_door import Refused
 
     print(f"writing {what} ...", file=sys.stderr, flush=True)
     try:
         folder = write_standin(name, root, size)
-    except (StandinError, OSError) as exc:
+    except (StandinError, Refused, OSError) as exc:
         raise ConfigError(f"dataset.root={root}: the stand-in could not be written ({exc}); "
                           f"choose another dataset.root") from None
     print(f"wrote {folder}", file=sys.stderr, flush=True)

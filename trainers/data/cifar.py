@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 from typing import Any, Dict, List, Tuple
 
 import numpy as np
@@ -11,6 +10,7 @@ import torch
 from torch.utils.data import Dataset
 
 from campaign_datasets import CIFAR10_TRAIN, resolve_root
+from campaign_door import load_cifar
 from trainers.data import share_indices, spec_value, to_model_input
 
 # Per-channel statistics of each training set, pixels scaled to [0, 1].
@@ -25,10 +25,12 @@ LAYOUT = {  # variant: (train files, test files, meta file, label key, class-nam
 
 
 def load_batch(path: str) -> Dict[str, Any]:
-    """One pickled batch with str keys (the real files are Python 2 pickles with byte-string keys)."""
-    with open(path, "rb") as f:
-        # latin1 reads Python 2 str and numpy arrays alike; keys may come back bytes or str.
-        raw = pickle.load(f, encoding="latin1")
+    """One pickled batch with str keys (the real files are Python 2 pickles with byte-string
+    keys), read through the door: no link, at most CIFAR_MAX_BYTES, and a restricted
+    unpickler that admits only the dicts, lists, strings, numbers and numpy arrays the
+    format holds (campaign_door/unpickle.py): a planted batch naming ``os.system`` is
+    refused in one line, never run."""
+    raw = load_cifar(path)  # latin1 reads Python 2 str and numpy arrays alike; keys may come back bytes or str
     return {key.decode() if isinstance(key, bytes) else key: value for key, value in raw.items()}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import struct
 from typing import Any, Tuple
 
@@ -11,16 +10,19 @@ import torch
 from torch.utils.data import Dataset
 
 from campaign_datasets import MNIST_IMAGES_MAGIC, MNIST_LABELS_MAGIC, mnist_files, resolve_root
+from campaign_door import read_file, read_gz
 from trainers.data import share_indices, spec_value, to_model_input
 
 MEAN, STD = (0.1307,), (0.3081,)  # of the 60,000 training images, pixels scaled to [0, 1]
 
 
+IDX_MAX_BYTES = 256 << 20  # an idx file read at most (decompressed too): MNIST's train images are 47 MB
+
+
 def read_idx(path: str, magic: int) -> np.ndarray:
-    """An idx file of unsigned bytes as an array of the shape its header gives."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
+    """An idx file of unsigned bytes as an array of the shape its header gives, read
+    through the door (no link, at most IDX_MAX_BYTES, a gzip file decompressed within it)."""
+    data = (read_gz if path.endswith(".gz") else read_file)(path, IDX_MAX_BYTES)
     dims = magic & 0xFF  # the magic's last byte is the number of dimensions, its third 0x08: uint8
     header = 4 + 4 * dims
     if len(data) < header:

@@ -108,7 +108,7 @@ class SwinV2Timm(BaseModule):
         self._is_init = True
 
 
-def load_pretrained(swin: nn.Module, path: str) -> None:
+def load_pretrained(swin: nn.Module, path: str, sha256: Optional[str] = None) -> None:
     """Load SwinV2 ImageNet weights (timm or official key names) into ``swin``.
 
     Classifier head and final norm are dropped; the position-bias buffers are rebuilt by
@@ -121,12 +121,16 @@ def load_pretrained(swin: nn.Module, path: str) -> None:
         raise PretrainedError(f"pretrained={path}: no such file; give a local SwinV2 ImageNet checkpoint "
                               f"(.pth or .safetensors) or pretrained=null")
     try:
-        if path.endswith(".safetensors"):
-            from safetensors.torch import load_file
+        if path.endswith(".safetensors"):  # read through the door too: no link, bounded, checked
+            from safetensors.torch import load
 
-            state = load_file(path, device="cpu")
+            from campaign_door import WEIGHTS_MAX_BYTES, read_checked, read_file
+
+            state = load(read_checked(path, sha256) if sha256 else read_file(path, WEIGHTS_MAX_BYTES))
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            from trainers.state_file import load_state
+
+            state = load_state(path, sha256)
     except Exception as exc:
         raise PretrainedError(f"pretrained={path}: cannot read it ({type(exc).__name__}: "
                               f"{str(exc).splitlines()[0][:200]})") from exc

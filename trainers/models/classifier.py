@@ -22,6 +22,8 @@ from typing import Callable, Optional
 import torch
 from torch import nn
 
+from trainers.state_file import load_state
+
 BACKBONES = ("alexnet", "densenet121", "resnet18", "squeezenet1_0", "vgg16")
 CLASSIFIERS = ("mlp", "linear")
 INPUT_SIZE = 224  # the side of the images these ImageNet backbones were trained on
@@ -84,14 +86,15 @@ def make_head(features: int, hidden: int, num_classes: int, classifier: str = "m
     )
 
 
-def load_weights(name: str, model: nn.Module, path: str) -> None:
-    """Load a local torchvision state dict (e.g. ``vgg16-397923af.pth``) into the full model.
+def load_weights(name: str, model: nn.Module, path: str, sha256: Optional[str] = None) -> None:
+    """Load a local torchvision state dict (e.g. ``vgg16-397923af.pth``) into the full model,
+    read through the door and checked against ``sha256`` (trainers/state_file.py).
 
     Strict but for the ImageNet head, which the frozen backbone drops: its keys may be
     missing; any other missing or unexpected key, or a shape that differs, means the
     file is not this backbone's, and is refused.
     """
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = load_state(path, sha256)
     for key in ("state_dict", "model"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
@@ -127,14 +130,15 @@ class FrozenBackboneClassifier(nn.Module):
 
 
 def build_classifier(backbone: str, *, hidden: int = 4096, classifier: str = "mlp", num_classes: int = 10,
-                     dropout: float = 0.5, weights: Optional[str] = None) -> FrozenBackboneClassifier:
+                     dropout: float = 0.5, weights: Optional[str] = None,
+                     weights_sha256: Optional[str] = None) -> FrozenBackboneClassifier:
     """The frozen ``backbone`` under a fresh head, on the current default device.
 
     Build under ``torch.device("meta")`` to count parameters without allocating them.
     """
     model = _builder(backbone)()
     if weights:
-        load_weights(backbone, model, weights)
+        load_weights(backbone, model, weights, weights_sha256)
     features_model, features = _strip_head(backbone, model)
     return FrozenBackboneClassifier(features_model, make_head(features, hidden, num_classes, classifier, dropout), features)
 

@@ -143,6 +143,8 @@ class FrozenBackboneParams:
     # a PATH to a state-dict file
     weights: Optional[str] = None
     weights_file: Optional[str] = None  # set by the launch: the file the job loads (weights resolved), null for none
+    # set by the launch: that file's sha256, which the job checks on the bytes it loads (docs/security.md)
+    weights_sha256: Optional[str] = None
     image_size: int = 224  # the backbone's input side: images are resized to it
     engine: Engine = Engine.ddp  # who runs the replicas
     mode: Mode = Mode.train  # train, or inference (forward only; sweep experiment.images_per_gpu)

@@ -45,6 +45,8 @@ class ViTParams:
     model: Model = Model.vit_base_patch16_224  # the network
     image_size: Optional[int] = None  # model input side (default: the model's, 224 for ViT-B/16)
     weights: Optional[str] = None  # local state-dict file (head skipped when the class count differs)
+    # set by the launch: the weights file's sha256, which the job checks on the bytes it loads (docs/security.md)
+    weights_sha256: Optional[str] = None
     engine: Engine = Engine.ddp  # who runs the replicas
     zero_stage: int = 0  # DeepSpeed ZeRO stage (engine=deepspeed)
 
