@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shlex
 import subprocess
 import sys
 
@@ -108,6 +109,20 @@ def test_harvest_filters_are_applied(sweep):
     assert {r["gpus"] for r in rows} == {"2"}
     # the baseline is said missing, not invented: no speedup, no efficiency
     assert all(r["note"] == "no 1-GPU baseline" and r["speedup"] == "" and r["efficiency"] == "" for r in rows)
+
+
+@pytest.mark.slow
+def test_plan_launch_line_prices_what_the_plan_priced(sweep):
+    """A sweep with shared settings (TINY): the chosen series' line keeps them and its own
+    optimizer, and its dry run prices the plan's choice within 5 % (issue 49)."""
+    from test_plan_launch_agrees import agrees, dry_run_prices, plan_lines
+
+    ws, cid, _, _ = sweep
+    for plan_s, plan_gpu_h, line in plan_lines(ws, cid)[:1]:  # the fastest (a dry run each: seconds)
+        words = shlex.split(line)
+        assert set(TINY) <= set(words) and len([w for w in words if w.startswith("trainer.optimizer=")]) == 1, line
+        training, gpu_h, _ = dry_run_prices(ws, line)
+        assert agrees(plan_s, training) and agrees(plan_gpu_h, gpu_h), (line, plan_s, training, plan_gpu_h, gpu_h)
 
 
 @pytest.mark.slow
