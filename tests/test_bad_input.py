@@ -26,6 +26,10 @@ BAD_LAUNCHES = [
     (["repeats=0"], "error: repeats must be >= 1"),
     (["platform.dist_timeout_min=0"], "platform.dist_timeout_min must be > 0 (minutes), got 0"),
     (["store.url=notaurl"], "error: store URL 'notaurl' is not a database URL"),
+    # a sweep without -m: Hydra's hint verbatim, its key= examples no secret (issue 49)
+    (["gpus=1,2"], "error: Ambiguous value for argument 'gpus=1,2' 1. To use it as a list, use key=[value1,value2] "
+                   "2. To use it as string, quote the value: key=\\'value1,value2\\' 3. To sweep over it, add "
+                   "--multirun to your command line\n"),
 ]
 
 
