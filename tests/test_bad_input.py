@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sys
 
 import pytest
 
@@ -163,10 +164,22 @@ def test_a_closed_standard_output_is_dev_null_not_a_traceback(done, tmp_path):
     assert out.read_text().startswith("view,")
 
 
+HOW = ("launch a campaign first (campaign launch ...), or name the store: CAMPAIGN_RESULTS=FOLDER (the folder holding "
+       "its campaign.db) or --store URL\n")
+
+
 def test_missing_store_is_explained(ws):
     res = ws.campaign("status")
-    assert res.returncode == 2
-    assert res.stderr.startswith("error: no results store at ") and "launch a campaign first" in res.stderr
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr == f"error: no results store at {ws.db} (the working folder {ws.path}); {HOW}"
+    # from another folder, CAMPAIGN_RESULTS unset: the relative default, made absolute
+    del ws.env["CAMPAIGN_RESULTS"]
+    (ws.path / "elsewhere").mkdir()
+    res = ws.run(sys.executable, "-m", "campaign", "harvest", "main-job", cwd=ws.path / "elsewhere")
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr == (f"error: no results store at {ws.path}/elsewhere/results/campaign.db (results/campaign.db in "
+                          f"the working folder {ws.path}/elsewhere); {HOW}")
+    assert not (ws.path / "elsewhere" / "results").exists()
 
 
 @pytest.mark.slow
