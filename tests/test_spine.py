@@ -31,6 +31,12 @@ def sweep(tmp_path_factory):
 def test_launch_returns_before_jobs_end_and_prints_how_to_follow(sweep):
     ws, cid, res, _ = sweep
     assert f"campaign {cid}: 4 of 4 point(s) submitted" in res.stdout
+    # the swept key is a column: no two rows alike (issue 49)
+    lines = res.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["#", "platform"])
+    assert lines[head].split()[:7] == ["#", "platform", "gpus", "trainer", "experiment", "trainer.optimizer", "job"]
+    rows = [ln.split()[:6] for ln in lines[head + 2:head + 6]]
+    assert sorted((r[2], r[5]) for r in rows) == [("1", "adamw"), ("1", "sgd"), ("2", "adamw"), ("2", "sgd")], rows
     assert f"campaign status {cid}" in res.stdout
     assert f"campaign harvest {cid}" in res.stdout
 
