@@ -1,13 +1,13 @@
 """campaign: scaling studies of deep-learning training on HPC clusters.
 
 The host side (this package) plans, submits, tracks and harvests; it never imports
-torch. The job side lives in ``trainers``.
+torch. The job side lives in ``trainers``. ``campaign.__version__``: the installed
+version (campaign.version), read when first asked.
 """
 
 import os as _os
 import sys as _sys
-
-__version__ = "0.1.0"
+from typing import Any
 
 
 def _drop_working_folder() -> None:
@@ -30,3 +30,10 @@ def _drop_working_folder() -> None:
 
 
 _drop_working_folder()
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from campaign.version import version
+
+        return version()
+    raise AttributeError(f"module 'campaign' has no attribute {name!r}")

@@ -23,21 +23,31 @@ export CAMPAIGN_RESULTS=${CAMPAIGN_RESULTS:-$PWD/results}
 mkdir -p "$CAMPAIGN_RESULTS"
 out="$CAMPAIGN_RESULTS/main-job-outputs"
 mkdir -p "$out"
-py=.venv/bin/python
+py=${MAIN_JOB_PYTHON:-.venv/bin/python}  # (tests/test_main_job_script.py: a stand-in that says what it ran)
+campaign=("$py" -m campaign)
+# each step's output under a heading of its own, each table printed once
+heading() { printf '\n== %s ==\n' "$1"; }
 # a heartbeat a second (default 10 s): its points are short, and campaign status shows their rate
+# shellcheck disable=SC2054  # gpus=1,2 is one word: Hydra's sweep
 launch=(campaign launch -m platform=local gpus=1,2 experiment=weak_scaling
         "experiment.base_iterations=${BASE_ITERATIONS:-600}" experiment.profile_iterations=8 store.heartbeat_s=1
         name=main-job "$@")
-{ echo "\$ ${launch[*]}"; $py -m "${launch[@]}"; } | tee "$out/launch.txt"
+heading "the launch: its points, each one's estimate"
+{ echo "\$ ${launch[*]}"; "$py" -m "${launch[@]}"; } | tee "$out/launch.txt"
 if [[ -n $README ]]; then  # campaign status at the first moment a point reports its rate
-  { echo "\$ campaign status main-job"; $py scripts/readme_blocks.py snapshot main-job; } > "$out/status.txt"
+  { echo "\$ campaign status main-job"; "$py" scripts/readme_blocks.py snapshot main-job; } > "$out/status.txt"
 fi
-.venv/bin/campaign status main-job --wait
-{ echo "\$ campaign harvest main-job"; .venv/bin/campaign harvest main-job; } | tee "$out/harvest.txt"
-.venv/bin/campaign harvest main-job --to csv --out "$CAMPAIGN_RESULTS/main-job.csv"
-.venv/bin/campaign harvest main-job --plots "$CAMPAIGN_RESULTS/figures"
+heading "its points until each has ended"
+echo "\$ campaign status main-job --wait"
+"${campaign[@]}" status main-job --wait
+heading "speedup and parallel efficiency"
+{ echo "\$ campaign harvest main-job"; "${campaign[@]}" harvest main-job; } | tee "$out/harvest.txt"
+heading "the same as CSV, figures and a report page"
+"${campaign[@]}" harvest main-job --to csv --out "$CAMPAIGN_RESULTS/main-job.csv"
+# --plots prints the harvest table again besides its figures: shown above already
+"${campaign[@]}" harvest main-job --plots "$CAMPAIGN_RESULTS/figures" >/dev/null
 # the page a group reads: every section the campaign has data for, one self-contained file
-.venv/bin/campaign report main-job --out "$CAMPAIGN_RESULTS/main-job-report.html"
+"${campaign[@]}" report main-job --out "$CAMPAIGN_RESULTS/main-job-report.html"
 if [[ -n $README ]]; then
   for block in launch status harvest; do
     $py scripts/readme_blocks.py set "main-job-$block" "$out/$block.txt"

@@ -74,8 +74,9 @@ class Workspace:
         self.env["PATH"] = f"{bin_dir}{os.pathsep}{self.env.get('PATH', '')}"
         return self
 
-    def run(self, *argv: str, timeout: float = 300) -> Result:
-        proc = subprocess.run(list(argv), cwd=self.path, env=self.env, capture_output=True, text=True, timeout=timeout)
+    def run(self, *argv: str, timeout: float = 300, cwd: Path | None = None) -> Result:
+        proc = subprocess.run(list(argv), cwd=cwd or self.path, env=self.env, capture_output=True, text=True,
+                              timeout=timeout)
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     def launch(self, *overrides: str, timeout: float = 120) -> Result:

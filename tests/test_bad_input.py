@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import sys
 
 import pytest
 
@@ -26,6 +27,10 @@ BAD_LAUNCHES = [
     (["repeats=0"], "error: repeats must be >= 1"),
     (["platform.dist_timeout_min=0"], "platform.dist_timeout_min must be > 0 (minutes), got 0"),
     (["store.url=notaurl"], "error: store URL 'notaurl' is not a database URL"),
+    # a sweep without -m: Hydra's hint verbatim, its key= examples no secret (issue 49)
+    (["gpus=1,2"], "error: Ambiguous value for argument 'gpus=1,2' 1. To use it as a list, use key=[value1,value2] "
+                   "2. To use it as string, quote the value: key=\\'value1,value2\\' 3. To sweep over it, add "
+                   "--multirun to your command line\n"),
 ]
 
 
@@ -159,10 +164,22 @@ def test_a_closed_standard_output_is_dev_null_not_a_traceback(done, tmp_path):
     assert out.read_text().startswith("view,")
 
 
+HOW = ("launch a campaign first (campaign launch ...), or name the store: CAMPAIGN_RESULTS=FOLDER (the folder holding "
+       "its campaign.db) or --store URL\n")
+
+
 def test_missing_store_is_explained(ws):
     res = ws.campaign("status")
-    assert res.returncode == 2
-    assert res.stderr.startswith("error: no results store at ") and "launch a campaign first" in res.stderr
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr == f"error: no results store at {ws.db} (the working folder {ws.path}); {HOW}"
+    # from another folder, CAMPAIGN_RESULTS unset: the relative default, made absolute
+    del ws.env["CAMPAIGN_RESULTS"]
+    (ws.path / "elsewhere").mkdir()
+    res = ws.run(sys.executable, "-m", "campaign", "harvest", "main-job", cwd=ws.path / "elsewhere")
+    assert (res.returncode, res.stdout) == (2, "")
+    assert res.stderr == (f"error: no results store at {ws.path}/elsewhere/results/campaign.db (results/campaign.db in "
+                          f"the working folder {ws.path}/elsewhere); {HOW}")
+    assert not (ws.path / "elsewhere" / "results").exists()
 
 
 @pytest.mark.slow

@@ -220,3 +220,32 @@ def test_a_trainers_declared_flops_are_what_torch_counts(trainer, params, datase
     if attention and any("attention" in str(op) for op in counter.get_flop_counts()["Global"]):
         attention = 0.0  # this torch counts them itself
     assert declared == pytest.approx(counted + attention, rel=1e-6)
+
+
+def test_the_launch_table_shows_the_swept_keys(capsys):
+    """A launch's table (campaign.launch.report.print_submitted) has a column for each key its
+    sweep varies, and one for the repeat: a sweep over trainer.optimizer has no rows that look
+    the same (issue 49). A key named like a secret shows ***."""
+    from types import SimpleNamespace
+
+    from campaign.launch.plan import PointPlan
+    from campaign.launch.report import print_submitted
+    from conftest import point_config
+
+    config = point_config()
+    res = Resources(nodes=1, tasks_per_node=1, gpus_per_node=0, cpus_per_task=1, timeout_min=60)
+    points, idx = [], 0
+    for opt in ("sgd", "adamw"):
+        for rep in (0, 1):
+            over = ["gpus=1", f"trainer.optimizer={opt}", f"+container.env.HF_TOKEN=hf_{opt}", "name=opt"]
+            points.append(PointPlan(idx=idx, overrides=over, config=config, resources=res, repeat=rep))
+            idx += 1
+    done = [SimpleNamespace(job_id=str(100 + i), waiting=None, error=None) for i in range(4)]
+    print_submitted("20260101-000000-aaaa", points, done, "", cost=None)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split() == ["#", "platform", "gpus", "trainer", "experiment", "trainer.optimizer",
+                                "container.env.HF_TOKEN", "repeat", "job", "est.", "time", "GPU-h", "state"]
+    assert [ln.split() for ln in lines[3:7]] == [
+        [str(i), "local", "1", "synthetic", "smoke", opt, "***", str(rep), str(100 + i), "-", "-", "submitted"]
+        for i, (opt, rep) in enumerate([("sgd", 0), ("sgd", 1), ("adamw", 0), ("adamw", 1)])]
+    assert "hf_" not in "\n".join(lines)

@@ -193,6 +193,9 @@ def test_ctrl_c_while_waiting(ws, waiting, argv):
     before = _digest(ws.db)
     res = _interrupt(ws, [sys.executable, "-m", "campaign", *argv], 1.0, ready="output")
     _one_line_error(res, EXIT_INTERRUPTED, "interrupted (Ctrl-C)", alone=False)  # after --wait's progress log
+    cid = CID
+    assert res.stderr.splitlines()[-1] == (f"interrupted (Ctrl-C): campaign {cid}'s jobs go on running (campaign "
+                                           f"status {cid} follows them again; campaign cancel {cid} stops them)")
     assert _digest(ws.db) == before
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shlex
 import subprocess
 import sys
 
@@ -30,6 +31,12 @@ def sweep(tmp_path_factory):
 def test_launch_returns_before_jobs_end_and_prints_how_to_follow(sweep):
     ws, cid, res, _ = sweep
     assert f"campaign {cid}: 4 of 4 point(s) submitted" in res.stdout
+    # the swept key is a column: no two rows alike (issue 49)
+    lines = res.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["#", "platform"])
+    assert lines[head].split()[:7] == ["#", "platform", "gpus", "trainer", "experiment", "trainer.optimizer", "job"]
+    rows = [ln.split()[:6] for ln in lines[head + 2:head + 6]]
+    assert sorted((r[2], r[5]) for r in rows) == [("1", "adamw"), ("1", "sgd"), ("2", "adamw"), ("2", "sgd")], rows
     assert f"campaign status {cid}" in res.stdout
     assert f"campaign harvest {cid}" in res.stdout
 
@@ -108,6 +115,20 @@ def test_harvest_filters_are_applied(sweep):
     assert {r["gpus"] for r in rows} == {"2"}
     # the baseline is said missing, not invented: no speedup, no efficiency
     assert all(r["note"] == "no 1-GPU baseline" and r["speedup"] == "" and r["efficiency"] == "" for r in rows)
+
+
+@pytest.mark.slow
+def test_plan_launch_line_prices_what_the_plan_priced(sweep):
+    """A sweep with shared settings (TINY): the chosen series' line keeps them and its own
+    optimizer, and its dry run prices the plan's choice within 5 % (issue 49)."""
+    from test_plan_launch_agrees import agrees, dry_run_prices, plan_lines
+
+    ws, cid, _, _ = sweep
+    for plan_s, plan_gpu_h, line in plan_lines(ws, cid)[:1]:  # the fastest (a dry run each: seconds)
+        words = shlex.split(line)
+        assert set(TINY) <= set(words) and len([w for w in words if w.startswith("trainer.optimizer=")]) == 1, line
+        training, gpu_h, _ = dry_run_prices(ws, line)
+        assert agrees(plan_s, training) and agrees(plan_gpu_h, gpu_h), (line, plan_s, training, plan_gpu_h, gpu_h)
 
 
 @pytest.mark.slow

@@ -107,6 +107,17 @@ def test_key_value_text_is_masked_by_the_same_rule():
                             "dataset.sort_key=name APPTAINERENV_WANDB_API_KEY=*** PWD=/home/u")
 
 
+def test_hydras_hint_for_a_sweep_without_m_is_no_secret():
+    """Hydra's own hint (``gpus=1,2`` without -m) comes through as Hydra wrote it; a value
+    that is not exactly one of its placeholders, or another key, is masked as before."""
+    hint = ("Ambiguous value for argument 'gpus=1,2' 1. To use it as a list, use key=[value1,value2] 2. To use it as "
+            "string, quote the value: key=\\'value1,value2\\' 3. To sweep over it, add --multirun to your command line")
+    assert redact(hint) == hint and redact("quote the value: key='value1,value2'\n") == "quote the value: key='value1,value2'\n"
+    for secret in ("key=[value1,value2]x", "key=[a,b]", "key=[value1,value2]@h", "api_key=[value1,value2]",
+                   "container.env.key=[value1,value2]", "'key=[value1,value2]'"):
+        assert "value1" not in redact(secret) and "hunter2" not in redact(secret) and SECRET in redact(secret), secret
+
+
 # ---------------------------------------------------------------- messages: status --store, refused:
 
 CLOSED = "127.0.0.1:1"  # nothing listens on port 1

@@ -82,15 +82,15 @@ def guarded(command: Callable[[], Optional[int]], *, interrupted_message: str = 
     """Run ``command`` and return its exit status (None: 0), mapping what it raises as the
     module says. ``store_url``: the store the command uses (its database and file errors
     are reported as one line naming it); ``redact``: see ``report``."""
-    from campaign.common.interrupt import catching
+    from campaign.common.interrupt import Interrupted, catching
 
     try:
         with catching():  # a Ctrl-C a finalizer swallows still ends the command (its loops' sleep)
             code = command()
     except CampaignError as exc:
         return report(exc, redact=redact)
-    except KeyboardInterrupt:
-        return interrupted(interrupted_message)
+    except KeyboardInterrupt as exc:  # a command's own line (Interrupted), else the default
+        return interrupted(str(exc) if isinstance(exc, Interrupted) and str(exc) else interrupted_message)
     except BrokenPipeError:
         quiet_broken_pipe()
         return EXIT_OK

@@ -6,7 +6,8 @@ exception is printed as "Exception ignored" and lost, and a loop such as ``campa
 --watch`` would go on as if no Ctrl-C had come. ``catching()`` (around every CLI command,
 campaign.cli.exits.guarded) notes each SIGINT too, and ``sleep`` (the loops' wait) raises
 ``KeyboardInterrupt`` for a noted one that was lost, so the command still ends with its
-one-line "interrupted" (exit 130)."""
+one-line "interrupted" (exit 130). A command that knows more to say on Ctrl-C (what goes on
+without it, how to stop that) raises ``Interrupted`` with that line instead."""
 
 from __future__ import annotations
 
@@ -16,6 +17,22 @@ import threading
 from typing import Iterator
 
 _seen = threading.Event()
+
+
+class Interrupted(KeyboardInterrupt):
+    """A Ctrl-C whose one line (``str``) says what goes on and what to do: the CLI prints it
+    in place of its plain "interrupted (Ctrl-C)" (exit 130 all the same)."""
+
+
+@contextlib.contextmanager
+def saying(line: str) -> Iterator[None]:
+    """A Ctrl-C inside the block ends the command with ``line`` (``Interrupted``)."""
+    try:
+        yield
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:
+        raise Interrupted(line) from None
 
 
 def _on_sigint(signum, frame) -> None:

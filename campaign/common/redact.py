@@ -26,6 +26,11 @@ campaign's command line, the terminal, Hydra's ``multirun.yaml``):
   word is not last). Under such a key every scalar but booleans and None is masked,
   a nested dict or list entirely.
 
+Not a secret either: Hydra's own hint for a sweep given without ``-m`` (``To use it as a
+list, use key=[value1,value2]``, ``quote the value: key=\\'value1,value2\\'``): its
+``key=`` words, with exactly Hydra's placeholder values, are left as Hydra wrote them
+(``HYDRA_HINTS``), so that the hint reaches the user verbatim.
+
 Redaction is idempotent and never makes a text longer than it needs to; it may hide a
 little more than the secret when a line holds a URL and, later, an ``@`` (safe side).
 Jobs get the real store URL from ``STORE_URL_ENV`` instead (``campaign/backends/entry.py``),
@@ -59,6 +64,10 @@ _KEY_VALUE = re.compile(
     r"(?:(?<=^)|(?<=[\s]))(?P<q>['\"])?(?P<head>[+~]{0,2}(?:[A-Za-z_][\w\-]*\.)*(?P<name>[A-Za-z_][\w\-]*)=)"
     r"(?P<secret>(?(q)(?:(?!(?P=q))[^\n])+|[^\s'\"]+))"
 )
+
+# Hydra's hint for a sweep without --multirun (hydra/_internal/config_loader_impl.py): the
+# word ``key=`` followed by exactly one of these placeholders is Hydra's example, no secret.
+HYDRA_HINTS = ("[value1,value2]", "\\'value1,value2\\'", "'value1,value2'")
 
 _SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials", "apikey")
 _SECRET_KEY_KINDS = ("access", "secret", "private", "auth", "ssh", "hmac", "signing", "encryption", "client",
@@ -120,8 +129,24 @@ def _redact_text(text: str) -> str:
         return whole
     out = _USERINFO.sub(lambda m: m["head"] + SECRET + m["tail"], text)
     out = _QUERY.sub(lambda m: m["head"] + SECRET, out)
-    return _KEY_VALUE.sub(lambda m: (m["q"] or "") + m["head"] + (SECRET if is_secret_key(m["name"]) else m["secret"]),
-                          out)
+    return _KEY_VALUE.sub(_masked_key_value, out)
+
+
+def _masked_key_value(m: re.Match) -> str:
+    """A ``key=value`` word of ``_KEY_VALUE`` with its value masked when its key is named
+    like a secret, unless it is Hydra's own hint (``HYDRA_HINTS``)."""
+    if not is_secret_key(m["name"]) or _hydra_hint(m):
+        return m[0]
+    return (m["q"] or "") + m["head"] + SECRET
+
+
+def _hydra_hint(m: re.Match) -> bool:
+    """Whether the ``key=`` word of ``m`` is Hydra's example: the bare key ``key``, then one
+    of Hydra's placeholders, then the end of the word."""
+    if m["q"] or m["head"] != "key=":
+        return False
+    rest = m.string[m.start("secret"):]
+    return any(rest.startswith(h) and rest[len(h):len(h) + 1] in ("", " ", "\n") for h in HYDRA_HINTS)
 
 
 # user:password@host as SQLAlchemy reads it: the password ends at its first '@'

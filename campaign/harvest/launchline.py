@@ -8,7 +8,11 @@ Hydra's unpickling option on the printed line), every key is a dotted config nam
 series' own overrides come only from points whose stored config and overrides carry the
 reader's signature (campaign/common/signing.py): an unsigned or unverifiable point gives
 the axes alone (platform, trainer, experiment, GPUs, nodes) and a note. Overrides are
-taken from the chosen series' own point, never looked up by a label two points may share.
+taken from the chosen series' own point, never looked up by a label two points may share:
+every one of them but the axes the line sets itself (and what says how a campaign ran
+rather than what it ran: its name, store, retries; campaign.common.varying.NOT_A_VALUE),
+so that a setting every point shares (the main job's ``experiment.base_iterations=600``)
+stays on the line and its dry run estimates what the plan priced.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import re
 import shlex
 from typing import Any, Mapping, Optional, Sequence
 
-from campaign.common.varying import parse, varying
+from campaign.common.varying import parse
 
 KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -70,19 +74,20 @@ def series_overrides(row: Mapping[str, Any], points: Any, stored: Sequence[Mappi
                      campaign: Mapping[str, Any]) -> tuple[list[tuple[str, str]], Optional[str]]:
     """(the overrides that make the chosen ``row``'s series, a note or None). ``points``: the
     plan's point frame (its ``point_id`` and series columns); ``stored``: the campaign's
-    stored points (``Store.points``). The overrides are those of one point of the series
-    (the same GPU count where measured), restricted to what varies over the campaign."""
+    stored points (``Store.points``). The overrides are every one of one point of the series
+    (the same GPU count where measured) but the axes (``AXES``), in their stored order: what
+    every point shares as well as what varies."""
     keys = [k for k in SERIES if k in points.columns and k in row]
     mine = [r for r in points.iter_rows(named=True) if all(r[k] == row[k] for k in keys)]
     if not mine:
         return [], None
     by_id = {r["id"]: r for r in stored}
-    names, _ = varying([r.get("overrides") for r in stored], skip=AXES)
-    if not names:
+    same_n = [r for r in mine if r["gpus"] == row["gpus"]]
+    chosen = by_id.get((same_n or mine)[0]["point_id"])
+    values = {k: v for k, v in parse(chosen.get("overrides") if chosen else None).items() if k not in AXES}
+    if chosen is not None and not values:
         return [], None
     rows = [by_id.get(r["point_id"]) for r in mine]
     if None in rows or len(signed_ids(rows, campaign)) < len(rows):  # every point of the series signed by you
         return [], f"note: the launch line leaves out the series' overrides: {NOT_SIGNED}"
-    same_n = [r for r in mine if r["gpus"] == row["gpus"]]
-    values = parse(by_id[(same_n or mine)[0]["point_id"]].get("overrides"))
-    return [(k, values[k]) for k in names if k in values], None
+    return list(values.items()), None

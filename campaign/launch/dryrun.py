@@ -34,7 +34,7 @@ from campaign.common import table as tables
 from campaign.common.errors import ConfigError
 from campaign.observe.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
 from campaign.launch.plan import PointPlan, job_plan
-from campaign.common.redact import redact, redact_obj
+from campaign.common.redact import SECRET, is_secret_key, redact, redact_obj
 from campaign.common.varying import varying
 
 PLACEHOLDER_ID = "DRYRUN"  # where the campaign id goes in a dry run's folders and job names
@@ -71,10 +71,21 @@ def _where(arrs: Sequence[JobGroup]) -> dict[int, str]:
     return out
 
 
+# The overrides that are columns of their own in the dry run's table (the launch's shows nodes by its override)
+_OWN_COLUMNS = ("platform", "gpus", "nodes", "trainer", "experiment", "study")
+
+
+def swept_columns(points: Sequence[PointPlan], skip: Sequence[str] = _OWN_COLUMNS) -> tuple[list[str], list[list[str]]]:
+    """(the swept keys: the overrides whose value differs between the points, beside those in
+    ``skip``; per point, its value of each, ``-`` where it sets none, a secret's as ``***``):
+    the columns that tell a sweep's rows apart (``trainer.optimizer``: sgd, adamw)."""
+    names, values = varying([p.overrides for p in points], skip=skip)
+    return names, [[SECRET if is_secret_key(n) else (redact(v[n]) or "-") for n in names] for v in values]
+
+
 def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[JobGroup]) -> tuple[str, str]:
     """(the head line naming what every point shares, the table of points)."""
-    names, values = varying([p.overrides for p in points],
-                            skip=("platform", "gpus", "nodes", "trainer", "experiment", "study"))
+    names, values = swept_columns(points)
     axes = [a for a in ("trainer", "experiment") if len({p.config[a]["name"] for p in points}) > 1]
     shared = [f"{a}={points[0].config[a]['name']}" for a in ("trainer", "experiment") if a not in axes]
     where = _where(arrs)
@@ -87,7 +98,7 @@ def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence
     for p, vals, c, n in zip(points, values, cost.points, counts):
         rows.append([p.idx, p.platform, p.gpus, p.nodes, p.resources.partition or "-",
                      fmt_limit(p.resources.timeout_min), *(p.config[a]["name"] for a in axes),
-                     *(vals[n] or "-" for n in names), *(_schedule(p)[k] for k in sched),
+                     *vals, *(_schedule(p)[k] for k in sched),
                      *([f"{n:,}" if n is not None else "-"] if shown_counts else []), where[p.idx],
                      fmt_duration(c.wall_s), fmt_gpu_hours(c.gpu_hours), c.kind])
     shared += trainer_datasets(points)

@@ -15,6 +15,7 @@ whose shapes it keeps: campaign.catalogue.dataset_label), a column where points 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -227,28 +228,36 @@ def watch_status(ref: Optional[str], *, store_url: str, interval: float = 2.0) -
     """Redraw the status table and progress bar every ``interval`` seconds until every
     point is final.
 
-    Exit status: 0 (Ctrl-C: ``KeyboardInterrupt`` reaches the CLI, which exits 130)."""
+    Exit status: 0 (Ctrl-C: ``Interrupted``, saying that the jobs go on (``jobs_go_on``),
+    reaches the CLI, which exits 130)."""
     tty = sys.stdout.isatty()
     with open_store(store_url, readonly=True) as store:
         campaign = find_campaign_noted(store, ref)
         follower = Follower(store, campaign)
-        while True:
-            now = time.time()
-            views, ceta, warnings = follower.snapshot(now)
-            text = render(campaign, views, ceta, now)
-            stamp = time.strftime("%H:%M:%S")
-            if tty:
-                print("\033[H\033[2J", end="")
-            print(f"{text}\n[{stamp}] refreshing every {interval:g} s; Ctrl-C to stop", flush=True)
-            for w in warnings:
-                print(f"warning: {printable(w)}", flush=True)
-            unfinished = [v for v in views if not is_final(v["state"])]
-            if all(v["state"] == "waiting" for v in unfinished):  # nothing will change by itself
-                if unfinished:
-                    print(f"{len(unfinished)} point(s) wait for room in the scheduler: campaign resume "
-                          f"{campaign['id']} submits them", flush=True)
-                return 0
-            interrupt.sleep(interval)
+        with interrupt.saying(jobs_go_on(campaign["id"])):
+            while True:
+                now = time.time()
+                views, ceta, warnings = follower.snapshot(now)
+                text = render(campaign, views, ceta, now)
+                stamp = time.strftime("%H:%M:%S")
+                if tty:
+                    print("\033[H\033[2J", end="")
+                print(f"{text}\n[{stamp}] refreshing every {interval:g} s; Ctrl-C to stop", flush=True)
+                for w in warnings:
+                    print(f"warning: {printable(w)}", flush=True)
+                unfinished = [v for v in views if not is_final(v["state"])]
+                if all(v["state"] == "waiting" for v in unfinished):  # nothing will change by itself
+                    if unfinished:
+                        print(f"{len(unfinished)} point(s) wait for room in the scheduler: campaign resume "
+                              f"{campaign['id']} submits them", flush=True)
+                    return 0
+                interrupt.sleep(interval)
+
+
+def jobs_go_on(cid: str) -> str:
+    """What Ctrl-C in ``status --wait``/``--watch`` says: it stops the following, not the jobs."""
+    return printable(f"interrupted (Ctrl-C): campaign {cid}'s jobs go on running (campaign status {cid} "
+                     f"follows them again; campaign cancel {cid} stops them)")
 
 
 def _live(views: list[dict], ceta: CampaignETA, waited: float, now: float) -> str:
@@ -267,6 +276,46 @@ def final_line(views: list[dict], waited: float, timed_out: bool, ceta: Campaign
     return f"waited {_fmt_s(waited)}: {verdict} ({summary_line(views).split(': ', 1)[1]})"
 
 
+def _follow(follower: "Follower", campaign: dict, wait: bool, interval: float, timeout: Optional[float],
+            submit: Optional[Callable[[str], list[str]]]) -> tuple:
+    """``show_status``'s loop: one snapshot, or (``wait``) snapshots until every point is
+    final, the timeout runs out or only points waiting for room are left; returns (views,
+    ETA, warnings, the last snapshot's time, the start, whether it timed out)."""
+    start = time.time()
+    tty = sys.stderr.isatty()
+    last_line = None
+    timed_out = False
+    while True:
+        now = time.time()
+        views, ceta, warnings = follower.snapshot(now)
+        pending = [v for v in views if not is_final(v["state"])]
+        lines = submit(campaign["id"]) if submit is not None and wait else []
+        for line in lines:
+            print(printable(f"{chr(13) if tty else ''}{line}"), file=sys.stderr, flush=True)
+        if lines:  # points went (or were held back): look again before deciding anything
+            continue
+        stuck = submit is None and pending and all(v["state"] == "waiting" for v in pending)
+        if not wait or not pending:
+            break
+        if stuck:
+            print(f"{chr(10) if tty else ''}{len(pending)} point(s) wait for room in the scheduler: campaign "
+                  f"resume {campaign['id']} submits them (or campaign status --wait --submit)", file=sys.stderr)
+            break
+        if timeout is not None and now - start > timeout:
+            timed_out = True
+            break
+        counts = summary_line(views)
+        if tty:  # one live line
+            print("\r" + _live(views, ceta, now - start, now) + "\033[K", end="", file=sys.stderr, flush=True)
+        elif counts != last_line:  # a log: one line per change
+            print(f"[{_fmt_s(now - start)}] {counts}; {eta_text(ceta, now)}", file=sys.stderr, flush=True)
+        last_line = counts
+        interrupt.sleep(interval)
+    if wait and tty and last_line is not None:
+        print(file=sys.stderr)
+    return views, ceta, warnings, now, start, timed_out
+
+
 def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wait: bool = False,
                 interval: float = 2.0, timeout: Optional[float] = None,
                 submit: Optional[Callable[[str], list[str]]] = None) -> int:
@@ -282,38 +331,8 @@ def show_status(ref: Optional[str], *, store_url: str, as_json: bool = False, wa
     with open_store(store_url, readonly=True) as store:
         campaign = find_campaign_noted(store, ref)
         follower = Follower(store, campaign)
-        start = time.time()
-        tty = sys.stderr.isatty()
-        last_line = None
-        timed_out = False
-        while True:
-            now = time.time()
-            views, ceta, warnings = follower.snapshot(now)
-            pending = [v for v in views if not is_final(v["state"])]
-            lines = submit(campaign["id"]) if submit is not None and wait else []
-            for line in lines:
-                print(printable(f"{chr(13) if tty else ''}{line}"), file=sys.stderr, flush=True)
-            if lines:  # points went (or were held back): look again before deciding anything
-                continue
-            stuck = submit is None and pending and all(v["state"] == "waiting" for v in pending)
-            if not wait or not pending:
-                break
-            if stuck:
-                print(f"{chr(10) if tty else ''}{len(pending)} point(s) wait for room in the scheduler: campaign "
-                      f"resume {campaign['id']} submits them (or campaign status --wait --submit)", file=sys.stderr)
-                break
-            if timeout is not None and now - start > timeout:
-                timed_out = True
-                break
-            counts = summary_line(views)
-            if tty:  # one live line
-                print("\r" + _live(views, ceta, now - start, now) + "\033[K", end="", file=sys.stderr, flush=True)
-            elif counts != last_line:  # a log: one line per change
-                print(f"[{_fmt_s(now - start)}] {counts}; {eta_text(ceta, now)}", file=sys.stderr, flush=True)
-            last_line = counts
-            interrupt.sleep(interval)
-        if wait and tty and last_line is not None:
-            print(file=sys.stderr)
+        with interrupt.saying(jobs_go_on(campaign["id"])) if wait else contextlib.nullcontext():
+            views, ceta, warnings, now, start, timed_out = _follow(follower, campaign, wait, interval, timeout, submit)
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if as_json:  # json escapes control characters itself

@@ -59,6 +59,18 @@ def find_campaign_noted(store: "Store", ref: str | None) -> dict:
     return found
 
 
+def missing_store(path: str) -> str:
+    """What a read command says when there is no SQLite store at ``path``: where it looked
+    (absolute, and the working folder a relative path is read from), how to make one, and
+    how to name the one meant."""
+    where = Path(path).absolute()
+    cwd = os.getcwd()
+    relative = "" if Path(path).is_absolute() else f"{path} in "
+    return (f"no results store at {where} ({relative}the working folder {cwd}); launch a campaign first "
+            "(campaign launch ...), or name the store: CAMPAIGN_RESULTS=FOLDER (the folder holding its campaign.db) "
+            "or --store URL")
+
+
 def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_timeout_s: float = 30.0) -> "Store":
     """Open the store at ``url``; with ``create``, make an empty one (and its folder);
     with ``readonly``, through a connection that cannot write (``campaign status`` and
@@ -81,10 +93,7 @@ def open_store(url: str, *, create: bool = False, readonly: bool = False, busy_t
             raise StoreError(f"results store {path} is a directory, not an SQLite file; name the file with --store URL")
         if not p.exists():
             if not create:
-                raise StoreError(
-                    f"no results store at {path}; launch a campaign first "
-                    "(python -m campaign.launch ...) or name one with --store URL"
-                )
+                raise StoreError(missing_store(path))
             p.parent.mkdir(parents=True, exist_ok=True)
         elif not create and p.stat().st_size == 0:
             raise _version_error(url, None)  # SQLite would take it as an empty database
