@@ -31,6 +31,7 @@ def _drop_working_folder() -> None:
 
 _drop_working_folder()
 
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":
         from campaign.version import version
