@@ -96,6 +96,13 @@ def utilisation_study_figure(util: pl.DataFrame):
                                  for col, what, fig in (("gpu_util_study", "GPU", 4), ("cpu_util_study", "CPU", 5))])
 
 
+COMPARISON_UTIL = ("gpu_util_study", "cpu_util_study")  # eq. 3.3 (utilisation.study_utilisation)
+# the platform comparison's panels: (column, y label, scale), here and in campaign.report.svg
+COMPARISON_PANELS = (("speedup", "speedup T(1)/T(N) (×)", 1.0), ("efficiency", "parallel efficiency (%)", 100.0),
+                     ("gpu_util_study", "GPU utilisation, eq. 3.3 (%)", 100.0),
+                     ("cpu_util_study", "CPU utilisation, eq. 3.3 (%)", 100.0))
+
+
 def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.DataFrame:
     """Per platform and placement: the median over the platform's series of speedup,
     efficiency, GPU and CPU utilisation (the platform comparison's bars, here and in
@@ -106,8 +113,11 @@ def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.Da
     s, u = with_placement(scaling), with_placement(util)
     merged = s.select([*key, "speedup", "efficiency"]).group_by(key).agg(
         pl.col("speedup").median(), pl.col("efficiency").median())
-    u = u.select([*key, "gpu_util", "cpu_util"]).group_by(key).agg(pl.col("gpu_util").median(),
-                                                                   pl.col("cpu_util").median())
+    # the reference study's Figs 6-8 panels are its eq. 3.3 (section 5.4: "platform comparison
+    # figures are made containing speedup, parallel efficiency, GPU utilization, and CPU
+    # utilization metrics", the metrics of its section 5.3, Figs 4-5), not the physical reading
+    util_cols = [c for c in COMPARISON_UTIL if c in u.columns]
+    u = u.select([*key, *util_cols]).group_by(key).agg(*[pl.col(c).median() for c in util_cols])
     out = merged.join(u, on=key, how="left")
     one_node = pl.col("placement").str.starts_with("1x")
     return out.with_columns(pl.when(one_node).then(pl.col("gpus").cast(pl.Utf8)).otherwise(pl.col("placement"))
@@ -131,8 +141,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
     plt = pyplot()
     merged = platform_comparison_data(scaling, util)
     wheres, xlabel = comparison_axis(merged)
-    panels = [("speedup", "speedup T(1)/T(N) (×)", 1.0), ("efficiency", "parallel efficiency (%)", 100.0),
-              ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)]
+    panels = COMPARISON_PANELS
     fig, axes = plt.subplots(1, 4, figsize=(4 * 4.2, FIG_H))
     width = 0.8 / len(plats)
     for ax, (col, ylabel, scale) in zip(axes, panels):
@@ -141,7 +150,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
             vals = []
             for g in wheres:
                 r = merged.filter((pl.col("platform") == plat) & (pl.col("where") == g))
-                v = r[col][0] if r.height else None
+                v = r[col][0] if r.height and col in r.columns else None
                 vals.append(float("nan") if v is None else v * scale)
                 drawn |= v is not None
             xs = [i + (j - (len(plats) - 1) / 2) * width for i in range(len(wheres))]
@@ -153,7 +162,8 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
         ax.set_title(ylabel.split(" (")[0].split(" T(")[0])
         ax.grid(True, axis="y", alpha=0.3)
         if not drawn:
-            ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, "not recorded (CPU ranks: no device time)" if col in COMPARISON_UTIL else "not recorded",
+                    ha="center", va="center", transform=ax.transAxes, wrap=True)
         ax.legend(fontsize="small")
     fig.suptitle("Platform comparison: " + " vs ".join(plats))
     fig.tight_layout()

@@ -144,7 +144,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
     """Speedup, efficiency, GPU and CPU utilisation: per GPU count one bar per platform, each
     the median over the platform's series (harvest.plots.platform_comparison_figure's).
     None when fewer than two platforms were measured."""
-    from campaign.harvest.plots import comparison_axis, platform_comparison_data
+    from campaign.harvest.plots import COMPARISON_PANELS, comparison_axis, platform_comparison_data
 
     plats = sorted(set(scaling["platform"].to_list()))
     if len(plats) < 2:
@@ -154,10 +154,8 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
     wheres, xlabel = comparison_axis(merged)
     width = 0.8 / len(plats)
     panels = []
-    for col, ylabel, scale in (("speedup", "speedup T(1)/T(N) (×)", 1.0),
-                               ("efficiency", "parallel efficiency (%)", 100.0),
-                               ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)):
-        vals = [v[col] * scale for v in at.values() if v[col] is not None]
+    for col, ylabel, scale in COMPARISON_PANELS:  # its utilisation panels: eq. 3.3, as the study's Figs 6-8
+        vals = [v[col] * scale for v in at.values() if v.get(col) is not None]
         p = Panel(ylabel.split(" (")[0].split(" T(")[0], ylabel, ytop=max(vals + [0.0]) * HEADROOM or 1.0,
                   categories=[(i, str(g)) for i, g in enumerate(wheres)], xlabel=xlabel)
         for j, plat in enumerate(plats):
@@ -171,7 +169,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
                                 f"data-v=\"{value(v)}\"")
             p.group(f" data-platform=\"{esc(plat)}\"", start)
         if not vals:
-            p.note("not recorded")
+            p.note("not recorded (CPU ranks: no device time)" if col.endswith("_util_study") else "not recorded")
         panels.append(p)
     return figure_svg("platform_comparison", panels, [(plat, color(j), "bar") for j, plat in enumerate(plats)],
                       suptitle="Platform comparison: " + " vs ".join(plats))
