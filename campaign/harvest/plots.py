@@ -36,12 +36,13 @@ def time_figure(scaling: pl.DataFrame, x: str = GPUS):
 
 
 def epoch_time_figure(scaling: pl.DataFrame, x: str = GPUS):
-    """Mean time per epoch (the first apart) vs ``x``: the ViT study's y (its Figs 8, 9, 16,
-    17); None when no point timed two epochs."""
+    """Mean time per epoch over all epochs vs ``x``: the ViT study's y (its Figs 8, 9, 16, 17;
+    section IV-A: "trained for 5 epochs ... and averaged when plotting the results (time in
+    seconds)"; harvest/epochs.py); None when no point timed an epoch."""
     if "epoch_s" not in scaling.columns or scaling["epoch_s"].null_count() == scaling.height:
         return None
-    return _line_figure(scaling, "epoch_s", "mean time per epoch (s, the first apart)",
-                        "Time per epoch (mean, the first apart)", x=x)
+    return _line_figure(scaling, "epoch_s", "time per epoch (s, mean over all epochs)",
+                        "Time per epoch (mean over all epochs)", x=x)
 
 
 def speedup_figure(scaling: pl.DataFrame, x: str = GPUS):

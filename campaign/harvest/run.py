@@ -152,6 +152,8 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
     names = ["scaling", "throughput", "utilisation", *wanted]
     if stack:
         names += ["hardware", "placement"]
+    from campaign.harvest.epochs import with_epoch_times
+
     phases = engine_phases(store, points["attempt_id"].to_list())  # epoch times (epoch_s) read them too
     points = with_epoch_times(points, phases)
     floored = efficiency_floor is not None and "model" in names
@@ -273,21 +275,6 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
             paths += write_table_figures(plots, name, tables[name], campaign=campaign)
         print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0
-
-
-def with_epoch_times(points: pl.DataFrame, phases: Optional[pl.DataFrame]) -> pl.DataFrame:
-    """``epoch_s``: a point's mean seconds per epoch, the first (warm-up and start-up in it)
-    apart, from its trainer's ``epoch_<i>`` breakdown rows (rank-averaged); null for a
-    point that timed fewer than two epochs, or none (the ViT study plots this mean)."""
-    from campaign.harvest.utilisation import EPOCH_PHASE
-
-    if phases is None or phases.height == 0 or "phase" not in phases.columns:
-        return points.with_columns(pl.lit(None, dtype=pl.Float64).alias("epoch_s"))
-    epochs = (phases.filter(pl.col("phase").str.contains(EPOCH_PHASE))
-              .with_columns(pl.col("phase").str.slice(len("epoch_")).cast(pl.Int64).alias("epoch"))
-              .filter(pl.col("epoch") >= 1)
-              .group_by("attempt_id").agg(pl.col("total_s").cast(pl.Float64).mean().alias("epoch_s")))
-    return points.join(epochs, on="attempt_id", how="left")
 
 
 def study_reference(points: Sequence[dict]) -> bool:

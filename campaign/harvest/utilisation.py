@@ -43,6 +43,7 @@ from typing import Optional
 
 import polars as pl
 
+from campaign.harvest.epochs import EPOCH_PHASE
 from campaign.harvest.views import KEYS, SERIES, with_optional
 
 _UTIL_COLUMNS = {
@@ -142,7 +143,6 @@ _PHASES = [
 ]
 _SHARE_COLUMN = {"data_wait_s": "data_wait_share", "compute_s": "compute_share", "comm_s": "comm_share"}
 STUDY_PREFIX = "study."  # a study's own definitions (trainers/dp_study.py): source "study"
-EPOCH_PHASE = r"^epoch_\d+$"  # a trainer's per-epoch rows (trainers/evaluate.py epoch_rows, vit)
 
 
 def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] = None) -> pl.DataFrame:
