@@ -14,6 +14,7 @@ from typing import Optional
 import polars as pl
 
 from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_lines
+from campaign.harvest.study_style import PLAIN, FigureStyle
 from campaign.harvest.xaxis import GPUS, draw_axis
 from campaign.harvest.views import with_placement
 
@@ -29,10 +30,12 @@ def _line_figure(df: pl.DataFrame, y: str, ylabel: str, title: str, **series):
     return fig
 
 
-def time_figure(scaling: pl.DataFrame, x: str = GPUS):
-    """Training time (time to solution) vs ``x``, with the ideal T(1)/N against GPUs."""
-    return _line_figure(scaling, "time_s", "training time (s)", "Training time (time to solution)", x=x,
-                        ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s")
+def time_figure(scaling: pl.DataFrame, x: str = GPUS, style: FigureStyle = PLAIN):
+    """Training time (time to solution) vs ``x``, with the ideal T(1)/N against GPUs, in the
+    study's unit (``style``: study_style.py)."""
+    return _line_figure(scaling, "time_s", f"training time ({style.time_unit})", style.time_title, x=x,
+                        ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s",
+                        scale=style.time_scale)
 
 
 def epoch_time_figure(scaling: pl.DataFrame, x: str = GPUS):
@@ -45,7 +48,7 @@ def epoch_time_figure(scaling: pl.DataFrame, x: str = GPUS):
                         "Time per epoch (mean over all epochs)", x=x)
 
 
-def speedup_figure(scaling: pl.DataFrame, x: str = GPUS):
+def speedup_figure(scaling: pl.DataFrame, x: str = GPUS, style: FigureStyle = PLAIN):
     """Speedup T(1)/T(N) vs ``x``, with the ideal S = N against GPUs."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
@@ -55,11 +58,11 @@ def speedup_figure(scaling: pl.DataFrame, x: str = GPUS):
     draw_axis(ax, axis)
     ax.set_ylabel("speedup T(1)/T(N) (×)")
     headroom(ax)
-    finish(fig, ax, "Speedup (eq. 3.1)")
+    finish(fig, ax, style.speedup_title)
     return fig
 
 
-def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS):
+def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS, style: FigureStyle = PLAIN):
     """Parallel efficiency speedup/N vs ``x``, with the ideal 1."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
@@ -70,7 +73,7 @@ def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS):
     # a list, not max(110.0, *values): with no efficiency at all (no T(1) of the same work
     # in any series) that is max(110.0), which raises
     ax.set_ylim(0, max([110.0, *(v * 100 + 10 for v in scaling["efficiency"].drop_nulls().to_list())]))
-    finish(fig, ax, "Parallel efficiency (eq. 3.2)")
+    finish(fig, ax, style.efficiency_title)
     return fig
 
 
@@ -91,7 +94,7 @@ def utilisation_study_figure(util: pl.DataFrame):
     """The reference study's Figures 4-5 its own way: GPU and CPU utilisation by its eq. 3.3
     (device time, or CPU time, over CPU plus device time of the profiled window: the two add
     up to 100 %), beside which ``utilisation_figure`` draws the physical reading."""
-    return panels_figure(util, [(col, 100.0, f"{what} utilisation, the study's eq. 3.3 ({what} time / (CPU + GPU time), %)",
+    return panels_figure(util, [(col, 100.0, f"{what} utilisation, eq. 3.3 (%)\n{what} time / (CPU + GPU time)",
                                   f"{what} utilisation (eq. 3.3, Figure {fig})", f"no {what} time to divide (eq. 3.3)",
                                   100.0)
                                  for col, what, fig in (("gpu_util_study", "GPU", 4), ("cpu_util_study", "CPU", 5))])

@@ -138,10 +138,10 @@ def _not_harvested(cid: str, points: list[dict]) -> Optional[str]:
 
 def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str],
             stack: bool = False, efficiency_floor: Optional[float] = None) -> dict[str, pl.DataFrame]:
-    """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``);
+    """The campaign's tables; ``stack``: also the breakdown figure's stack (study_timing.timing_stack);
     ``efficiency_floor``: the model table's knee at this floor, not its registered default."""
     from campaign.harvest.derive import engine_phases, point_frame
-    from campaign.harvest.utilisation import phase_stack
+    from campaign.harvest.study_timing import timing_stack
 
     if where is not None and where.get(POINT_IDS) == []:
         return {}
@@ -163,7 +163,7 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
 
         out["model"] = fit_model(points, efficiency_floor)
     if stack:
-        out["phase_stack"] = phase_stack(points, phases)
+        out["phase_stack"] = timing_stack(points, phases)  # the study's own timings where a point has them
     return {name: with_varying(df, points) for name, df in out.items()}
 
 
@@ -264,11 +264,13 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         print(printable(f"wrote {path}"), file=sys.stderr)
     if plots is not None:
         from campaign.harvest.figures import write_figures
+        from campaign.harvest.study_style import style_of
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
                               stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
-                              placement=tables.get("placement"), campaign=campaign, x=x_column)
+                              placement=tables.get("placement"), campaign=campaign, x=x_column,
+                              style=style_of(points))
         from campaign.harvest.figures import write_table_figures
 
         for name in wanted:  # a point table's own figures (the fitted model's), where it registers some
