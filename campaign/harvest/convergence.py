@@ -172,8 +172,8 @@ def point_settings(points: Sequence[dict]) -> dict[Any, dict[str, Optional[str]]
                        skip=("platform", "gpus", "nodes", "repeats", "trainer", "experiment", "dataset"))
     out = {}
     for p in points:
-        values = {n: value_of(p, n) for n in names + ["trainer.params.backbone"]}
-        backbone = values.pop("trainer.params.backbone")
+        values = {n: value_of(p, n) for n in names}
+        backbone = value_of(p, "trainer.params.backbone")
         variant = " ".join(f"{n}={v}" for n, v in values.items() if isinstance(v, str) and v != "")
         out[p["id"]] = {"backbone": backbone if isinstance(backbone, str) else None, "variant": variant}
     return out

@@ -62,9 +62,10 @@ def timing_stack(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame]) ->
     study = study_stack(points, engine_phases)
     if study.height == 0:
         return phase_stack(points, engine_phases)
-    timed = set(study.select(KEYS).unique().rows())
+    on = SERIES + ["gpus"]  # a stack's keys (placement follows from nodes and gpus)
+    timed = set(study.select(on).unique().rows())
     own = phase_stack(points, engine_phases)
-    own = own.filter([k not in timed for k in own.select(KEYS).rows()]) if own.height else own
+    own = own.filter(pl.Series([k not in timed for k in own.select(on).rows()], dtype=pl.Boolean)) if own.height else own
     return pl.concat([study, own], how="vertical_relaxed").sort(SERIES + ["gpus", "order"], nulls_last=True)
 
 
