@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from campaign_trace.intervals import Interval, clip, length, merge, uncovered
 from campaign_trace.load import TraceError, read_json
+from campaign_trace.totals import profiler_totals
 
 WINDOW_MARK = "campaign:profile_window"  # the annotation a campaign job puts around its profiled iterations
 STEP_MARK = re.compile(r"^ProfilerStep#\d+$")  # torch.profiler.profile.step()'s annotations
@@ -69,6 +70,9 @@ class TraceFigures:
     devices: list[DeviceFigures] = field(default_factory=list)
     top_kernels: list[dict[str, Any]] = field(default_factory=list)
     top_operators: list[dict[str, Any]] = field(default_factory=list)
+    # the profiler's own totals (campaign_trace/totals.py): sums, where busy is a union
+    cpu_time_total_s: float = 0.0  # "Self CPU time total": every host event's self time, summed
+    device_time_total_s: float = 0.0  # "Self CUDA time total": every device event's time, summed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -231,6 +235,7 @@ def analyse(data: dict[str, Any], *, file: str = "", top: int = TOP) -> TraceFig
             ops[name]["device_s"] += d / 1e6
     cpu_comm, cpu_exposed = uncovered(gloo, own_compute)
     host_us = length(merge(every_thread))
+    cpu_total_us, device_total_us = profiler_totals(xs, w0, w1, _is_mark)
     rank = dist.get("rank")
     return TraceFigures(
         file=file, rank=rank if isinstance(rank, int) else None,
@@ -241,7 +246,14 @@ def analyse(data: dict[str, Any], *, file: str = "", top: int = TOP) -> TraceFig
         host_threads=len(thread_ops), operators=n_ops, cpu_collectives=len(gloo), cpu_comm_s=cpu_comm / 1e6,
         cpu_exposed_comm_s=cpu_exposed / 1e6,
         devices=devices, top_kernels=_top(kernels, "total_s", top),
-        top_operators=_top(ops, "device_s" if devices else "self_s", top))
+        top_operators=_top(ops, "device_s" if devices else "self_s", top),
+        cpu_time_total_s=cpu_total_us / 1e6, device_time_total_s=device_total_us / 1e6)
+
+
+def _is_mark(e: dict) -> bool:
+    """An annotation that marks the window (find_window's), not work inside it."""
+    name = str(e.get("name", ""))
+    return e.get("cat") in ANNOTATION_CATS and (name == WINDOW_MARK or bool(STEP_MARK.match(name)))
 
 
 def read_trace(path, *, top: int = TOP, max_memory_bytes: Optional[int] = None) -> TraceFigures:
@@ -259,8 +271,12 @@ def read_trace(path, *, top: int = TOP, max_memory_bytes: Optional[int] = None) 
 
 
 def profile_row(fig: TraceFigures, *, iterations: int) -> dict[str, Any]:
-    """The ``profile`` table's row of one rank (sql/schema.py) from its trace's figures."""
+    """The ``profile`` table's row of one rank (sql/schema.py) from its trace's figures;
+    ``top_ops`` carries the profiler's totals (campaign_trace/totals.py, the reference
+    study's eq. 3.3 terms): ``cpu_time_total_s`` and, with a device, ``device_time_total_s``."""
     comm, exposed = fig.comm
+    totals = {"cpu_time_total_s": fig.cpu_time_total_s,
+              "device_time_total_s": fig.device_time_total_s if fig.devices else None}
     return {
         "iterations": iterations,
         "total_s": fig.span_s,
@@ -270,4 +286,5 @@ def profile_row(fig: TraceFigures, *, iterations: int) -> dict[str, Any]:
         "gpu_util": fig.gpu_utilisation,
         "comm_s": comm,
         "exposed_comm_s": exposed,
+        "top_ops": totals,
     }

@@ -95,9 +95,11 @@ def test_utilisation_by_hand_from_the_profile_row(store, name):
     util = _harvest(store, name, "utilisation")
     assert util["gpu_util"] == pytest.approx(prof["device_s"] / prof["total_s"], rel=1e-9) and util["gpu_util"] <= 1
     assert util["cpu_util"] == pytest.approx(prof["cpu_s"] / prof["total_s"], rel=1e-9) and util["cpu_util"] <= 1
-    # the study's eq. 3.3: device time / (CPU + device time), and its complement
-    assert util["gpu_util_study"] == pytest.approx(prof["device_s"] / (prof["cpu_s"] + prof["device_s"]), rel=1e-9)
-    assert util["gpu_util_study"] + util["cpu_util_study"] == pytest.approx(1.0, abs=1e-12)
+    # the study's eq. 3.3 takes the profiler's totals (sums), which this store, written before
+    # they were recorded, lacks: absent and said so, never made from the union beside it
+    assert util["gpu_util_study"] is None and util["cpu_util_study"] is None
+    assert util["note"] == "no profiler totals stored (a store written before they were): no eq. 3.3"
+    assert util["device_busy_s"] == pytest.approx(prof["device_s"], rel=1e-9)
     assert util["data_wait_share"] == pytest.approx(row["data_wait_s"] / row["wall_s"], rel=1e-9)
     expected = {"gpu-swin": (0.631, 0.0013), "gpu-synth": (0.0338, 0.0035), "gpu-vit": (0.1254, 0.2931)}[name]
     assert (round(util["gpu_util"], len(str(expected[0])) - 2), round(util["data_wait_share"], 4)) == expected

@@ -233,12 +233,18 @@ def test_ideal_comparison_and_campaign_comparison_on_disjoint_platforms():
 def test_platform_comparison_figure_has_four_labelled_panels():
     from campaign.harvest.plots import platform_comparison_figure, speedup_figure
 
-    p = pl.concat([_points({1: [100.0], 2: [70.0]}, "v100", gpu_util=0.7, cpu_util=0.2),
-                   _points({1: [76.0], 2: [43.0]}, "a100", gpu_util=0.8, cpu_util=0.3)])
+    p = pl.concat([_points({1: [100.0], 2: [70.0]}, "v100", gpu_util=0.7, cpu_util=0.2, profile_iterations=8,
+                           profile_cpu_total_s=3.0, profile_device_total_s=1.0),
+                   _points({1: [76.0], 2: [43.0]}, "a100", gpu_util=0.8, cpu_util=0.3, profile_iterations=8,
+                           profile_cpu_total_s=1.0, profile_device_total_s=1.0)])
     s, u = scaling_table(p), utilisation_table(p)
     fig = platform_comparison_figure(s, u)
+    # the reference study's Figs 6-8: its utilisation panels are eq. 3.3, CUDA / (CPU + CUDA time totals)
     assert [ax.get_ylabel() for ax in fig.axes] == ["speedup T(1)/T(N) (×)", "parallel efficiency (%)",
-                                                    "GPU utilisation (%)", "CPU utilisation (%)"]
+                                                    "GPU utilisation, eq. 3.3 (%)", "CPU utilisation, eq. 3.3 (%)"]
+    heights = {ax.get_ylabel(): sorted(b.get_height() for b in ax.patches) for ax in fig.axes}
+    assert heights["GPU utilisation, eq. 3.3 (%)"] == pytest.approx([1 / 4 * 100] * 2 + [1 / 2 * 100] * 2, rel=1e-9)
+    assert heights["CPU utilisation, eq. 3.3 (%)"] == pytest.approx([1 / 2 * 100] * 2 + [3 / 4 * 100] * 2, rel=1e-9)
     assert all(ax.get_xlabel() == "GPUs (N)" for ax in fig.axes)
     assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["a100", "v100"]
     assert platform_comparison_figure(s.filter(pl.col("platform") == "v100"), u) is None
@@ -441,7 +447,8 @@ def test_the_profile_window_comm_shares_are_of_its_total_time_median_over_repeat
     no compute hid / the window; medians over repeats; none without a window (review of
     2026-11-26: no test pinned either)."""
     p = pl.concat([_points({2: [t]}, profile_iterations=8, profile_total_s=total, profile_comm_s=comm,
-                           profile_exposed_comm_s=exposed, profile_cpu_s=1.0, profile_device_s=total * 0.75)
+                           profile_exposed_comm_s=exposed, profile_cpu_total_s=1.0,
+                           profile_device_total_s=total * 0.75)
                    for t, total, comm, exposed in ((10.0, 2.0, 0.5, 0.1), (11.0, 2.0, 0.4, 0.2), (12.0, 4.0, 2.0, 0.2))])
     u = utilisation_table(p).row(0, named=True)
     assert u["profile_comm_share"] == pytest.approx(0.25)  # median of 0.25, 0.2, 0.5

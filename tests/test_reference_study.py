@@ -38,11 +38,14 @@ needs_trace = pytest.mark.skipif(not SWIN_TRACE.is_file(), reason=f"no trace fix
 # ------------------------------------------------------------------ eq. 3.3, the study's way
 
 
-def _hand_times(path: Path) -> tuple[float, float]:
-    """(CPU thread-seconds, device busy seconds) straight from the trace JSON, written out
-    apart from campaign_trace: per host thread the union of its operators, summed over
-    threads; the union of the device's kernels, memcpys and memsets (the traces carry no
-    window mark: the window is the first to the last event, so nothing is clipped)."""
+def _hand_totals(path: Path) -> tuple[float, float]:
+    """(the profiler's CPU time total, its CUDA time total) straight from the trace JSON,
+    written out apart from campaign_trace. CUDA: the sum of every kernel's, memcpy's and
+    memset's duration (the profiler adds them up; no union). CPU: the sum of every host
+    event's self time (operators, annotations, CUDA runtime and driver calls), which in a
+    trace whose events nest (these do) is per host thread the union of its events, summed
+    over threads. The traces carry no window mark: the window is the first to the last
+    event, so nothing is clipped."""
     with gzip.open(path, "rt") as fh:
         events = [e for e in json.load(fh)["traceEvents"]
                   if e.get("ph") == "X" and e.get("cat") not in ("Trace", "overhead")]
@@ -58,10 +61,10 @@ def _hand_times(path: Path) -> tuple[float, float]:
 
     threads = defaultdict(list)
     for e in events:
-        if e["cat"] == "cpu_op":
+        if e["cat"] in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"):
             threads[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
     cpu_us = sum(union(iv) for iv in threads.values())
-    device_us = union((e["ts"], e["ts"] + e["dur"]) for e in events if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset"))
+    device_us = sum(e["dur"] for e in events if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset"))
     return cpu_us / 1e6, device_us / 1e6
 
 
@@ -74,44 +77,59 @@ def _point(**profile) -> dict:
 def test_study_utilisation_of_the_real_swinv2_trace_matches_a_hand_count():
     from campaign_trace import profile_row, read_trace
 
-    cpu_s, device_s = _hand_times(SWIN_TRACE)
+    cpu_s, device_s = _hand_totals(SWIN_TRACE)
     row = profile_row(read_trace(SWIN_TRACE), iterations=2)
-    assert row["cpu_s"] == pytest.approx(cpu_s, rel=1e-9) and row["device_s"] == pytest.approx(device_s, rel=1e-9)
+    totals = row["top_ops"]
+    assert totals["cpu_time_total_s"] == pytest.approx(cpu_s, rel=1e-9)
+    assert totals["device_time_total_s"] == pytest.approx(device_s, rel=1e-9)
     u = utilisation_table(pl.DataFrame([_point(
         gpu_util=row["gpu_util"], cpu_util=row["cpu_util"], profile_total_s=row["total_s"],
-        profile_cpu_s=row["cpu_s"], profile_device_s=row["device_s"])])).row(0, named=True)
-    # eq. 3.3 as the study computed it: T_d / (T_cpu + T_gpu) of the same window
+        profile_cpu_s=row["cpu_s"], profile_device_s=row["device_s"], profile_cpu_total_s=totals["cpu_time_total_s"],
+        profile_device_total_s=totals["device_time_total_s"])])).row(0, named=True)
+    # eq. 3.3 as the study computed it: T_d / T_t, both the profiler's totals, T_t = CPU + CUDA time
     assert u["gpu_util_study"] == pytest.approx(device_s / (cpu_s + device_s), rel=1e-9)
     assert u["cpu_util_study"] == pytest.approx(cpu_s / (cpu_s + device_s), rel=1e-9)
     assert u["gpu_util_study"] + u["cpu_util_study"] == pytest.approx(1.0)
-    # SwinV2-B on an H100, bf16: the GPU busy 67 % of the window, 44 % the study's way
-    assert u["gpu_util"] == pytest.approx(0.6716, abs=1e-4) and u["gpu_util_study"] == pytest.approx(0.4404, abs=1e-4)
+    # the totals beside it, and the physical union apart (its own column, never eq. 3.3's term)
+    assert u["cpu_time_total_s"] == pytest.approx(cpu_s, rel=1e-9)
+    assert u["device_time_total_s"] == pytest.approx(device_s, rel=1e-9) and u["device_busy_s"] == row["device_s"]
+    # SwinV2-B on an H100, bf16: the GPU busy 67 % of the window, 43 % the study's way
+    assert u["gpu_util"] == pytest.approx(0.6716, abs=1e-4) and u["gpu_util_study"] == pytest.approx(0.4339, abs=1e-4)
+    assert u["note"] == ""
 
 
 def test_study_utilisation_shares_one_denominator_as_section_5_3_reads():
     """More CPU time at the same device time lowers the study's GPU utilisation and raises
     its CPU one (its Figures 4-5, section 5.3); the physical columns are what the rows say."""
-    rows = [_point(gpus=g, gpu_util=0.5, cpu_util=0.9, profile_total_s=1.0, profile_cpu_s=cpu, profile_device_s=0.5)
-            for g, cpu in ((1, 0.5), (2, 1.0), (4, 1.5))]
+    rows = [_point(gpus=g, gpu_util=0.5, cpu_util=0.9, profile_total_s=1.0, profile_cpu_total_s=cpu,
+                   profile_device_total_s=0.5, profile_device_s=0.45) for g, cpu in ((1, 0.5), (2, 1.0), (4, 1.5))]
     u = utilisation_table(pl.DataFrame(rows)).sort("gpus")
-    assert u["gpu_util_study"].to_list() == pytest.approx([0.5, 1 / 3, 0.25])
-    assert u["cpu_util_study"].to_list() == pytest.approx([0.5, 2 / 3, 0.75])
+    assert u["gpu_util_study"].to_list() == pytest.approx([0.5, 1 / 3, 0.25], rel=1e-9)
+    assert u["cpu_util_study"].to_list() == pytest.approx([0.5, 2 / 3, 0.75], rel=1e-9)
     assert u["gpu_util"].to_list() == [0.5, 0.5, 0.5]
     for g, c in zip(u["gpu_util_study"], u["cpu_util_study"]):
         assert 0 <= g <= 1 and 0 <= c <= 1 and g + c == pytest.approx(1.0)
     # medians over repeats keep the sum: median(1 - x) = 1 - median(x)
-    reps = [_point(repeat=r, profile_total_s=1.0, profile_cpu_s=cpu, profile_device_s=0.4)
+    reps = [_point(repeat=r, profile_total_s=1.0, profile_cpu_total_s=cpu, profile_device_total_s=0.4)
             for r, cpu in enumerate((0.1, 0.6, 0.3, 2.0))]
     (m,) = utilisation_table(pl.DataFrame(reps)).iter_rows(named=True)
     assert m["repeats"] == 4 and m["gpu_util_study"] + m["cpu_util_study"] == pytest.approx(1.0)
 
 
-def test_study_utilisation_is_absent_without_device_time():
-    cpu_rank = _point(profile_total_s=1.0, profile_cpu_s=0.8, profile_device_s=None, cpu_util=0.8)
-    u = utilisation_table(pl.DataFrame([cpu_rank], schema_overrides={"profile_device_s": pl.Float64})).row(0, named=True)
+def test_study_utilisation_is_absent_without_device_time_or_totals():
+    from campaign.harvest.utilisation import NO_TOTALS
+
+    cpu_rank = _point(profile_total_s=1.0, profile_cpu_total_s=0.8, profile_device_total_s=None, cpu_util=0.8)
+    u = utilisation_table(pl.DataFrame([cpu_rank], schema_overrides={"profile_device_total_s": pl.Float64})
+                          ).row(0, named=True)
     assert u["gpu_util_study"] is None and u["cpu_util_study"] is None and u["cpu_util"] == 0.8
+    assert u["note"] == "no device time (CPU ranks)"
     none = utilisation_table(pl.DataFrame([{k: v for k, v in _point().items() if k != "profile_iterations"}]))
     assert none["gpu_util_study"].to_list() == [None] and none["cpu_util_study"].to_list() == [None]
+    # a store written before the totals were: the union and thread-seconds stay, eq. 3.3 is not made from them
+    old = _point(gpu_util=0.6, cpu_util=0.7, profile_total_s=1.0, profile_cpu_s=0.9, profile_device_s=0.6)
+    (o,) = utilisation_table(pl.DataFrame([old])).iter_rows(named=True)
+    assert o["gpu_util_study"] is None and o["device_busy_s"] == 0.6 and o["note"] == NO_TOTALS
 
 
 # ------------------------------------------------------------------ every figure's sentence

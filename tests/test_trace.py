@@ -333,3 +333,66 @@ def test_campaign_trace_escapes_the_names_a_crafted_trace_holds(tmp_path):
     assert res.returncode == 0 and "\x1b" not in res.stdout, res.stderr
     (fig,) = json.loads(res.stdout)
     assert fig["top_kernels"][0]["name"] == f"gemm{TITLE}" and fig["devices"][0]["name"] == f"GPU{TITLE}"
+
+
+# ------------------------------------------------------------------ the profiler's totals (eq. 3.3's terms)
+
+
+def _hand_totals(path: Path) -> tuple[float, float]:
+    """(CPU time total, CUDA time total) in us, from the JSON: every device event's duration
+    summed; per host thread the union of its host events (operators, annotations, runtime
+    and driver calls), which is the sum of their self times where events nest (these do)."""
+    with gzip.open(path, "rt") as fh:
+        events = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X"]
+    threads: dict = {}
+    for e in events:
+        if e.get("cat") in ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver"):
+            threads.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    cpu = 0.0
+    for intervals in threads.values():
+        end = None
+        for s, t in sorted(intervals):
+            if end is None or s > end:
+                cpu, end = cpu + (t - s), t
+            elif t > end:
+                cpu, end = cpu + (t - end), t
+    return cpu, sum(e["dur"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"))
+
+
+@needs_fixtures
+@pytest.mark.parametrize("path", GPU_TRACES, ids=lambda p: p.name)
+def test_the_profiler_totals_of_real_traces_match_a_hand_count(path):
+    fig = read_trace(path)
+    cpu_us, cuda_us = _hand_totals(path)
+    assert fig.cpu_time_total_s == pytest.approx(cpu_us / 1e6, rel=1e-9)
+    assert fig.device_time_total_s == pytest.approx(cuda_us / 1e6, rel=1e-9)
+    assert fig.device_time_total_s >= fig.devices[0].busy_s  # a sum is never below the union
+    totals = profile_row(fig, iterations=2)["top_ops"]
+    assert totals == {"cpu_time_total_s": fig.cpu_time_total_s, "device_time_total_s": fig.device_time_total_s}
+
+
+def test_the_profiler_totals_are_sums_nested_as_the_profiler_nests():
+    """Self CPU time total: per thread, each event's time less its children's (an event is a
+    child of the innermost open one containing it whole), summed; Self CUDA time total: the
+    device events' durations summed (two streams at once count twice); all clipped to the window."""
+    trace = {"traceEvents": [
+        _x(WINDOW_MARK, 0, 1000, cat="user_annotation", pid=1, tid=1),  # the window: not work in it
+        _x("aten::mm", 100, 200, cat="cpu_op", pid=1, tid=1),  # 100..300
+        _x("cudaLaunchKernel", 150, 20, cat="cuda_runtime", pid=1, tid=1),  # a child: no time of its own to add
+        _x("aten::add", 250, 100, cat="cpu_op", pid=1, tid=1),  # 250..350: sticks out of mm, so not its child
+        _x("Optimizer.step", 900, 300, cat="user_annotation", pid=1, tid=1),  # 900..1200: 100 in the window
+        _x("autograd::engine", 400, 50, cat="cpu_op", pid=1, tid=2),  # another thread: 50 more
+        _x("gemm", 100, 300, tid=7),  # 300
+        _x("gemm", 200, 300, tid=8),  # another stream, overlapping: 300 more (a sum)
+        _x("Memcpy HtoD", 950, 100, cat="gpu_memcpy"),  # 50 in the window
+        _x("DDP.forward", 100, 500, cat="gpu_user_annotation"),  # not activity
+    ]}
+    fig = analyse(trace)
+    # thread 1: mm 200 (its child, the launch, inside it); add 100 counted whole (the profiler pops mm
+    # for it: 250 + 100 > 300); step 100 after clipping; thread 2: 50
+    assert fig.cpu_time_total_s == pytest.approx((200 + 100 + 100 + 50) * 1e-6, rel=1e-9)
+    assert fig.device_time_total_s == pytest.approx((300 + 300 + 50) * 1e-6, rel=1e-9)
+    assert fig.devices[0].busy_s == pytest.approx((400 + 50) * 1e-6, rel=1e-9)  # the union stays apart
+    no_device = analyse({"traceEvents": [_x("aten::mm", 0, 10, cat="cpu_op", pid=1, tid=1)]})
+    assert profile_row(no_device, iterations=1)["top_ops"] == {"cpu_time_total_s": pytest.approx(10e-6),
+                                                               "device_time_total_s": None}

@@ -137,8 +137,8 @@ def profile_window(trainer, device: torch.device, iterations: int, *, trace_path
                 _stage("read")
                 # its own trace, just written: bounded for a long profile, not as one from anyone
                 fig = read_trace(trace_path, max_memory_bytes=max(OWN_TRACE_MEMORY, max_memory()))
-                row = dict(profile_row(fig, iterations=iterations),
-                           top_ops={"kernels": fig.top_kernels, "operators": fig.top_operators})
+                row = profile_row(fig, iterations=iterations)  # its top_ops: the profiler's totals (eq. 3.3)
+                row["top_ops"] = dict(row["top_ops"], kernels=fig.top_kernels, operators=fig.top_operators)
     except Exception as exc:
         warning = _why(stage, exc)
     top = dict(row.get("top_ops") or {}, trace_file=written, wall_s=total)

@@ -39,7 +39,8 @@ from campaign_sql.schema import EVALUATION_SINCE, breakdown, evaluation, iterati
 
 WINDOWS = 20  # iteration windows per point (fewer when it ran fewer iterations)
 COLUMNS = {
-    "idx": pl.Int64, "trainer": pl.Utf8, "experiment": pl.Utf8, "gpus": pl.Int64, "repeat": pl.Int64,
+    "idx": pl.Int64, "trainer": pl.Utf8, "experiment": pl.Utf8, "backbone": pl.Utf8, "variant": pl.Utf8,
+    "gpus": pl.Int64, "repeat": pl.Int64,
     "unit": pl.Utf8, "at": pl.Int64, "iterations": pl.Int64, "epoch": pl.Int64, "wall_s": pl.Float64,
     "loss": pl.Float64, "train_accuracy": pl.Float64, "test_loss": pl.Float64, "test_accuracy": pl.Float64,
     "test_images": pl.Int64, "epoch_s": pl.Float64, "loss_threshold": pl.Float64,
@@ -159,6 +160,25 @@ def _stop(conn, attempt_id: int) -> Optional[dict]:
     return extra if isinstance(extra, dict) and extra.get("stopped") else None
 
 
+def point_settings(points: Sequence[dict]) -> dict[Any, dict[str, Optional[str]]]:
+    """Per point id: ``backbone`` (its ``trainer.params.backbone``: the DataParallel study's
+    Fig 3a compares them) and ``variant``, what differs between these points besides the
+    table's own columns (``key=value`` of each varying override, the point's override or
+    else its config's value: a study's default point names its default too)."""
+    from campaign.common.varying import varying
+    from campaign.harvest.where_settings import value_of
+
+    names, _ = varying([p.get("overrides") or [] for p in points],
+                       skip=("platform", "gpus", "nodes", "repeats", "trainer", "experiment", "dataset"))
+    out = {}
+    for p in points:
+        values = {n: value_of(p, n) for n in names}
+        backbone = value_of(p, "trainer.params.backbone")
+        variant = " ".join(f"{n}={v}" for n, v in values.items() if isinstance(v, str) and v != "")
+        out[p["id"]] = {"backbone": backbone if isinstance(backbone, str) else None, "variant": variant}
+    return out
+
+
 def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float] = None) -> tuple[pl.DataFrame, list[str]]:
     """The campaign's convergence table and the warnings of deriving its points' states
     (``loss_threshold``: --loss-threshold, else each point's trainer.params.loss_threshold)."""
@@ -166,6 +186,7 @@ def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float
 
     points, warnings = effective_points(store, campaign)
     done = set(completed_ids(points))
+    settings = point_settings([p for p in points if p["id"] in done])
     rows: list[dict[str, Any]] = []
     with store.engine.connect() as conn:
         for p in points:
@@ -178,7 +199,7 @@ def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float
             config = p.get("config") if isinstance(p.get("config"), dict) else {}
             own = ((config.get("trainer") or {}).get("params") or {}).get("loss_threshold")
             threshold = loss_threshold if loss_threshold is not None else (float(own) if own is not None else None)
-            keys = {k: p.get(k) for k in ("idx", "trainer", "experiment", "gpus", "repeat")}
+            keys = {k: p.get(k) for k in ("idx", "trainer", "experiment", "gpus", "repeat")} | settings[p["id"]]
             epochs = _epochs(conn, aid, store.version >= EVALUATION_SINCE)
             rows += [dict(keys, **r) for r in point_rows(loss, secs, epochs, threshold, stop=_stop(conn, aid))]
     df = pl.DataFrame(rows, schema=COLUMNS) if rows else pl.DataFrame(schema=COLUMNS)

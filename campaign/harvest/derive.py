@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 import polars as pl
 
+from campaign.harvest.epochs import epoch_columns
 from campaign.harvest.projection import project_points
 from campaign.harvest.query import breakdown_query, completed_points_query, job_iterations_query
 from campaign.harvest.views import SERIES, scaling_table, throughput_table  # noqa: F401  (public names)
@@ -138,7 +139,8 @@ def point_frame(store, campaign_ids: Sequence[str], where: Optional[dict] = None
     batches = global_batches(configs, df["batch_per_gpu"].to_list(), df["gpus"].to_list())
     df = df.drop("overrides", "config").with_columns(pl.Series("variant", variants(overrides), dtype=pl.Utf8),
                                                      pl.Series("dataset", datasets, dtype=pl.Utf8), image_label(),
-                                                     pl.Series("global_batch", batches, dtype=pl.Int64))
+                                                     pl.Series("global_batch", batches, dtype=pl.Int64),
+                                                     *epoch_columns(configs, batches, df["iterations"].to_list()))
     if names:  # one struct column, so that the tables' group-bys leave it alone (run.py puts it back as columns)
         df = df.with_columns(pl.DataFrame(columns).to_struct(VARYING))
     return project_points(df, iters)

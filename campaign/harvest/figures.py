@@ -15,6 +15,7 @@ from campaign.harvest.figure import campaign_label, pyplot, stamp
 from campaign.harvest.plots import (efficiency_figure, epoch_time_figure, platform_comparison_figure, speedup_figure,
                                     throughput_figure, time_figure, utilisation_figure, utilisation_study_figure)
 from campaign.harvest.plots_bars import breakdown_figure, hardware_figure, placement_figure
+from campaign.harvest.study_style import PLAIN, FigureStyle
 
 
 # Figures of a table built from the store (``--table NAME --plots DIR``): name -> (file stem,
@@ -65,7 +66,7 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
                   other: Optional[tuple[pl.DataFrame, pl.DataFrame]] = None,
                   stack: Optional[pl.DataFrame] = None, hardware: Optional[pl.DataFrame] = None,
                   placement: Optional[pl.DataFrame] = None, campaign: Optional[dict] = None,
-                  x: str = "gpus") -> list[Path]:
+                  x: str = "gpus", style: Optional[FigureStyle] = None) -> list[Path]:
     """Draw every figure the tables allow and save each as PNG and SVG in ``out_dir``.
 
     ``other``: another campaign's (scaling, utilisation) tables; its platforms join the
@@ -75,7 +76,9 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
     intra- vs inter-node table (drawn when some point spanned nodes); ``campaign``: the
     campaign's row, whose name, id and date every figure carries above it; ``x``: the
     column (xaxis.resolve_x) that time, speedup, efficiency, throughput and the breakdown
-    are drawn against (GPUs by default)."""
+    are drawn against (GPUs by default); ``style``: the units and titles of the campaign's
+    study (study_style.py; plain without one)."""
+    style = style or PLAIN
     plt = pyplot()
     out = Path(out_dir)
     try:
@@ -87,10 +90,10 @@ def write_figures(out_dir: str | Path, scaling: pl.DataFrame, throughput: pl.Dat
         both_scaling = pl.concat([scaling, other[0]], how="diagonal_relaxed")
         both_util = pl.concat([util, other[1]], how="diagonal_relaxed")
     figures = {
-        "training_time": time_figure(scaling, x),
+        "training_time": time_figure(scaling, x, style),
         "epoch_time": epoch_time_figure(scaling, x),
-        "speedup": speedup_figure(scaling, x),
-        "efficiency": efficiency_figure(scaling, x),
+        "speedup": speedup_figure(scaling, x, style),
+        "efficiency": efficiency_figure(scaling, x, style),
         "throughput": throughput_figure(throughput, x),
         "utilisation": utilisation_figure(util),
         "utilisation_study": utilisation_study_figure(util) if "gpu_util_study" in util.columns else None,

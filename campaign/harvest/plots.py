@@ -14,6 +14,7 @@ from typing import Optional
 import polars as pl
 
 from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_lines
+from campaign.harvest.study_style import PLAIN, FigureStyle
 from campaign.harvest.xaxis import GPUS, draw_axis
 from campaign.harvest.views import with_placement
 
@@ -29,22 +30,25 @@ def _line_figure(df: pl.DataFrame, y: str, ylabel: str, title: str, **series):
     return fig
 
 
-def time_figure(scaling: pl.DataFrame, x: str = GPUS):
-    """Training time (time to solution) vs ``x``, with the ideal T(1)/N against GPUs."""
-    return _line_figure(scaling, "time_s", "training time (s)", "Training time (time to solution)", x=x,
-                        ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s")
+def time_figure(scaling: pl.DataFrame, x: str = GPUS, style: FigureStyle = PLAIN):
+    """Training time (time to solution) vs ``x``, with the ideal T(1)/N against GPUs, in the
+    study's unit (``style``: study_style.py)."""
+    return _line_figure(scaling, "time_s", f"training time ({style.time_unit})", style.time_title, x=x,
+                        ideal="ideal_time_s", ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s",
+                        scale=style.time_scale)
 
 
 def epoch_time_figure(scaling: pl.DataFrame, x: str = GPUS):
-    """Mean time per epoch (the first apart) vs ``x``: the ViT study's y (its Figs 8, 9, 16,
-    17); None when no point timed two epochs."""
+    """Mean time per epoch over all epochs vs ``x``: the ViT study's y (its Figs 8, 9, 16, 17;
+    section IV-A: "trained for 5 epochs ... and averaged when plotting the results (time in
+    seconds)"; harvest/epochs.py); None when no point timed an epoch."""
     if "epoch_s" not in scaling.columns or scaling["epoch_s"].null_count() == scaling.height:
         return None
-    return _line_figure(scaling, "epoch_s", "mean time per epoch (s, the first apart)",
-                        "Time per epoch (mean, the first apart)", x=x)
+    return _line_figure(scaling, "epoch_s", "time per epoch (s, mean over all epochs)",
+                        "Time per epoch (mean over all epochs)", x=x)
 
 
-def speedup_figure(scaling: pl.DataFrame, x: str = GPUS):
+def speedup_figure(scaling: pl.DataFrame, x: str = GPUS, style: FigureStyle = PLAIN):
     """Speedup T(1)/T(N) vs ``x``, with the ideal S = N against GPUs."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
@@ -54,11 +58,11 @@ def speedup_figure(scaling: pl.DataFrame, x: str = GPUS):
     draw_axis(ax, axis)
     ax.set_ylabel("speedup T(1)/T(N) (×)")
     headroom(ax)
-    finish(fig, ax, "Speedup (eq. 3.1)")
+    finish(fig, ax, style.speedup_title)
     return fig
 
 
-def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS):
+def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS, style: FigureStyle = PLAIN):
     """Parallel efficiency speedup/N vs ``x``, with the ideal 1."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
@@ -69,7 +73,7 @@ def efficiency_figure(scaling: pl.DataFrame, x: str = GPUS):
     # a list, not max(110.0, *values): with no efficiency at all (no T(1) of the same work
     # in any series) that is max(110.0), which raises
     ax.set_ylim(0, max([110.0, *(v * 100 + 10 for v in scaling["efficiency"].drop_nulls().to_list())]))
-    finish(fig, ax, "Parallel efficiency (eq. 3.2)")
+    finish(fig, ax, style.efficiency_title)
     return fig
 
 
@@ -90,10 +94,17 @@ def utilisation_study_figure(util: pl.DataFrame):
     """The reference study's Figures 4-5 its own way: GPU and CPU utilisation by its eq. 3.3
     (device time, or CPU time, over CPU plus device time of the profiled window: the two add
     up to 100 %), beside which ``utilisation_figure`` draws the physical reading."""
-    return panels_figure(util, [(col, 100.0, f"{what} utilisation, the study's eq. 3.3 ({what} time / (CPU + GPU time), %)",
+    return panels_figure(util, [(col, 100.0, f"{what} utilisation, eq. 3.3 (%)\n{what} time / (CPU + GPU time)",
                                   f"{what} utilisation (eq. 3.3, Figure {fig})", f"no {what} time to divide (eq. 3.3)",
                                   100.0)
                                  for col, what, fig in (("gpu_util_study", "GPU", 4), ("cpu_util_study", "CPU", 5))])
+
+
+COMPARISON_UTIL = ("gpu_util_study", "cpu_util_study")  # eq. 3.3 (utilisation.study_utilisation)
+# the platform comparison's panels: (column, y label, scale), here and in campaign.report.svg
+COMPARISON_PANELS = (("speedup", "speedup T(1)/T(N) (×)", 1.0), ("efficiency", "parallel efficiency (%)", 100.0),
+                     ("gpu_util_study", "GPU utilisation, eq. 3.3 (%)", 100.0),
+                     ("cpu_util_study", "CPU utilisation, eq. 3.3 (%)", 100.0))
 
 
 def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.DataFrame:
@@ -106,8 +117,11 @@ def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.Da
     s, u = with_placement(scaling), with_placement(util)
     merged = s.select([*key, "speedup", "efficiency"]).group_by(key).agg(
         pl.col("speedup").median(), pl.col("efficiency").median())
-    u = u.select([*key, "gpu_util", "cpu_util"]).group_by(key).agg(pl.col("gpu_util").median(),
-                                                                   pl.col("cpu_util").median())
+    # the reference study's Figs 6-8 panels are its eq. 3.3 (section 5.4: "platform comparison
+    # figures are made containing speedup, parallel efficiency, GPU utilization, and CPU
+    # utilization metrics", the metrics of its section 5.3, Figs 4-5), not the physical reading
+    util_cols = [c for c in COMPARISON_UTIL if c in u.columns]
+    u = u.select([*key, *util_cols]).group_by(key).agg(*[pl.col(c).median() for c in util_cols])
     out = merged.join(u, on=key, how="left")
     one_node = pl.col("placement").str.starts_with("1x")
     return out.with_columns(pl.when(one_node).then(pl.col("gpus").cast(pl.Utf8)).otherwise(pl.col("placement"))
@@ -131,8 +145,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
     plt = pyplot()
     merged = platform_comparison_data(scaling, util)
     wheres, xlabel = comparison_axis(merged)
-    panels = [("speedup", "speedup T(1)/T(N) (×)", 1.0), ("efficiency", "parallel efficiency (%)", 100.0),
-              ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)]
+    panels = COMPARISON_PANELS
     fig, axes = plt.subplots(1, 4, figsize=(4 * 4.2, FIG_H))
     width = 0.8 / len(plats)
     for ax, (col, ylabel, scale) in zip(axes, panels):
@@ -141,7 +154,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
             vals = []
             for g in wheres:
                 r = merged.filter((pl.col("platform") == plat) & (pl.col("where") == g))
-                v = r[col][0] if r.height else None
+                v = r[col][0] if r.height and col in r.columns else None
                 vals.append(float("nan") if v is None else v * scale)
                 drawn |= v is not None
             xs = [i + (j - (len(plats) - 1) / 2) * width for i in range(len(wheres))]
@@ -153,7 +166,8 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
         ax.set_title(ylabel.split(" (")[0].split(" T(")[0])
         ax.grid(True, axis="y", alpha=0.3)
         if not drawn:
-            ax.text(0.5, 0.5, "not recorded", ha="center", va="center", transform=ax.transAxes)
+            ax.text(0.5, 0.5, "not recorded (CPU ranks: no device time)" if col in COMPARISON_UTIL else "not recorded",
+                    ha="center", va="center", transform=ax.transAxes, wrap=True)
         ax.legend(fontsize="small")
     fig.suptitle("Platform comparison: " + " vs ".join(plats))
     fig.tight_layout()

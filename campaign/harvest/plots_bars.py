@@ -8,12 +8,14 @@ import polars as pl
 
 from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_labels
 from campaign.harvest.xaxis import GPUS, axis_frame
+from campaign.harvest.study_timing import STUDY_TITLE, is_study_stack
 
 
 _GROUP_GAP = 0.6  # blank bar widths between the bars of two series
 # One colour per stacked phase, the same in every bar and every figure (utilisation.STACK_PHASES).
 _PHASE_COLORS = {"data": "C7", "forward": "C0", "backward": "C8", "backward_compute": "C2", "comm_exposed": "C3",
-                 "comm_marked": "C1", "step": "C4", "train_step": "C5"}
+                 "comm_marked": "C1", "step": "C4", "train_step": "C5",
+                 "study.compute": "C0", "study.comm_barrier": "C3", "study.comm_sync": "C3"}
 
 
 def _order(value) -> tuple:
@@ -86,7 +88,8 @@ def breakdown_figure(stack: pl.DataFrame, x: str = GPUS):
     ax.set_ylabel("time per iteration (ms)")
     ax.grid(True, axis="y", alpha=0.3)
     ax.set_ylim(0, max(top + it_ms) * 1.05)
-    ax.set_title("Where an iteration's time goes" + ("" if many else f": {labels[keys[0][:-1]]}"))
+    title = STUDY_TITLE if is_study_stack(stack) else "Where an iteration's time goes"
+    ax.set_title(title + ("" if many else f": {labels[keys[0][:-1]]}"))
     handles = ax.lines[:1] + list(ax.containers)[::-1]  # the total, then the stack from its top
     ax.legend(handles, [h.get_label() for h in handles], fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0),
               frameon=False, markerscale=0.6, title="mean per iteration", title_fontsize="small")

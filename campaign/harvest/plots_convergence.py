@@ -15,9 +15,27 @@ from campaign.harvest.figure import finish, pyplot
 FIG_W, FIG_H = 7.0, 4.5
 
 
-def _label(row: dict) -> str:
-    return f"#{row['idx']} {row['trainer']} {row['experiment']} gpus={row['gpus']}" + (
-        f" r{row['repeat']}" if row.get("repeat") else "")
+def _named(row: dict) -> dict[str, str]:
+    """What names one run's line: trainer, experiment, GPUs and each varying setting (its key's
+    last part: ``backbone=vgg16``, ``global_batch=1024``)."""
+    out = {"trainer": str(row.get("trainer")), "experiment": str(row.get("experiment")), "gpus": f"gpus={row['gpus']}"}
+    for part in (row.get("variant") or "").split():
+        key, _, value = part.partition("=")
+        out[key] = f"{key.rsplit('.', 1)[-1]}={value}"
+    return out
+
+
+def line_labels(rows: pl.DataFrame) -> dict[tuple, str]:
+    """(idx, repeat) -> the legend label of its line: the values that differ between the
+    figure's lines (the DataParallel study's legends name what varies: backbone, batch size,
+    GPUs), never the point's index; a repeat is named by its number."""
+    runs = {}
+    for r in rows.unique(["idx", "repeat"], maintain_order=True).iter_rows(named=True):
+        runs[(r["idx"], r["repeat"] or 0)] = _named(r)
+    keys = list(dict.fromkeys(k for named in runs.values() for k in named))
+    differ = [k for k in keys if len({named.get(k) for named in runs.values()}) > 1] or ["gpus"]
+    return {run: " ".join(named[k] for k in differ if k in named) + (f" r{run[1]}" if run[1] else "")
+            for run, named in runs.items()}
 
 
 def _figure(df: pl.DataFrame, unit: str, x: str, xlabel: str, title: str, test: bool = False):
@@ -26,14 +44,15 @@ def _figure(df: pl.DataFrame, unit: str, x: str, xlabel: str, title: str, test: 
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
+    labels = line_labels(rows)
     # one line per run: a point's repeats share its idx, so (idx, repeat) tells them apart
     for idx, repeat in sorted(set(zip(rows["idx"].to_list(), rows["repeat"].fill_null(0).to_list()))):
         mine = rows.filter((pl.col("idx") == idx) & (pl.col("repeat").fill_null(0) == repeat)).sort(x)
         line = ax.plot(mine[x].to_list(), mine["loss"].to_list(), marker="o" if unit == "epoch" else None,
-                       label=_label(mine.row(0, named=True)))
+                       label=labels[(idx, repeat)])
         if test and mine["test_loss"].drop_nulls().len():
             ax.plot(mine[x].to_list(), mine["test_loss"].to_list(), linestyle="--", marker="s",
-                    color=line[0].get_color(), label=f"#{idx}{f' r{repeat}' if repeat else ''} test")
+                    color=line[0].get_color(), label=f"{labels[(idx, repeat)]} test")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("loss (mean over ranks)")
     finish(fig, ax, title)

@@ -155,6 +155,11 @@ def _run_aggregates() -> list:
     ]
 
 
+def _top_op(key: str):
+    """A number of a rank's ``profile.top_ops`` (trainers/loop.py), guarded."""
+    return guarded(profile.c.top_ops, profile.c.top_ops[key].as_float())
+
+
 def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = None):
     """Select one row per completed point; ``where`` values are bound, never pasted."""
     latest = _latest_attempts(campaign_ids, where)
@@ -194,6 +199,9 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(profile.c.comm_s).label("profile_comm_s"),
             func.avg(profile.c.exposed_comm_s).label("profile_exposed_comm_s"),
             func.max(profile.c.iterations).label("profile_iterations"),
+            # the profiler's totals, sums (campaign_trace/totals.py): the study's eq. 3.3 terms
+            func.avg(_top_op("cpu_time_total_s")).label("profile_cpu_total_s"),
+            func.avg(_top_op("device_time_total_s")).label("profile_device_total_s"),
             # the profiler window's warning and trace files (trainers/loop.py: profile.top_ops)
             func.max(guarded(profile.c.top_ops, profile.c.top_ops["warning"].as_string())).label("profile_warning"),
             func.aggregate_strings(guarded(profile.c.top_ops, profile.c.top_ops["trace_file"].as_string()),
@@ -216,7 +224,7 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             *[ranks.c[h.name] for h in hardware],
             prof.c.gpu_util, prof.c.cpu_util, prof.c.profile_total_s, prof.c.profile_cpu_s, prof.c.profile_device_s,
             prof.c.profile_comm_s, prof.c.profile_exposed_comm_s, prof.c.profile_iterations,
-            prof.c.profile_warning, prof.c.trace_files,
+            prof.c.profile_warning, prof.c.trace_files, prof.c.profile_cpu_total_s, prof.c.profile_device_total_s,
         )
         .select_from(
             latest.join(point, point.c.id == latest.c.point_id)
@@ -237,6 +245,7 @@ def breakdown_query(attempt_ids: Sequence[int]):
             breakdown.c.attempt_id,
             breakdown.c.phase,
             func.avg(breakdown.c.total_s).label("total_s"),
+            func.max(breakdown.c.total_s).label("max_total_s"),  # the slowest rank's (an epoch's end: a barrier)
             func.avg(breakdown.c.mean_s).label("mean_s"),
             func.max(breakdown.c.p95_s).label("p95_s"),
             func.max(breakdown.c.count).label("count"),

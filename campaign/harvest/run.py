@@ -138,10 +138,10 @@ def _not_harvested(cid: str, points: list[dict]) -> Optional[str]:
 
 def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str],
             stack: bool = False, efficiency_floor: Optional[float] = None) -> dict[str, pl.DataFrame]:
-    """The campaign's tables; ``stack``: also the breakdown figure's phase stack (``phase_stack``);
+    """The campaign's tables; ``stack``: also the breakdown figure's stack (study_timing.timing_stack);
     ``efficiency_floor``: the model table's knee at this floor, not its registered default."""
     from campaign.harvest.derive import engine_phases, point_frame
-    from campaign.harvest.utilisation import phase_stack
+    from campaign.harvest.study_timing import timing_stack
 
     if where is not None and where.get(POINT_IDS) == []:
         return {}
@@ -152,6 +152,8 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
     names = ["scaling", "throughput", "utilisation", *wanted]
     if stack:
         names += ["hardware", "placement"]
+    from campaign.harvest.epochs import with_epoch_times
+
     phases = engine_phases(store, points["attempt_id"].to_list())  # epoch times (epoch_s) read them too
     points = with_epoch_times(points, phases)
     floored = efficiency_floor is not None and "model" in names
@@ -161,7 +163,7 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
 
         out["model"] = fit_model(points, efficiency_floor)
     if stack:
-        out["phase_stack"] = phase_stack(points, phases)
+        out["phase_stack"] = timing_stack(points, phases)  # the study's own timings where a point has them
     return {name: with_varying(df, points) for name, df in out.items()}
 
 
@@ -262,32 +264,19 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         print(printable(f"wrote {path}"), file=sys.stderr)
     if plots is not None:
         from campaign.harvest.figures import write_figures
+        from campaign.harvest.study_style import style_of
 
         paths = write_figures(plots, tables["scaling"], tables["throughput"], tables["utilisation"],
                               other=(other.get("scaling"), other.get("utilisation")) if other else None,
                               stack=tables.get("phase_stack"), hardware=tables.get("hardware"),
-                              placement=tables.get("placement"), campaign=campaign, x=x_column)
+                              placement=tables.get("placement"), campaign=campaign, x=x_column,
+                              style=style_of(points))
         from campaign.harvest.figures import write_table_figures
 
         for name in wanted:  # a point table's own figures (the fitted model's), where it registers some
             paths += write_table_figures(plots, name, tables[name], campaign=campaign)
         print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0
-
-
-def with_epoch_times(points: pl.DataFrame, phases: Optional[pl.DataFrame]) -> pl.DataFrame:
-    """``epoch_s``: a point's mean seconds per epoch, the first (warm-up and start-up in it)
-    apart, from its trainer's ``epoch_<i>`` breakdown rows (rank-averaged); null for a
-    point that timed fewer than two epochs, or none (the ViT study plots this mean)."""
-    from campaign.harvest.utilisation import EPOCH_PHASE
-
-    if phases is None or phases.height == 0 or "phase" not in phases.columns:
-        return points.with_columns(pl.lit(None, dtype=pl.Float64).alias("epoch_s"))
-    epochs = (phases.filter(pl.col("phase").str.contains(EPOCH_PHASE))
-              .with_columns(pl.col("phase").str.slice(len("epoch_")).cast(pl.Int64).alias("epoch"))
-              .filter(pl.col("epoch") >= 1)
-              .group_by("attempt_id").agg(pl.col("total_s").cast(pl.Float64).mean().alias("epoch_s")))
-    return points.join(epochs, on="attempt_id", how="left")
 
 
 def study_reference(points: Sequence[dict]) -> bool:

@@ -54,8 +54,8 @@ TABLES: dict[str, TableSpec] = {t.name: t for t in (
     TableSpec(
         "utilisation", "GPU/CPU utilisation of the profiler window (and the study's way), time shares",
         "utilisation: GPU and CPU busy time / the profiler window's wall time (<= 1; cpu_busy_cores: "
-        "mean busy cores); *_util_study: the reference study's eq. 3.3, device time / (CPU + device time), "
-        "adding up to 1; compute, communication and data-wait shares of the timed window",
+        "mean busy cores); *_util_study: the reference study's eq. 3.3, the profiler's CUDA time total / (its CPU + CUDA "
+        "time totals), adding up to 1; compute, communication and data-wait shares of the timed window",
         "campaign.harvest.utilisation:utilisation_table"),
     TableSpec(
         "breakdown", "seconds per phase (data, forward, backward, step, comm)",

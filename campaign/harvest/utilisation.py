@@ -6,10 +6,12 @@ utilisation  GPU util = device busy time (the union of its kernel, memcpy and me
              both <= 1 (``experiment.profile_iterations``; read from each rank's trace
              by campaign_trace): the physical reading, docs/gpu.md; beside them
              ``gpu_util_study`` and ``cpu_util_study``, the reference study's eq. 3.3 as
-             it computed it: device time / (CPU time + device time) of the same window
-             and the CPU's counterpart, from the same profile rows (they add up to 1,
-             so one falls as the other rises: its Figures 4-5; ``study_utilisation``);
-             ``cpu_busy_cores``, the
+             it computed it: the profiler's CUDA time total / (its CPU time total + CUDA
+             time total) of the same window and the CPU's counterpart (they add up to 1,
+             so one falls as the other rises: its Figures 4-5; ``study_utilisation``),
+             from the totals beside them, ``cpu_time_total_s`` and ``device_time_total_s``
+             (sums, campaign_trace/totals.py), never from ``device_busy_s``, the union the
+             physical GPU column divides; ``cpu_busy_cores``, the
              operators' thread-seconds / the window: how many cores were busy on
              average (a count, it passes 1 with several threads, so it is not called a
              utilisation); and the timed window's shares: compute, communication,
@@ -41,6 +43,7 @@ from typing import Optional
 
 import polars as pl
 
+from campaign.harvest.epochs import EPOCH_PHASE
 from campaign.harvest.views import KEYS, SERIES, with_optional
 
 _UTIL_COLUMNS = {
@@ -49,23 +52,30 @@ _UTIL_COLUMNS = {
     "profile_device_s": pl.Float64, "profile_comm_s": pl.Float64, "profile_exposed_comm_s": pl.Float64,
     "profile_iterations": pl.Int64, "data_wait_s": pl.Float64, "compute_s": pl.Float64, "comm_s": pl.Float64,
     "timed_iterations": pl.Int64, "sampled_time_s": pl.Float64, "attempt_id": pl.Int64,
-    "profile_warning": pl.Utf8, "trace_files": pl.Utf8,
+    "profile_warning": pl.Utf8, "trace_files": pl.Utf8, "profile_cpu_total_s": pl.Float64,
+    "profile_device_total_s": pl.Float64,
 }
+NO_TOTALS = "no profiler totals stored (a store written before they were): no eq. 3.3"
 
 
 def _ratio(num: str, den: str) -> pl.Expr:
     return pl.when(pl.col(den) > 0).then(pl.col(num) / pl.col(den))
 
 
-def study_utilisation(cpu_s: str = "profile_cpu_s", device_s: str = "profile_device_s") -> tuple[pl.Expr, pl.Expr]:
-    """(GPU, CPU) utilisation as the reference study's eq. 3.3 computes it, T_d / T_t with
-    T_t the total compute time, CPU time + device time, of the profiled window (its section
-    5.3: GPU utilisation falls *because* CPU time rises, so both share that denominator):
-    device_s / (cpu_s + device_s) and cpu_s / (cpu_s + device_s), from the same profile
-    rows as the physical columns (a point's ranks' mean times; cpu_s: the operators'
-    thread-seconds, the sum of a profiler's self CPU times, annotations aside; device_s: the
-    device's busy time). Each in 0..1, the two add up to 1. Absent (null) without device
-    time (CPU ranks, no profiler): there the formula would compare a host with no device."""
+def study_utilisation(cpu_s: str = "profile_cpu_total_s",
+                      device_s: str = "profile_device_total_s") -> tuple[pl.Expr, pl.Expr]:
+    """(GPU, CPU) utilisation as the reference study's eq. 3.3 computes it, T_d / T_t.
+
+    Its section 3.1: "device utilization is considered to be the ratio of the amount of
+    compute time spent for a specific device, T_d, to the total compute time, T_t" (eq.
+    3.3); its section 4.2: "PyTorch Profiler offers functionality to track CPU and CUDA
+    (GPU) time ... From the CPU and GPU time over 8 iterations, CPU and GPU utilization
+    metrics are calculated". Both terms are the profiler's totals, sums (its "Self CPU time
+    total" and "Self CUDA time total": campaign_trace/totals.py), and T_t is their sum
+    (section 5.3: GPU utilisation falls *because* CPU time rises, so both share that
+    denominator): device / (cpu + device) and cpu / (cpu + device), of a point's ranks'
+    mean totals. Each in 0..1, the two add up to 1. Absent (null) without device time (CPU
+    ranks, no profiler) and where the store holds no totals (``NO_TOTALS``)."""
     total = pl.col(cpu_s) + pl.col(device_s)
     has = pl.col(device_s).is_not_null() & pl.col(cpu_s).is_not_null() & (total > 0)
     return (pl.when(has).then(pl.col(device_s) / total).alias("gpu_util_study"),
@@ -93,6 +103,9 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
             *[pl.col(c).median() for c in ("gpu_util", "cpu_util", "gpu_util_study", "cpu_util_study",
                                            "cpu_busy_cores", "compute_share", "comm_share",
                                            "data_wait_share", "profile_comm_share", "exposed_comm_share")],
+            pl.col("profile_cpu_total_s").median().alias("cpu_time_total_s"),
+            pl.col("profile_device_total_s").median().alias("device_time_total_s"),
+            pl.col("profile_device_s").median().alias("device_busy_s"),
             pl.col("profile_warning").drop_nulls().first(),
             pl.col("trace_files").drop_nulls().sort().str.join(" "),
         )
@@ -103,6 +116,8 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
             .then(pl.lit("no profile figures: ") + pl.col("profile_warning"))
             .when(pl.col("gpu_util").is_null())
             .then(pl.lit("no device time (CPU ranks)"))
+            .when(pl.col("gpu_util_study").is_null())
+            .then(pl.lit(NO_TOTALS))
             .otherwise(pl.lit(""))
             .alias("note"),
             pl.when(pl.col("trace_files") != "").then(pl.col("trace_files")).alias("trace_files"),
@@ -110,7 +125,8 @@ def utilisation_table(points: pl.DataFrame) -> pl.DataFrame:
         .sort(KEYS)
     )
     return out.select(KEYS + ["repeats", "profiled_iterations", "gpu_util", "cpu_util", "gpu_util_study",
-                              "cpu_util_study", "cpu_busy_cores",
+                              "cpu_util_study", "cpu_time_total_s", "device_time_total_s", "device_busy_s",
+                              "cpu_busy_cores",
                               "compute_share", "comm_share",
                               "data_wait_share", "profile_comm_share", "exposed_comm_share", "note", "trace_files"])
 
@@ -127,7 +143,6 @@ _PHASES = [
 ]
 _SHARE_COLUMN = {"data_wait_s": "data_wait_share", "compute_s": "compute_share", "comm_s": "comm_share"}
 STUDY_PREFIX = "study."  # a study's own definitions (trainers/dp_study.py): source "study"
-EPOCH_PHASE = r"^epoch_\d+$"  # a trainer's per-epoch rows (trainers/evaluate.py epoch_rows, vit)
 
 
 def breakdown_table(points: pl.DataFrame, engine_phases: Optional[pl.DataFrame] = None) -> pl.DataFrame:

@@ -5,7 +5,11 @@ time-to-solution  the whole training's time T(N) (eq. 3.1, 3.2 of the reference 
                   time to *solution* only if every N processes the same images: the
                   reference weak scaling (8 images/GPU, 160K/N iterations) and strong
                   scaling (fixed global batch, same iterations) do; a row whose planned
-                  images differ from its 1-GPU baseline says so in ``note``.
+                  images differ from its 1-GPU baseline says so in ``note``, and so
+                  does a row that trains the same whole epochs of the same data as
+                  its baseline (epochs.py: the ViT study's strong scaling), whose
+                  speedup is kept: its images differ only by each epoch's dropped
+                  partial batch and the untimed warm-up.
 throughput        per-iteration time and images/s: throughput speedup =
                   (images/s at N) / (images/s at 1), efficiency = that / N; ideal:
                   constant images/s per GPU (so a constant iteration time at a fixed
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from campaign.harvest.epochs import EPOCH_COLUMNS, dropped_note, same_epochs
 from campaign.harvest.stats import repeat_stats
 
 SERIES = ["platform", "trainer", "experiment", "dataset", "variant", "image", "nodes"]
@@ -50,7 +55,7 @@ _OPTIONAL = {
     "sampled_time_s": pl.Float64, "timed_iterations": pl.Int64, "warmup_s": pl.Float64,
     "gpu_util": pl.Float64, "cpu_util": pl.Float64, "iter_median_s": pl.Float64, "images": pl.Int64,
     "batch_per_gpu": pl.Int64, "iterations": pl.Int64, "dataset": pl.Utf8, "image": pl.Utf8, "image_sha256": pl.Utf8,
-    "image_path": pl.Utf8, "global_batch": pl.Int64, "epoch_s": pl.Float64,
+    "image_path": pl.Utf8, "global_batch": pl.Int64, "epoch_s": pl.Float64, **EPOCH_COLUMNS,
 }
 
 
@@ -111,6 +116,7 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
             pl.col("batch_per_gpu").first(),
             pl.col("iterations").first(),
             pl.col("images_planned").first(),
+            *[pl.col(c).first() for c in EPOCH_COLUMNS],
             pl.col("gpu_util").median(),
             pl.col("cpu_util").median(),
             pl.col("epoch_s").median(),
@@ -120,12 +126,17 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
         .with_columns((pl.col("images_per_s") / pl.col("gpus")).alias("images_per_s_per_gpu"),
                       pl.when(pl.col("image_path") != "").then(pl.col("image_path")).alias("image_path"))
     )
-    base = _baseline(g, pl.col("time_s").alias("t1_s"), pl.col("images_planned").alias("images_1"))
-    # T(1)/T(N) is a speedup only when N does the 1-GPU run's work (the same images); for
-    # other work (a fixed schedule: the same iterations at a fixed per-GPU batch) it is no
-    # figure of scaling at all, so it stays absent and the note says why.
-    other_work = ((pl.col("images_planned") - pl.col("images_1")).abs()
-                  > SAME_WORK_TOLERANCE * pl.col("images_1")).fill_null(False)
+    g = g.with_columns((pl.col("train_images") - pl.col("epoch_images")).alias("dropped"))
+    base = _baseline(g, pl.col("time_s").alias("t1_s"), pl.col("images_planned").alias("images_1"),
+                     *[pl.col(c).alias(f"{c}_1") for c in ("epochs", "train_images", "dropped")])
+    # T(1)/T(N) is a speedup only when N does the 1-GPU run's work (the same images, or the
+    # same whole epochs of the same data: epochs.py); for other work (a fixed schedule: the
+    # same iterations at a fixed per-GPU batch) it is no figure of scaling at all, so it
+    # stays absent and the note says why.
+    differs = ((pl.col("images_planned") - pl.col("images_1")).abs()
+               > SAME_WORK_TOLERANCE * pl.col("images_1")).fill_null(False)
+    epochs_alike = same_epochs() & (pl.col("images_planned") != pl.col("images_1")).fill_null(False)
+    other_work = differs & ~same_epochs()
     out = (
         g.join(base, on=BASELINE_KEYS, how="left", nulls_equal=True)
         .with_columns(
@@ -140,6 +151,7 @@ def scaling_table(points: pl.DataFrame) -> pl.DataFrame:
                 pl.when(other_work)
                 .then(pl.lit("other images than on 1 GPU: not a time to solution, so no speedup or efficiency; "
                              "see the throughput view")),
+                pl.when(epochs_alike).then(dropped_note()),
                 pl.when(pl.col("projected")).then(
                     pl.format("projected from {} of {} iterations", pl.col("timed_iterations"), pl.col("iterations"))),
             ).alias("note"),

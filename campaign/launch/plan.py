@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from campaign.backends import EXECUTORS, by_executor
 from campaign.backends.resources import Resources
 from campaign.catalogue.container import point_image
+from campaign.catalogue.epochs import iterations_per_epoch, training_images  # noqa: F401  (named here too)
 from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.arch import check_point_arch, emulated_gpus
 from campaign.launch.honoured import check_honoured
@@ -131,29 +132,6 @@ def schedule(exp: dict[str, Any], gpus: int, uneven: bool = False) -> tuple[int,
     if exp.get("warmup_iterations", 0) < 0 or exp.get("profile_iterations", 0) < 0:
         raise ConfigError("experiment.warmup_iterations and experiment.profile_iterations must be >= 0")
     return int(batch), iters
-
-
-def training_images(c: dict[str, Any]) -> int | None:
-    """Images of the point's training share: the dataset's training split (its declaration)
-    times ``experiment.dataset_fraction_per_gpu`` x gpus (capped at 1) when set, else
-    ``dataset.fraction``, rounded as the job's share is (at least one); None when the
-    declaration does not know its size."""
-    from campaign_datasets import split_images
-
-    whole = split_images(c["dataset"], train=True)
-    if whole is None:
-        return None
-    per_gpu = c["experiment"].get("dataset_fraction_per_gpu")
-    share = min(1.0, float(per_gpu) * int(c["gpus"])) if per_gpu is not None else float(c["dataset"].get("fraction") or 1.0)
-    return whole if share >= 1.0 else max(1, int(round(whole * share)))
-
-
-def iterations_per_epoch(images: int, batch_per_gpu: int, gpus: int, grad_accum: int = 1) -> int:
-    """Iterations of one epoch as the job's loader makes it: every GPU takes whole batches of
-    its equal part of ``images`` (the partial last batch is dropped), ``grad_accum`` of
-    them per iteration (the last iteration of an epoch may take fewer)."""
-    batches = images // (batch_per_gpu * gpus)
-    return -(-batches // max(1, grad_accum))
 
 
 def epoch_schedule(c: dict[str, Any], batch: int) -> int:

@@ -77,7 +77,9 @@ def build_report(store_url: str, refs: Sequence[str] = ()) -> tuple[str, list[st
     with open_store(store_url, readonly=True) as store:
         data = gather(store, refs[0] if refs else None, refs[1:])
     other = next(iter(data.other_tables.values()), None)
-    return render_page(data, harvest_figures(data.tables, other)), data.warnings
+    from campaign.harvest.study_style import style_of
+
+    return render_page(data, harvest_figures(data.tables, other, style_of(data.points))), data.warnings
 
 
 def write_report(store_url: str, refs: Sequence[str] = (), out: Optional[str] = None) -> int:

@@ -103,21 +103,21 @@ def line_figure(name: str, df: pl.DataFrame, y: str, ylabel: str, title: str, *,
     return figure_svg(name, [panel], legend)
 
 
-def speedup_figure(scaling: pl.DataFrame) -> str:
+def speedup_figure(scaling: pl.DataFrame, title: str = "Speedup T(1)/T(N)") -> str:
     """Speedup T(1)/T(N) per series, the ideal S = N dashed black."""
     series, gpus = _series(scaling, "speedup"), _gpus(scaling)
-    panel = Panel("Speedup (eq. 3.1)", "speedup T(1)/T(N) (×)", ytop=_top(series, 1.0, max(gpus, default=1)),
+    panel = Panel(title, "speedup T(1)/T(N) (×)", ytop=_top(series, 1.0, max(gpus, default=1)),
                   gpus=gpus)
     legend = _draw_series(panel, series, missing="no 1-GPU baseline")
     panel.line([(g, float(g)) for g in gpus], "#000", dash=True, opacity=0.6, attrs=" data-ideal=\"1\"")
     return figure_svg("speedup", [panel], legend + [("ideal (S = N)", "#000", "dash")])
 
 
-def efficiency_figure(scaling: pl.DataFrame) -> str:
+def efficiency_figure(scaling: pl.DataFrame, title: str = "Parallel efficiency S/N") -> str:
     """Parallel efficiency in % per series, the ideal 100 % dashed."""
     series = _series(scaling, "efficiency")
     top = max([110.0] + [v * 100 + 10 for v in scaling["efficiency"].drop_nulls().to_list()])
-    panel = Panel("Parallel efficiency (eq. 3.2)", "parallel efficiency S/N (%)", ytop=top, gpus=_gpus(scaling))
+    panel = Panel(title, "parallel efficiency S/N (%)", ytop=top, gpus=_gpus(scaling))
     legend = _draw_series(panel, series, 100.0, "no 1-GPU baseline")
     panel.hline(100.0)
     return figure_svg("efficiency", [panel], legend + [("ideal (100 %)", "#000", "dash")])
@@ -144,7 +144,7 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
     """Speedup, efficiency, GPU and CPU utilisation: per GPU count one bar per platform, each
     the median over the platform's series (harvest.plots.platform_comparison_figure's).
     None when fewer than two platforms were measured."""
-    from campaign.harvest.plots import comparison_axis, platform_comparison_data
+    from campaign.harvest.plots import COMPARISON_PANELS, comparison_axis, platform_comparison_data
 
     plats = sorted(set(scaling["platform"].to_list()))
     if len(plats) < 2:
@@ -154,10 +154,8 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
     wheres, xlabel = comparison_axis(merged)
     width = 0.8 / len(plats)
     panels = []
-    for col, ylabel, scale in (("speedup", "speedup T(1)/T(N) (×)", 1.0),
-                               ("efficiency", "parallel efficiency (%)", 100.0),
-                               ("gpu_util", "GPU utilisation (%)", 100.0), ("cpu_util", "CPU utilisation (%)", 100.0)):
-        vals = [v[col] * scale for v in at.values() if v[col] is not None]
+    for col, ylabel, scale in COMPARISON_PANELS:  # its utilisation panels: eq. 3.3, as the study's Figs 6-8
+        vals = [v[col] * scale for v in at.values() if v.get(col) is not None]
         p = Panel(ylabel.split(" (")[0].split(" T(")[0], ylabel, ytop=max(vals + [0.0]) * HEADROOM or 1.0,
                   categories=[(i, str(g)) for i, g in enumerate(wheres)], xlabel=xlabel)
         for j, plat in enumerate(plats):
@@ -171,13 +169,14 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame) -> Opt
                                 f"data-v=\"{value(v)}\"")
             p.group(f" data-platform=\"{esc(plat)}\"", start)
         if not vals:
-            p.note("not recorded")
+            p.note("not recorded (CPU ranks: no device time)" if col.endswith("_util_study") else "not recorded")
         panels.append(p)
     return figure_svg("platform_comparison", panels, [(plat, color(j), "bar") for j, plat in enumerate(plats)],
                       suptitle="Platform comparison: " + " vs ".join(plats))
 
 
-def harvest_figures(tables: dict[str, pl.DataFrame], other: Optional[dict[str, pl.DataFrame]] = None) -> dict[str, str]:
+def harvest_figures(tables: dict[str, pl.DataFrame], other: Optional[dict[str, pl.DataFrame]] = None,
+                    style=None) -> dict[str, str]:
     """Figure name -> SVG element for every figure harvest --plots draws from these tables
     (campaign.harvest.figures.write_figures' list, without the campaign label: the page
     says whose they are); ``other``: another campaign's tables, its platforms joining the
@@ -185,8 +184,11 @@ def harvest_figures(tables: dict[str, pl.DataFrame], other: Optional[dict[str, p
     from campaign.report.svg_bars import breakdown_figure, placement_figure
     from campaign.report.svg_model import model_figure
 
+    from campaign.harvest.study_style import PLAIN
+
     if not tables:
         return {}
+    style = style or PLAIN  # the study's units and titles (campaign.harvest.study_style)
     scaling, util = tables["scaling"], tables["utilisation"]
     both_scaling, both_util = scaling, util
     if other and other.get("scaling") is not None and other["scaling"].height:
@@ -194,11 +196,11 @@ def harvest_figures(tables: dict[str, pl.DataFrame], other: Optional[dict[str, p
         both_util = pl.concat([util, other["utilisation"]], how="diagonal_relaxed")
     stack, hardware = tables.get("phase_stack"), tables.get("hardware")
     figures = {
-        "training_time": line_figure("training_time", scaling, "time_s", "training time (s)",
-                                     "Training time (time to solution)", ideal="ideal_time_s",
-                                     ideal_label="ideal T(1)/N", lo="time_lo_s", hi="time_hi_s"),
-        "speedup": speedup_figure(scaling),
-        "efficiency": efficiency_figure(scaling),
+        "training_time": line_figure("training_time", scaling, "time_s", f"training time ({style.time_unit})",
+                                     style.time_title, ideal="ideal_time_s", ideal_label="ideal T(1)/N",
+                                     lo="time_lo_s", hi="time_hi_s", scale=style.time_scale),
+        "speedup": speedup_figure(scaling, style.speedup_title),
+        "efficiency": efficiency_figure(scaling, style.efficiency_title),
         "throughput": line_figure("throughput", tables["throughput"], "images_per_s_per_gpu",
                                   "throughput per GPU (images/s)", "Throughput per GPU",
                                   ideal="ideal_images_per_s_per_gpu", ideal_label="ideal: 1-GPU rate"),

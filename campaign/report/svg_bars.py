@@ -18,7 +18,8 @@ HEADROOM_BARS = 1.05  # above the tallest bar or tick (the legend sits beside th
 GROUP_GAP = 0.6  # blank bar widths between two series' bars (harvest.plots_bars._GROUP_GAP)
 # harvest.plots_bars._PHASE_COLORS, as colours: a phase has the colour harvest's PNG gives it
 PHASE_COLORS = {"data": 7, "forward": 0, "backward": 8, "backward_compute": 2, "comm_exposed": 3,
-                "comm_marked": 1, "step": 4, "train_step": 5}
+                "comm_marked": 1, "step": 4, "train_step": 5,
+                "study.compute": 0, "study.comm_barrier": 3, "study.comm_sync": 3}
 
 
 def breakdown_figure(stack: pl.DataFrame) -> str:
@@ -26,7 +27,9 @@ def breakdown_figure(stack: pl.DataFrame) -> str:
     from campaign.harvest.figure import series_labels
     from campaign.harvest.views import SERIES
 
-    title = "Where an iteration's time goes"
+    from campaign.harvest.study_timing import STUDY_TITLE, is_study_stack
+
+    title = STUDY_TITLE if is_study_stack(stack) else "Where an iteration's time goes"
     bars = stack.filter(pl.col("phase") != "iteration") if stack.height else stack
     if bars.height == 0:
         p = Panel(title, "time per iteration (ms)", ytop=1.0, categories=[], xlabel="")
