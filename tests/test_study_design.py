@@ -185,3 +185,16 @@ def test_shown_values_and_feeds():
     assert feeds_of([{"feeds": ["Fig 2", "DDP beside Fig 2"]}, {"feeds": ["Fig 4", "Fig 2"]}]) == \
         "Figs 2, 4; DDP beside Fig 2"
     assert feeds_of([{"feeds": ["Table 3", "Fig 1"]}]) == "Fig 1; Table 3"
+
+
+def test_the_vit_dry_run_without_deepspeed_shows_every_point(dry, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "deepspeed" else real(name, *a))
+    code, out, err = dry("study=vit_deepspeed", "dataset.root=/data/cifar", "gpus=1")
+    assert code == 0, err
+    assert out.startswith("dry run: 9 point(s)")  # 8 of the grid and Fig 12's batch 16, DeepSpeed's among them
+    notes = [line for line in out.splitlines() if "needs DeepSpeed" in line]
+    assert notes == ["note: would be refused here: engine=deepspeed needs DeepSpeed, which is not installed; install "
+                     "it with: pip install -c constraints.txt 'campaign[deepspeed]'"]  # as docs/studies.md gives it

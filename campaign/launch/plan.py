@@ -41,7 +41,7 @@ class PointPlan:
     # command-line keys it does not read, planned at their defaults: (key=value, why, the refusal
     # a point that reads none of them gets); campaign/launch/unread.py
     untouched: tuple[tuple[str, str, str], ...] = ()
-    dropped: tuple[str, ...] = ()  # notes: a config group's default it does not read, dropped (unread.py)
+    notes: tuple[str, ...] = ()  # what the dry run says of it: a group's default dropped (unread.py), an engine not installed here
 
     @property
     def platform(self) -> str:
@@ -350,7 +350,8 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     check_point_arch(c, emulated)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat, batch_per_gpu=batch,
                      iterations=iters, resources=plan_resources(c, trainer), emulated_gpus=emulated,
-                     untouched=tuple(untouched), dropped=tuple(dropped))
+                     untouched=tuple(untouched),
+                     notes=tuple(dropped) + ((f"would be refused here: {trainer.missing}",) if trainer.missing else ()))
 
 
 def point_where(overrides: Sequence[str]) -> str:

@@ -82,7 +82,7 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
             + [f"override: {line}" for line in untouched_lines(points)])
     design = design_lines(points, sweep_overrides)
     said += [f"override: {line}" for line in relabel(points, sweep_overrides)]  # after the design: it renames points
-    said += [f"note: {line}" for line in dict.fromkeys(d for p in points for d in p.dropped)]
+    said += [f"note: {line}" for line in dict.fromkeys(d for p in points for d in p.notes)]
     first = points[0].config
     result = LaunchResult(None, points, str(first["store"]["url"]), str(first["results_dir"]), multirun)
     dry = dry_run_mode(first.get("dry_run"))
