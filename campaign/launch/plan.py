@@ -338,6 +338,8 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     c["dataset"] = reference_dataset(c, trainer.spec, overrides)  # its study's shapes, synthetic without a root
     # a setting its trainer would not read here: the user's applies where read, a preset's is refused, a group's dropped
     untouched, dropped = settle(c, trainer.spec, overrides, None if typed is None else named_keys(typed))
+    if untouched and typed is None:  # a lone point (no sweep's command line to apply it elsewhere): read by none
+        raise ConfigError(untouched[0][2])
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"], uneven=uneven_split(c, trainer.spec))
