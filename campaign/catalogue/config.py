@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING, OmegaConf
 
+from campaign.catalogue.design import DesignSpec
 from campaign.catalogue.gpus import cpu_count  # this machine's facts live there; the ${cpus:} resolver is it
 from trainers.spec import Device, Optimizer, Precision
 
@@ -158,6 +159,8 @@ class StudySpec:
     reads_files: bool = False  # the study read its dataset from files: no synthetic stand-in when dataset.root is missing (refused instead)
     standin: Optional[str] = None  # the launch writes a stand-in of this size (tests, small, full; campaign datagen) at dataset.root when none is there
     not_gathered: str = ""  # why the study has no point where a platform cannot hold it (said with the refusal)
+    not_gathered_on: List[str] = field(default_factory=list)  # the platforms that sentence is about (others: no quote)
+    design: Optional[DesignSpec] = None  # its factors, fixed settings and campaign's choices (campaign/catalogue/design.py)
 
 
 @dataclass

@@ -296,10 +296,12 @@ def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[J
 
 
 def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *, python: Optional[str] = None,
-                  notes: Sequence[str] = (), refusals: Sequence[str] = ()) -> None:
+                  notes: Sequence[str] = (), refusals: Sequence[str] = (), design: Sequence[str] = ()) -> None:
     """Print the dry run in ``mode`` (module docstring); ``notes``: what this machine lacks
     for the jobs (the preflight's, campaign.launch.preflight); ``refusals``: what a launch
-    would refuse on any machine, shown beside the estimates (campaign.launch.timelimit)."""
+    would refuse on any machine, shown beside the estimates (campaign.launch.timelimit);
+    ``design``: a study preset's design and what the overrides did to it, before the points
+    (campaign.launch.design; on stderr beside --json's lines)."""
     import sys
 
     from campaign.common.text import printable, shown
@@ -312,10 +314,14 @@ def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *,
             print(f"note: would be refused: {printable(redact(n))}", file=sys.stderr)
         for n in notes:
             print(f"note: {printable(redact(n))}", file=sys.stderr)
+        for line in design:
+            print(printable(redact(line)), file=sys.stderr)
         return
     parts = [backend.dry_run_count([a for a in arrs if a.executor == backend.name])
              for backend, _ in by_executor(points)]
     print(f"dry run: {len(points)} point(s) in {' and '.join(parts)}; nothing is submitted or stored")
+    for line in design:  # the study's design and what the command line did to it, before its points
+        print(printable(redact(line)))
     head, table = points_table(points, cost, arrs)
     print(printable(redact(head)) if head else "", table, sep="\n" if head else "")
     for line in epoch_lines(points):

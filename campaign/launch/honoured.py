@@ -102,19 +102,43 @@ def named_keys(overrides: Sequence[str]) -> set[str]:
     return {str(line).lstrip("+~").split("=", 1)[0].split("@", 1)[0] for line in overrides or ()}
 
 
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """A key a point sets that its trainer does not read there (one ``Unused`` rule that holds)."""
+
+    key: str  # the dotted key
+    value: Any  # its value in the point
+    where: str  # the condition, as the point has it: "trainer.params.mode=inference"
+    rule: Unused  # the rule that holds
+
+    def line(self) -> str:
+        """The refusal, ``<key>=<value> does nothing with <where> (<why>); <fix>``."""
+        return f"{self.key}={_show(self.value)} does nothing with {self.where} ({self.rule.why}); {self.rule.fix}"
+
+
+def unused_settings(config: Mapping[str, Any], spec: TrainerDef, overrides: Sequence[str] = ()) -> list[Finding]:
+    """Every key the point sets that its trainer does not read under its config, once each
+    (the first rule that holds); the arguments as ``check_honoured``'s."""
+    named = named_keys(overrides)
+    trainers_dataset = bool(spec.dataset) and not names_dataset(overrides)
+    out: dict[str, Finding] = {}
+    for rule in rules_of(spec):
+        value = lookup(config, rule.key)
+        if rule.key in out or value is _MISSING or _plain(value) == default_of(spec, rule.key) or not _matches(config, rule):
+            continue
+        if trainers_dataset and rule.key.startswith("dataset.") and rule.key not in named:
+            continue
+        where = " and ".join(f"{k}={_show(lookup(config, k))}" for k in rule.when) or f"trainer={spec.name}"
+        out[rule.key] = Finding(rule.key, value, where, rule)
+    return list(out.values())
+
+
 def check_honoured(config: Mapping[str, Any], spec: TrainerDef, overrides: Sequence[str] = ()) -> None:
     """Refuse a point that sets a key its trainer does not read under its config.
 
     ``config``: the point's resolved config with ``trainer.params`` completed from the
     declaration and its ``dataset`` section as the launch made it (plan_point);
     ``overrides``: the point's (the module docstring's exception)."""
-    named = named_keys(overrides)
-    trainers_dataset = bool(spec.dataset) and not names_dataset(overrides)
-    for rule in rules_of(spec):
-        value = lookup(config, rule.key)
-        if value is _MISSING or _plain(value) == default_of(spec, rule.key) or not _matches(config, rule):
-            continue
-        if trainers_dataset and rule.key.startswith("dataset.") and rule.key not in named:
-            continue
-        where = " and ".join(f"{k}={_show(lookup(config, k))}" for k in rule.when) or f"trainer={spec.name}"
-        raise ConfigError(f"{rule.key}={_show(value)} does nothing with {where} ({rule.why}); {rule.fix}")
+    found = unused_settings(config, spec, overrides)
+    if found:
+        raise ConfigError(found[0].line())

@@ -88,6 +88,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
     refused: list[str] = []
     idx = 0
     check_point_count(len(job_overrides), launcher.config)  # before composing any (max_points)
+    typed = [str(o) for o in launcher.config.hydra.overrides.task] if "hydra" in launcher.config else None
     for overrides in job_overrides:
         overrides = list(overrides)
         where = point_where(overrides)
@@ -101,7 +102,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
             raise ConfigError(f"repeats must be a positive integer, got {repeats!r}")
         for r in range(repeats):
             try:
-                points.append(plan_point(cfg, initial_job_idx + idx, overrides, repeat=r))
+                points.append(plan_point(cfg, initial_job_idx + idx, overrides, repeat=r, typed=typed))
             except InfeasiblePoint as exc:
                 refused.append(f"point {where}: {exc}")
                 break

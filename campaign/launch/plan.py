@@ -19,7 +19,8 @@ from campaign.catalogue.container import point_image
 from campaign.catalogue.epochs import iterations_per_epoch, training_images  # noqa: F401  (named here too)
 from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.arch import check_point_arch, emulated_gpus
-from campaign.launch.honoured import check_honoured
+from campaign.launch.honoured import named_keys
+from campaign.launch.unread import settle
 from campaign.launch.validate import CheckedTrainer, check_known_keys, check_sizes, check_trainer, reference_dataset
 from campaign.common.redact import redact_obj
 
@@ -38,6 +39,10 @@ class PointPlan:
     batch_per_gpu: int = 0  # images per GPU per iteration
     iterations: int = 0  # timed iterations of the full run
     emulated_gpus: Optional[str] = None  # why its GPUs are emulated, in its scheduler's words (not arch-checked)
+    # command-line keys it does not read, planned at their defaults: (key=value, why, the refusal
+    # a point that reads none of them gets); campaign/launch/unread.py
+    untouched: tuple[tuple[str, str, str], ...] = ()
+    notes: tuple[str, ...] = ()  # what the dry run says of it: a group's default dropped (unread.py), an engine not installed here
 
     @property
     def platform(self) -> str:
@@ -291,22 +296,28 @@ def plain_config(cfg: DictConfig | dict) -> dict[str, Any]:
     return c
 
 
-def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0) -> PointPlan:
-    """Resolve, validate and schedule one sweep point."""
+def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0,
+               typed: Optional[Sequence[str]] = None) -> PointPlan:
+    """Resolve, validate and schedule one sweep point; ``typed``: the command line's
+    overrides when they are not all of ``overrides`` (a study preset's sweep adds its own)."""
     c = plain_config(cfg)
     check_known_keys(c)
     check_sizes(c)  # 64-bit integers, repeats and iterations within their caps: before anything is built
     plat = c["platform"]
     try:
         check_resources(plat, c["gpus"], c["nodes"])
-    except InfeasiblePoint as exc:  # a study preset says why its study has no such point
-        said = (c.get("study") or {}).get("not_gathered")
+    except InfeasiblePoint as exc:  # a study preset says why its study has no such point, on the platforms it names
+        study = c.get("study") or {}
+        said = study.get("not_gathered") if plat.get("name") in (study.get("not_gathered_on") or ()) else None
         raise (InfeasiblePoint(f"{exc}; {said}") if said else exc) from None
     check_platform(plat)
     trainer = check_trainer(c)  # the trainer's declaration, looked up once for every rule and the resources
     c["trainer"] = trainer.section  # trainer.params completed from that declaration
     c["dataset"] = reference_dataset(c, trainer.spec, overrides)  # its study's shapes, synthetic without a root
-    check_honoured(c, trainer.spec, overrides)  # a setting its trainer would not read here is refused, never dropped
+    # a setting its trainer would not read here: the user's applies where read, a preset's is refused, a group's dropped
+    untouched, dropped = settle(c, trainer.spec, overrides, None if typed is None else named_keys(typed))
+    if untouched and typed is None:  # a lone point (no sweep's command line to apply it elsewhere): read by none
+        raise ConfigError(untouched[0][2])
     if c.get("repeats", 1) < 1:
         raise ConfigError(f"repeats must be >= 1, got {c.get('repeats')}")
     batch, iters = schedule(c["experiment"], c["gpus"], uneven=uneven_split(c, trainer.spec))
@@ -318,7 +329,9 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     emulated = emulated_gpus(plat)  # its scheduler says its GPUs are stand-ins: nothing to check them against
     check_point_arch(c, emulated)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat, batch_per_gpu=batch,
-                     iterations=iters, resources=plan_resources(c, trainer), emulated_gpus=emulated)
+                     iterations=iters, resources=plan_resources(c, trainer), emulated_gpus=emulated,
+                     untouched=tuple(untouched),
+                     notes=tuple(dropped) + ((f"would be refused here: {trainer.missing}",) if trainer.missing else ()))
 
 
 def point_where(overrides: Sequence[str]) -> str:

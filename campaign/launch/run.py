@@ -74,6 +74,15 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     from campaign.launch.weights import fetch_weights
 
     points = list(points)
+    from campaign.launch.design import design_lines, override_lines, relabel, untouched_lines
+    from campaign.launch.unread import check_read_somewhere
+
+    check_read_somewhere(points)  # a key the user typed that no point reads: refused
+    said = ([f"override: {line}" for line in override_lines(points, sweep_overrides)]
+            + [f"override: {line}" for line in untouched_lines(points)])
+    design = design_lines(points, sweep_overrides)
+    said += [f"override: {line}" for line in relabel(points, sweep_overrides)]  # after the design: it renames points
+    said += [f"note: {line}" for line in dict.fromkeys(d for p in points for d in p.notes)]
     first = points[0].config
     result = LaunchResult(None, points, str(first["store"]["url"]), str(first["results_dir"]), multirun)
     dry = dry_run_mode(first.get("dry_run"))
@@ -94,11 +103,13 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
     if dry is not None:
         print_dry_run(points, cost, dry, python=job_python(points), notes=notes,
-                      refusals=time_limit_refusals(points, cost))
+                      refusals=time_limit_refusals(points, cost), design=design + said)
         for line in writes:  # after the table (on stderr beside --json's lines, as its notes)
             print(f"note: {printable(line)}", file=sys.stderr if dry == "json" else sys.stdout)
         result.returns = [_job_return(p, hydra_cfg, JobStatus.UNKNOWN) for p in points]
         return result
+    for line in said:  # what the command line did to the study's design, before it is stored
+        print(printable(line), file=sys.stderr)
     python = job_python(points)
     result.campaign_id, result.submitted = register_and_submit(
         points, store_url=result.store_url, results_dir=result.results_dir, name=first.get("name"),

@@ -24,14 +24,33 @@ from campaign.launch.plan import PointPlan
 
 
 def _missing_root(p: PointPlan) -> str:
+    from campaign_datasets.standin import SIZES
+
     name = p.config["dataset"].get("name")
     study = p.config["study"]["name"]
+    if name not in SIZES:  # synthetic (or a dataset campaign datagen cannot write): no files to read
+        own = _study_dataset(study)
+        instead = (f"drop dataset={name} and name the study's {own} folder (dataset.root=/path/to/{own}), or write "
+                   f"a stand-in of it there first (campaign datagen {own} --out DIR --size full)"
+                   if own in SIZES else "name a dataset's folder (dataset=NAME dataset.root=/path/to/it)")
+        return f"study={study} reads its dataset from files, as the study did; dataset={name} has none: {instead}"
     return (f"study={study} reads {name} from files, as the study did (dataset.root is not set); "
             f"name its folder (dataset.root=/path/to/{name}) or write a stand-in there first "
             f"(campaign datagen {name} --out DIR --size full)")
 
 
 Pending = tuple[str, str, str, str]  # a stand-in to write: (dataset, root, size, what it is in words)
+
+
+def _study_dataset(study: str) -> str | None:
+    """The dataset a study preset picks (``override /dataset: NAME`` in conf/study/<study>.yaml or a preset it includes)."""
+    from campaign.launch.unread import _preset
+
+    body, parents = _preset(study)
+    for entry in body.get("defaults") or ():
+        if isinstance(entry, dict) and "override /dataset" in entry:
+            return str(entry["override /dataset"])
+    return next((d for d in map(_study_dataset, parents) if d), None)
 
 
 def study_datasets(points: Sequence[PointPlan], *, dry_run: bool

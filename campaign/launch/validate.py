@@ -133,6 +133,7 @@ class CheckedTrainer:
 
     spec: TrainerDef  # the declaration, looked up once for the point
     section: dict[str, Any]  # the ``trainer`` section completed: ``module`` and every param filled in
+    missing: Optional[str] = None  # a dry run's point whose engine's package is not installed here: the refusal a launch gets
 
     @property
     def engine(self) -> str | None:
@@ -187,7 +188,15 @@ def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
         raise ConfigError(f"trainer={spec.name} does not run on platform.device={device} "
                           f"(platform={config['platform']['name']}); valid: {', '.join(devices)}")
     params = _resolved_params(config, spec)
-    check_engine(config, spec, params)
+    missing = None
+    try:
+        check_engine(config, spec, params)
+    except EngineMissing as exc:  # a dry run still shows the point (and says what a launch would refuse)
+        from campaign.launch.dryrun import dry_run_mode
+
+        if dry_run_mode(config.get("dry_run")) is None:
+            raise
+        missing = str(exc)
     if config.get("experiment", {}).get("checkpoint") and not spec.checkpoint:
         able = ", ".join(n for n in registry.builtin_names() if registry.spec_of(n).checkpoint)
         raise ConfigError(f"trainer={spec.name} cannot resume from a checkpoint (experiment.checkpoint=true); "
@@ -200,7 +209,7 @@ def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
 
     trainer["params"] = with_weights_file(config, spec, params)  # the weights file the job loads
     trainer["module"] = registry.module_of(trainer)
-    return CheckedTrainer(spec=spec, section=trainer)
+    return CheckedTrainer(spec=spec, section=trainer, missing=missing)
 
 
 def check_engine(config: Mapping[str, Any], spec: Optional[TrainerDef] = None,
@@ -233,8 +242,12 @@ def check_engine(config: Mapping[str, Any], spec: Optional[TrainerDef] = None,
     if engine in spec.engine_requires and runs_here:
         module, install = spec.engine_requires[engine]
         if importlib.util.find_spec(module) is None:
-            raise ConfigError(f"engine={engine} needs {_pretty(module)}, which is not installed; "
+            raise EngineMissing(f"engine={engine} needs {_pretty(module)}, which is not installed; "
                               f"install it with: {install}")
+
+
+class EngineMissing(ConfigError):
+    """An engine whose package this installation lacks (a launch is refused; a dry run shows the point)."""
 
 
 def _pretty(module: str) -> str:
