@@ -275,7 +275,7 @@ def test_check_found(fake_bin, image):
     [
         (lambda img, d: spec("podman", image=str(img)), "unknown container runtime 'podman'; available: apptainer, none, singularity"),
         (lambda img, d: spec(image=None), "container.image is not set for container=apptainer; build it with singularity/build.sh or set container.image=PATH"),
-        (lambda img, d: spec(image="/x.sif"), "container image /x.sif not found; build it with singularity/build.sh or set container.image=PATH"),
+        (lambda img, d: spec(image="/x.sif"), "container image /x.sif not found; build it with singularity/build.sh -o /x.sif, or set container.image=PATH"),
         (lambda img, d: spec(image=str(d)), "is not a file; point container.image at the .sif that singularity/build.sh writes"),
         (lambda img, d: spec(image=str(img), env={"A,B": "1"}), "container.env name 'A,B' is not a valid variable name"),
     ],

@@ -102,7 +102,8 @@ PARAMS = {
 # trainer.params fields the launch fills from another (a user's value is replaced): weights_file
 # is the file trainer.params.weights names, weights_sha256 its digest at launch (campaign/launch/weights.py;
 # tests/test_weights.py, tests/test_trust_door.py)
-DERIVED = {"frozen_backbone": ("weights_file", "weights_sha256"), "vit": ("weights_sha256",)}  # + the file's digest
+DERIVED = {"frozen_backbone": ("weights_file", "weights_sha256"), "vit": ("weights_sha256",),  # + the file's digest
+           "swinv2_upernet": ("weights_file", "weights_sha256")}  # what trainer.params.pretrained resolved to
 CONTEXT = {  # (trainer, key): what the walk sets first for the key to mean something
     ("frozen_backbone", "trainer.params.mode"): ["trainer.params.engine=vanilla"],  # inference: single-process only
     ("frozen_backbone", "trainer.params.stop_at_threshold"): ["trainer.params.loss_threshold=1.5"],  # it needs one

@@ -150,6 +150,8 @@ class TrainerDef:
     # PATH). The launch fetches each named file once into <results_dir>/weights/
     # (campaign/launch/weights.py) and writes what the job loads into ``params.weights_file``.
     named_weights: Optional[Callable[[Mapping[str, Any]], Optional[Any]]] = None
+    # The params key that names its weights (a name or a PATH): ``weights``; swinv2_upernet's ``pretrained``
+    weights_param: str = "weights"
     # Its trainable parameters from a point's config, without building the model: fn(config)
     # -> int or None (unknown). The dry run shows them where its points differ (the
     # DataParallel study names its runs by them).

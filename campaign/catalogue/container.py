@@ -282,21 +282,51 @@ def check_container(spec: "ContainerSpec", *, here: bool = True) -> None:
         check_container_here(spec)
 
 
-def check_container_here(spec: "ContainerSpec") -> None:
+def check_container_here(spec: "ContainerSpec", platform: Optional[dict] = None) -> None:
     """What running the container needs of this machine: the image file and the runtime on
     PATH. A dry run executes nothing and skips it (it says what would be missing)."""
-    lacking = container_lacks(spec)
+    lacking = container_lacks(spec, platform)
     if lacking:
         raise ConfigError(lacking[0])
 
 
-def container_lacks(spec: "ContainerSpec") -> List[str]:
-    """What this machine lacks to run the container: the image, the runtime (one line each)."""
+def needs_v100_image(platform: Optional[dict]) -> bool:
+    """Whether ``platform``'s GPUs need the CUDA 12.6 image (``singularity/build.sh --v100``):
+    a compute capability below 7.5 (Volta and older), which CUDA 13 has no kernels for."""
+    cc = capability_key((platform or {}).get("compute_capability"))
+    return cc is not None and float(cc) < 7.5
+
+
+def build_command(image: str, platform: Optional[dict] = None) -> str:
+    """The command that writes ``image`` for ``platform``'s points: ``singularity/build.sh
+    [--v100] -o IMAGE`` (``--v100``: ``needs_v100_image``), the path absolute and shell-quoted."""
+    v100 = " --v100" if needs_v100_image(platform) else ""
+    return f"singularity/build.sh{v100} -o {shlex.quote(os.path.abspath(image))}"
+
+
+def _point_at_image(spec: "ContainerSpec", platform: Optional[dict]) -> str:
+    """How to give the point another image: the ``container.images`` entry it took its image
+    from (a platform's name; a capability's is shadowed by one for the platform, since
+    Hydra's key path cannot hold its dot), else ``container.image``."""
+    key = image_entry({"images": dict(spec.images or {})}, platform or {}) if platform else None
+    name = (platform or {}).get("name")
+    if key is None:
+        return "set container.image=PATH"
+    if key == name:
+        return f"set container.images.{key}=PATH"
+    return f"give {name} its own (+container.images.{name}=PATH)"
+
+
+def container_lacks(spec: "ContainerSpec", platform: Optional[dict] = None) -> List[str]:
+    """What this machine lacks to run the container: the image, the runtime (one line each).
+    A missing image is named with the command that builds it for ``platform``'s GPUs
+    (``build_command``)."""
     out: List[str] = []
     if spec.runtime == "none" or not spec.image:
         return out
     if not os.path.exists(spec.image):
-        out.append(f"container image {spec.image} not found; {BUILD_HINT}")
+        out.append(f"container image {os.path.abspath(spec.image)} not found; build it with "
+                   f"{build_command(spec.image, platform)}, or {_point_at_image(spec, platform)}")
     elif not os.path.isfile(spec.image):
         out.append(f"container image {spec.image} is not a file; point container.image at the .sif that "
                    "singularity/build.sh writes")

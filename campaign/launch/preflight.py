@@ -144,7 +144,7 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False, deferred: C
     or image, SLURM, a dataset, a store server, a writable folder) is returned as notes
     instead of refused, and nothing is created; what no machine could run (bad values)
     is refused all the same. Returns the notes (none for a launch, which refuses)."""
-    from campaign.catalogue.container import check_container, check_container_here, container_lacks
+    from campaign.catalogue.container import check_container, check_container_here, container_lacks, needs_v100_image
     from campaign.catalogue.datasets import check_dataset
     from campaign.common.errors import CampaignError
 
@@ -185,7 +185,9 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False, deferred: C
     for p in points:
         for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):
             validation = bool(p.config["experiment"].get("validation"))  # reads the test split too
-            key = (check.__name__, repr(sorted(section.items(), key=str)), validation)
+            # a missing image is named with its build command, --v100 for a Volta platform's
+            v100 = check is check_container and needs_v100_image(p.config["platform"])
+            key = (check.__name__, repr(sorted(section.items(), key=str)), validation, v100)
             if key in seen:
                 continue
             seen.add(key)
@@ -196,9 +198,9 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False, deferred: C
             else:
                 check_container(spec, here=False)
                 if dry_run:
-                    notes.extend(container_lacks(spec))
+                    notes.extend(container_lacks(spec, p.config["platform"]))
                 else:
-                    check_container_here(spec)
+                    check_container_here(spec, p.config["platform"])
     for backend, mine in by_executor(points):  # each scheduler's own checks (SLURM: sbatch, sinfo, partitions)
         here(backend.preflight, mine)
     return list(dict.fromkeys(notes))

@@ -59,7 +59,7 @@ def with_weights_file(config: Mapping[str, Any], spec: Any, params: dict[str, An
     ``params.weights`` (module docstring); unchanged for a trainer that names no weights."""
     if spec.named_weights is None or "weights_file" not in params:
         return params
-    value = params.get("weights")
+    value = params.get(spec.weights_param)
     named = spec.named_weights(params)  # checked already: its TrainerDef.check refused a bad name
     if named is not None:
         path: Optional[Path] = cache_folder(str(config.get("results_dir") or ".")) / named.file
@@ -68,30 +68,31 @@ def with_weights_file(config: Mapping[str, Any], spec: Any, params: dict[str, An
     return {**params, "weights_file": str(path) if path else None}
 
 
-def _file_of(params: dict) -> Optional[str]:
+def _file_of(params: dict, key: str = "weights") -> Optional[str]:
     """The weights file a point's params load (None: none): ``weights_file`` where the
-    trainer resolves one, else ``weights`` (a PATH) where its params record a digest."""
+    trainer resolves one, else ``key`` (a PATH) where its params record a digest."""
     if params.get("weights_file"):
         return str(params["weights_file"])
-    if "weights_sha256" in params and "weights_file" not in params and params.get("weights"):
-        return str(Path(str(params["weights"])).expanduser().absolute())
+    if "weights_sha256" in params and "weights_file" not in params and params.get(key):
+        return str(Path(str(params[key])).expanduser().absolute())
     return None
 
 
 def _wanted(points: Sequence[Any]) -> dict[Path, tuple[str, Any, list[dict]]]:
-    """Each weights file the points load -> (the value that asked for it, its NamedWeights or
-    None, the params of the points that load it)."""
+    """Each weights file the points load -> (``trainer.params.KEY=VALUE`` that asked for it,
+    its NamedWeights or None, the params of the points that load it)."""
     from trainers import registry
 
     wanted: dict[Path, tuple[str, Any, list[dict]]] = {}
     for p in points:
         params = p.config["trainer"].get("params") or {}
-        file = _file_of(params)
+        spec = registry.spec_of(p.config["trainer"])
+        file = _file_of(params, spec.weights_param)
         if not file:
             continue
-        spec = registry.spec_of(p.config["trainer"])
         named = spec.named_weights(params) if spec.named_weights is not None else None
-        wanted.setdefault(Path(file), (str(params.get("weights")), named, []))[2].append(params)
+        asked = f"trainer.params.{spec.weights_param}={params.get(spec.weights_param)}"
+        wanted.setdefault(Path(file), (asked, named, []))[2].append(params)
     return wanted
 
 
@@ -109,20 +110,19 @@ def fetch_weights(points: Sequence[Any], *, dry_run: bool = False) -> tuple[list
                 digest = check_file(path, named.sha256_prefix) if named is not None else sha256_file(path)
             except Refused as exc:
                 if not dry_run:
-                    raise ConfigError(f"trainer.params.weights={asked}: {exc}") from None
-                lacks.append(f"trainer.params.weights={asked}: {exc}")
+                    raise ConfigError(f"{asked}: {exc}") from None
+                lacks.append(f"{asked}: {exc}")
                 continue
             for params in loaders:
                 params["weights_sha256"] = digest
             continue
         if named is None:
-            msg = (f"trainer.params.weights={asked}: no such file {path}; give a state-dict file that exists, "
-                   "a torchvision weights name (DEFAULT, or e.g. ResNet18_Weights.IMAGENET1K_V1), or null")
+            msg = f"{asked}: no such file {path}; {_instead(asked)}"
             if not dry_run:
                 raise ConfigError(msg)
             lacks.append(msg)
         elif dry_run:
-            notes.append(f"trainer.params.weights={asked}: {named.file} is not in {path.parent}/ yet; the launch "
+            notes.append(f"{asked}: {named.file} is not in {path.parent}/ yet; the launch "
                          f"downloads it from {named.url} (once, for every job), or place it there by hand")
         else:
             download(named.url, path, asked=asked, sha256_prefix=named.sha256_prefix)
@@ -134,8 +134,20 @@ def fetch_weights(points: Sequence[Any], *, dry_run: bool = False) -> tuple[list
 
 def refusal(asked: str, url: str, path: Path, why: str) -> str:
     """The one line a launch that cannot fetch ``url`` into ``path`` says."""
-    return (f"trainer.params.weights={asked}: could not download {url} ({why}); place {path.name} in "
-            f"{path.parent}/ (or give trainer.params.weights=PATH)")
+    asked = asked if "=" in asked else f"trainer.params.weights={asked}"  # a bare value: torchvision's key
+    key = asked.partition("=")[0]
+    return (f"{asked}: could not download {url} ({why}); place {path.name} in "
+            f"{path.parent}/ (or give {key}=PATH)")
+
+
+def _instead(asked: str) -> str:
+    """What to give instead of a missing file, for the params key ``asked`` sets."""
+    if asked.startswith("trainer.params.pretrained="):
+        from trainers.specs._swinv2_weights import WEIGHTS
+
+        return f"give a checkpoint file that exists, a named one ({', '.join(WEIGHTS)}), or null (random init)"
+    return ("give a state-dict file that exists, a torchvision weights name (DEFAULT, or e.g. "
+            "ResNet18_Weights.IMAGENET1K_V1), or null")
 
 
 def _why(exc: BaseException) -> str:

@@ -62,13 +62,15 @@ class SwinV2Timm(BaseModule):
         img_size: input side the attention masks are built for (the crop size).
         window_size: attention window (8 for SwinV2-B/w8).
         drop_path_rate: stochastic depth, linearly increasing over the blocks.
-        pretrained: local ImageNet checkpoint (timm or official SwinV2 key names).
+        pretrained: local ImageNet checkpoint (timm, official or mmpretrain SwinV2 key names).
         pretrained_window_sizes: window sizes the checkpoint was trained with (0: none).
+        pretrained_sha256: the digest the launch recorded for it (checked on the bytes loaded).
     """
 
     def __init__(self, variant: str = "base", img_size: int = 512, window_size: int = 8,
                  drop_path_rate: float = 0.3, pretrained: Optional[str] = None,
-                 pretrained_window_sizes: Sequence[int] = (0, 0, 0, 0), init_cfg=None):
+                 pretrained_window_sizes: Sequence[int] = (0, 0, 0, 0), init_cfg=None,
+                 pretrained_sha256: Optional[str] = None):
         super().__init__(init_cfg=init_cfg)
         from timm.models.swin_transformer_v2 import SwinTransformerV2
 
@@ -77,6 +79,7 @@ class SwinV2Timm(BaseModule):
             raise ValueError(f"SwinV2 img_size={img_size} is not a multiple of {STRIDE}; "
                              f"use e.g. dataset.image_size={max(STRIDE, round(img_size / STRIDE) * STRIDE)}")
         self.variant, self.img_size, self.pretrained = variant, int(img_size), pretrained
+        self.pretrained_sha256 = pretrained_sha256
         self.swin = SwinTransformerV2(
             img_size=img_size, patch_size=PATCH, embed_dim=embed, depths=depths, num_heads=heads,
             window_size=window_size, drop_path_rate=drop_path_rate, num_classes=0,
@@ -104,17 +107,20 @@ class SwinV2Timm(BaseModule):
     def init_weights(self) -> None:
         # timm initialised the weights in its constructor; only a checkpoint replaces them.
         if self.pretrained:
-            load_pretrained(self.swin, self.pretrained)
+            load_pretrained(self.swin, self.pretrained, self.pretrained_sha256)
         self._is_init = True
 
 
 def load_pretrained(swin: nn.Module, path: str, sha256: Optional[str] = None) -> None:
-    """Load SwinV2 ImageNet weights (timm or official key names) into ``swin``.
+    """Load SwinV2 ImageNet weights (timm, official or mmpretrain key names: swinv2_keys.py)
+    into ``swin``; with ``sha256``, only bytes that have it (the launch's record).
 
     Classifier head and final norm are dropped; the position-bias buffers are rebuilt by
     the model. Raises PretrainedError (one line) on a missing file or keys that do not fit.
     """
     from timm.models.swin_transformer_v2 import checkpoint_filter_fn
+
+    from trainers.mmseg.swinv2_keys import from_mmpretrain, is_mmpretrain
 
     path = os.path.expanduser(str(path))
     if not os.path.isfile(path):
@@ -140,7 +146,10 @@ def load_pretrained(swin: nn.Module, path: str, sha256: Optional[str] = None) ->
         raise PretrainedError(f"pretrained={path}: holds a {type(state).__name__}, not a state dict")
     prefix = "backbone.swin." if any(k.startswith("backbone.swin.") for k in state) else ""
     state = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
-    state = checkpoint_filter_fn(state, swin)  # official names -> timm's, buffers dropped
+    if is_mmpretrain(state):  # OpenMMLab's republished checkpoints: their names -> timm's
+        state = from_mmpretrain(state)
+    else:
+        state = checkpoint_filter_fn(state, swin)  # official names -> timm's, buffers dropped
     state = {k: v for k, v in state.items() if not k.startswith(("head.", "norm."))}
     own = swin.state_dict()
     missing = sorted(k for k in own if k not in state)

@@ -13,6 +13,7 @@ import torch
 
 from trainers.mmseg import compat
 from trainers.mmseg.backbone import VARIANTS, variant_channels
+from trainers.specs._swinv2_weights import window_sizes
 from trainers.specs.swinv2_upernet import TRAINER, Loop
 
 # trainer.params knobs and their defaults: declared once, in trainers/specs/swinv2_upernet.py.
@@ -57,7 +58,11 @@ def model_config(cfg: dict, device: torch.device, world_size: int) -> dict:
         data_preprocessor=dict(type="SegDataPreProcessor", mean=MEAN, std=STD, bgr_to_rgb=True,
                                pad_val=0, seg_pad_val=255, size=(crop, crop)),
         backbone=dict(type="SwinV2Timm", variant=p["variant"], img_size=crop, window_size=int(p["window_size"]),
-                      drop_path_rate=float(p["drop_path_rate"]), pretrained=p["pretrained"]),
+                      drop_path_rate=float(p["drop_path_rate"]),
+                      # the file the launch resolved (a name fetched into <results_dir>/weights/, a PATH), checked
+                      # against its digest at launch; a named checkpoint's window sizes scale the position bias
+                      pretrained=p.get("weights_file") or p["pretrained"], pretrained_sha256=p.get("weights_sha256"),
+                      pretrained_window_sizes=window_sizes(p["pretrained"])),
         decode_head=dict(
             type="UPerHead", in_channels=channels, in_index=[0, 1, 2, 3], pool_scales=(1, 2, 3, 6),
             channels=head, dropout_ratio=0.1, num_classes=num_classes, norm_cfg=norm, align_corners=False,

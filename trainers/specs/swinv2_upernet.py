@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from trainers.spec import MeasuredMFU, Optimizer, TrainerDef, Unused
+from trainers.specs import _swinv2_weights
 
 
 class Variant(str, enum.Enum):
@@ -91,7 +92,13 @@ def flops_per_image(config) -> Optional[float]:
 class SwinV2UperNetParams:
     variant: Variant = Variant.base  # SwinV2 size
     window_size: int = 8  # attention window of every stage (SwinV2-B/w8)
-    pretrained: Optional[str] = None  # local SwinV2 ImageNet checkpoint (timm or official keys); None: random init
+    # the backbone's ImageNet checkpoint: null (random init), a name the launch fetches once into
+    # <results_dir>/weights/ (trainers/specs/_swinv2_weights.py: swinv2-base-w12_3rdparty_in21k-192px),
+    # or a PATH (timm, official or mmpretrain keys)
+    pretrained: Optional[str] = None
+    weights_file: Optional[str] = None  # set by the launch: the file the job loads (pretrained resolved)
+    # set by the launch: that file's sha256, which the job checks on the bytes it loads (docs/security.md)
+    weights_sha256: Optional[str] = None
     aux_head: bool = True  # FCN auxiliary head on stage 3, loss weight 0.4
     drop_path_rate: float = 0.3  # stochastic depth
     head_channels: Optional[int] = None  # UPerHead channels (default 512; 64 for micro), aux head gets half
@@ -118,6 +125,16 @@ UNUSED = (
 )
 
 
+def named_weights(params):
+    """The checkpoint ``params.pretrained`` names (None: null or a PATH)."""
+    return _swinv2_weights.resolve(params.get("pretrained"))
+
+
+def _check(config) -> None:
+    p = config["trainer"]["params"]
+    _swinv2_weights.check(str(_param(p, "variant", Variant.base)), p.get("pretrained"))
+
+
 TRAINER = TrainerDef(
     name="swinv2_upernet",
     study="the reference study: SwinV2 + UPerNet on ADE20K, weak scaling 160K/N iterations",
@@ -131,4 +148,7 @@ TRAINER = TrainerDef(
     checkpoint=True,
     iteration_is_step=False,
     unused=UNUSED,  # mmseg's loop: one iteration is one micro-batch (accumulative_counts)
+    check=_check,
+    named_weights=named_weights,  # the launch fetches a named checkpoint once (campaign/launch/weights.py)
+    weights_param="pretrained",
 )
