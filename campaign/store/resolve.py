@@ -1,7 +1,9 @@
 """Which campaign a command's reference names, unambiguously (issue #41, finding 2).
 
-A reference is matched in one order: an exact id, then an id prefix, then a name (the
-latest campaign of that name). A group's shared store lets anyone name a campaign like
+No reference means the newest campaign launched by you (campaign.store.mine: its points
+verify with your key); another user's campaign is read only when named, and said to be
+theirs. A reference is matched in one order: an exact id, then an id prefix, then a name
+(the latest campaign of that name). A group's shared store lets anyone name a campaign like
 another's id prefix, so a reference that more than one campaign answers (a name and an id
 prefix, or several of a name), or that lands on another user's campaign, is said on
 stderr; a command that writes or signals (``cancel``, ``resume``, ``ingest``) refuses it
@@ -97,8 +99,15 @@ def _how(row: dict, ref: str) -> str:
 
 
 def _owner_note(store: Any, row: dict) -> Optional[str]:
-    owner = row.get("user")
-    me = current_user(store) if owner else None
+    """None for a campaign of this user's (campaign.store.mine: its points verify with their
+    key); otherwise whose it is, by its stored ``user`` (anyone's to write: said as theirs
+    only when it is not the user's own name)."""
+    from campaign.store.mine import is_mine
+
+    if is_mine(store, row):
+        return None
+    owner, me = row.get("user"), current_user(store)
     if owner and me and owner != me:
         return f"campaign {row['id']} is {owner}'s, not yours ({me})"
-    return None
+    return (f"campaign {row['id']} is not yours: its points are not signed with your key (another user's, or "
+            "launched with another key or before campaign signed points)")
