@@ -157,6 +157,9 @@ def test_with_no_campaign_of_yours_one_line_says_how_to_name_another(ws, tmp_pat
     named = ws.campaign("status", ATTACKER)
     assert named.returncode == 0 and named.stdout.startswith(f"campaign {ATTACKER}")
     assert f"note: campaign {ATTACKER} is mallory's, not yours ({getpass.getuser()})\n" in named.stderr
+    attempts = ws.campaign("harvest", ATTACKER, "--table", "attempts", "--to", "json")
+    assert attempts.returncode == 0 and attempts.stderr == f"note: campaign {ATTACKER} is mallory's, not yours " \
+                                                           f"({getpass.getuser()})\n"
 
 
 def test_your_campaign_relabelled_or_redated_by_others_is_no_longer_taken_as_yours(ws):

@@ -4,18 +4,21 @@ A shared store (a group's PostgreSQL, an SQLite file in a group's folder) holds 
 of others, and anyone who can write it can date a crafted campaign newest and put any
 name and ``user`` on it. So a command given no campaign (``status``, ``harvest``, ``plan``,
 ``report``, ``cancel``, ``resume``, ``ingest``) takes the newest campaign *launched by
-you*: one whose first point (the lowest ``idx``) carries a signature that verifies with
-your key (campaign/common/signing.py: the launch signs every point over the campaign id,
-its results folder and the point's stored config; no key, nothing is yours), and whose
-stored ``user`` is none or yours (``campaign.store.resolve.current_user``: a group store's
-trigger records it; a campaign of yours someone re-labelled is not taken). The signature
-is what proves it: the ``user``, name and date are anyone's to write.
+you*: one of whose first points (by ``idx``: the first, then up to ``MAX_POINTS``)
+carries a signature that verifies with your key (campaign/common/signing.py: the launch
+signs every point over the campaign id, its results folder and the point's stored config;
+no key, nothing is yours), and whose stored ``user`` is none or yours
+(``campaign.store.resolve.current_user``: a group store's trigger records it; a campaign of
+yours someone re-labelled is not taken). The signature is what proves it: the ``user``,
+name and date are anyone's to write.
 
 It stays cheap on a large store: campaigns are read newest first in pages of ``PAGE``, a
-page's first points in one query, and the walk stops at the first that verifies; a point
-whose stored config or overrides exceed ``MAX_SIGNED_JSON`` characters (no launch writes
-one) is not even fetched, and a results folder longer than ``MAX_PATH`` is nobody's. A
-store older than version 4 (no signatures) holds no campaign of yours: name one.
+page's first points in one query, and the walk stops at the first that verifies (a
+campaign whose stored ``user`` is another's costs nothing more; one whose first point was
+changed since launch, its next ``MAX_POINTS`` points). A point whose stored config or
+overrides exceed ``MAX_SIGNED_JSON`` characters (no launch writes one) is not even
+fetched, and a results folder longer than ``MAX_PATH`` is nobody's. A store older than
+version 4 (no signatures) holds no campaign of yours: name one.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from campaign.store.resolve import current_user
 from campaign_sql.schema import SIGNED_SINCE, campaign, point
 
 PAGE = 200  # campaigns read (and their first points verified) per query
+MAX_POINTS = 16  # points of a campaign whose first did not verify that are tried before it is not yours
 MAX_SIGNED_JSON = 1 << 20  # characters of a stored config or overrides a launch never exceeds
 MAX_PATH = 4096  # characters of a results folder (PATH_MAX)
 _JSON_COLUMNS = ("config", "overrides")  # read as text and parsed here: a value that is no JSON verifies nothing
@@ -42,12 +46,14 @@ def own_key() -> Optional[bytes]:
 
 
 def is_mine(store: Any, row: dict, key: Optional[bytes] = None) -> bool:
-    """Whether campaign ``row`` (a campaign table row) was launched by this user: its first
-    point's signature verifies with their key (``key``: read when not given)."""
+    """Whether campaign ``row`` (a campaign table row) was launched by this user: one of its
+    first ``MAX_POINTS`` points verifies with their key (``key``: read when not given), and
+    its stored ``user`` is none or theirs."""
     key = key if key is not None else own_key()
     if key is None or not _user_is_me(row.get("user"), current_user(store)):
         return False
-    return row["id"] in _verified(store, [(row["id"], row.get("results_dir"))], key)
+    ref = (row["id"], row.get("results_dir"))
+    return bool(_verified(store, [ref], key) or _verified_further(store, [ref], key))
 
 
 def newest_mine(store: Any, horizon: float) -> Optional[dict]:
@@ -66,7 +72,12 @@ def newest_mine(store: Any, horizon: float) -> Optional[dict]:
                                 .order_by(*order).limit(PAGE).offset(offset)).all()
         if not page:
             return None
-        mine = _verified(store, [(r.id, r.results_dir) for r in page if _user_is_me(r.user, me)], key)
+        candidates = [(r.id, r.results_dir) for r in page if _user_is_me(r.user, me)]
+        mine = _verified(store, candidates, key)  # one query: each one's first point
+        # those newer than the first verified whose first point did not verify (changed in the
+        # store since): their next points, each campaign's in one query
+        upto = next((i for i, (cid, _) in enumerate(candidates) if cid in mine), len(candidates))
+        mine |= _verified_further(store, [c for c in candidates[:upto]], key)
         for r in page:  # newest first: the first verified one
             if r.id in mine:
                 with store.engine.connect() as conn:
@@ -87,14 +98,35 @@ def _verified(store: Any, campaigns: list[tuple[str, Optional[str]]], key: bytes
     folders = dict(campaigns)
     first = (select(point.c.campaign_id, func.min(point.c.idx).label("idx"))
              .where(point.c.campaign_id.in_(list(folders))).group_by(point.c.campaign_id).subquery())
-    small = and_(func.coalesce(func.length(cast(point.c.config, Text)), 0) <= MAX_SIGNED_JSON,
-                 func.coalesce(func.length(cast(point.c.overrides, Text)), 0) <= MAX_SIGNED_JSON)
-    q = (select(point.c.campaign_id, *[point.c[name] for name in _POINT_COLUMNS],
-                *[cast(point.c[name], Text).label(name) for name in _JSON_COLUMNS])
-         .join(first, and_(first.c.campaign_id == point.c.campaign_id, first.c.idx == point.c.idx)).where(small))
+    q = _signed_points().join(first, and_(first.c.campaign_id == point.c.campaign_id, first.c.idx == point.c.idx))
     with store.engine.connect() as conn:
         rows = conn.execute(q).mappings().all()
     return {r["campaign_id"] for r in rows if verify(key, r["campaign_id"], folders[r["campaign_id"]], _parsed(r))}
+
+
+def _verified_further(store: Any, campaigns: list[tuple[str, Optional[str]]], key: bytes) -> set[str]:
+    """The ids among ``campaigns`` one of whose first ``MAX_POINTS`` points verifies (a point
+    changed in the store since launch does not disown a campaign; the index on
+    ``(campaign_id, idx)`` reads ``MAX_POINTS`` rows a campaign, however many it has)."""
+    if store.version < SIGNED_SINCE:
+        return set()
+    out = set()
+    with store.engine.connect() as conn:
+        for cid, folder in campaigns:
+            rows = conn.execute(_signed_points(point.c.campaign_id == cid).order_by(point.c.idx)
+                                .limit(MAX_POINTS)).mappings().all()
+            if any(verify(key, cid, folder, _parsed(r)) for r in rows):
+                out.add(cid)
+    return out
+
+
+def _signed_points(*where: Any) -> Any:
+    """A select of the points' signed columns (JSON ones as text), leaving out any whose
+    JSON is longer than ``MAX_SIGNED_JSON`` characters."""
+    small = and_(func.coalesce(func.length(cast(point.c.config, Text)), 0) <= MAX_SIGNED_JSON,
+                 func.coalesce(func.length(cast(point.c.overrides, Text)), 0) <= MAX_SIGNED_JSON, *where)
+    return (select(point.c.campaign_id, *[point.c[name] for name in _POINT_COLUMNS],
+                   *[cast(point.c[name], Text).label(name) for name in _JSON_COLUMNS]).where(small))
 
 
 def _parsed(row: Any) -> dict:
