@@ -40,14 +40,12 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
     # sign_job, written by the launch, resume, retry or wave that submitted it): never on the
     # word of a file in a folder, nor of a row anyone who can write the store could craft.
     key = signing_key()
-    tied = {p["id"]: untied_job(campaign, p, key) for p in chosen if p.get("job_id")}
-    # one seen ended is not said (nothing of it to stop), only left alone
-    untied = {p["id"]: tied[p["id"]] for p in chosen if tied.get(p["id"]) and not is_final(p["state"])}
+    untied = {p["id"]: why for p in chosen if p.get("job_id") and (why := untied_job(campaign, p, key))}
     if untied:  # never signalled, nor recorded: its job may be anyone's
         shown = "; ".join(f"#{p['idx']}: {untied[p['id']]}" for p in chosen if p["id"] in untied)
         print(printable(f"warning: {len(untied)} point(s) not signalled, their job not tied to campaign "
                         f"{campaign['id']} ({shown})"), file=sys.stderr)
-    chosen = [p for p in chosen if not tied.get(p["id"])]
+    chosen = [p for p in chosen if p["id"] not in untied]
     cancelled = 0
     if chosen:
         by_exec: dict[str, list[dict]] = {}

@@ -8,7 +8,7 @@ you*: one of whose first points (by ``idx``: the first, then up to ``MAX_POINTS`
 carries a signature that verifies with your key (campaign/common/signing.py: the launch
 signs every point over the campaign id, its results folder and the point's stored config;
 no key, nothing is yours), and whose stored ``user`` is none or yours
-(``campaign.store.resolve.current_user``: a group store's trigger records it; a campaign of
+(``current_user``: a group store's trigger records it; a campaign of
 yours someone re-labelled is not taken). The signature is what proves it: the ``user``,
 name and date are anyone's to write.
 
@@ -23,13 +23,13 @@ version 4 (no signatures) holds no campaign of yours: name one.
 
 from __future__ import annotations
 
+import getpass
 from typing import Any, Optional
 
 from sqlalchemy import Text, and_, cast, func, select
 
 from campaign.common.bounded import loads
 from campaign.common.signing import SIGNED_COLUMNS, signing_key, verify
-from campaign.store.resolve import current_user
 from campaign_sql.schema import SIGNED_SINCE, campaign, point
 
 PAGE = 200  # campaigns read (and their first points verified) per query
@@ -38,6 +38,20 @@ MAX_SIGNED_JSON = 1 << 20  # characters of a stored config or overrides a launch
 MAX_PATH = 4096  # characters of a results folder (PATH_MAX)
 _JSON_COLUMNS = ("config", "overrides")  # read as text and parsed here: a value that is no JSON verifies nothing
 _POINT_COLUMNS = ("signature", *SIGNED_COLUMNS)
+
+
+def current_user(store: Any) -> Optional[str]:
+    """Who a campaign's ``user`` would be if this user launched it now: PostgreSQL's
+    connecting role (a group store's trigger records it), else the login name."""
+    if store.engine.dialect.name == "postgresql":
+        from sqlalchemy import text
+
+        with store.engine.connect() as conn:
+            return conn.execute(text("select current_user")).scalar()
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name to compare with: nobody's campaign is flagged
+        return None
 
 
 def own_key() -> Optional[bytes]:

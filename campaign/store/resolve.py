@@ -13,12 +13,14 @@ the rule's winner and the note.
 
 from __future__ import annotations
 
-import getpass
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from campaign.common.errors import NotFoundError
+from campaign.store.mine import current_user, is_mine
+
+__all__ = ["Resolved", "campaign_for_read", "campaign_for_write", "current_user", "resolve"]
 
 
 @dataclass
@@ -29,20 +31,6 @@ class Resolved:
     row: dict
     notes: list[str] = field(default_factory=list)
     doubt: Optional[str] = None
-
-
-def current_user(store: Any) -> Optional[str]:
-    """Who a campaign's ``user`` would be if this user launched it now: PostgreSQL's
-    connecting role (a group store's trigger records it), else the login name."""
-    if store.engine.dialect.name == "postgresql":
-        from sqlalchemy import text
-
-        with store.engine.connect() as conn:
-            return conn.execute(text("select current_user")).scalar()
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name to compare with: nobody's campaign is flagged
-        return None
 
 
 def resolve(store: Any, ref: Optional[str]) -> Resolved:
@@ -102,8 +90,6 @@ def _owner_note(store: Any, row: dict) -> Optional[str]:
     """None for a campaign of this user's (campaign.store.mine: its points verify with their
     key); otherwise whose it is, by its stored ``user`` (anyone's to write: said as theirs
     only when it is not the user's own name)."""
-    from campaign.store.mine import is_mine
-
     if is_mine(store, row):
         return None
     owner, me = row.get("user"), current_user(store)
