@@ -149,7 +149,7 @@ def test_with_no_campaign_of_yours_one_line_says_how_to_name_another(ws, tmp_pat
     monkeypatch.setenv("CAMPAIGN_CONFIG_DIR", str(tmp_path / "attacker-config"))
     _register(ws, ATTACKER, time.time() - 1, tmp_path / "theirs", "mallory", [_row(0, state="completed")])
     monkeypatch.undo()
-    for command in ("status", "harvest", "plan", "report", "cancel"):
+    for command in ("status", "report", "cancel"):  # (harvest and plan take theirs as these do: the test above)
         res = ws.campaign(command)
         assert res.returncode == 2 and res.stdout == "", (command, res.stdout + res.stderr)
         assert res.stderr == (f"error: no campaign of yours in {ws.db} (none is signed with your key); another's is "
@@ -162,7 +162,7 @@ def test_with_no_campaign_of_yours_one_line_says_how_to_name_another(ws, tmp_pat
                                                            f"({getpass.getuser()})\n"
 
 
-def test_your_campaign_relabelled_or_redated_by_others_is_no_longer_taken_as_yours(ws):
+def test_your_campaign_re_pointed_by_others_is_no_longer_taken_as_yours(ws):
     """The signature covers the results folder; the stored user must be yours: a campaign of
     yours someone re-pointed is named, not taken by default."""
     from campaign.store.mine import is_mine
