@@ -5,8 +5,9 @@ writes to it (``campaign launch``, ``resume``, ``cancel``, ``ingest``: ``open_st
 without ``readonly``); the read commands (``status``, ``harvest``) never migrate and
 read every version in ``READABLE`` (what a version lacks reads as absent: a column of
 version 2, version 3's heartbeats, so status shows no progress for its points, version
-4's point signatures, so a resume refuses its points as unsigned, or version 5's evaluation
-rows, so harvest shows no test figures).
+4's point signatures, so a resume refuses its points as unsigned, version 5's evaluation
+rows, so harvest shows no test figures, or version 6's job signatures, so cancel signals
+none of its jobs).
 
 Steps only add (tables, columns, indexes), so that a job of the previous version still
 writes to an upgraded store, and each runs in its own transaction that also records
@@ -26,7 +27,7 @@ from sqlalchemy.schema import CreateColumn
 
 from campaign_sql.schema import SCHEMA_VERSION, attempt, evaluation, meta, point, progress
 
-READABLE = (1, 2, 3, 4, 5)  # versions the read commands read as they are
+READABLE = (1, 2, 3, 4, 5, 6)  # versions the read commands read as they are
 
 
 def _add_columns(conn: Connection, table: Table, columns: list[Column]) -> None:
@@ -69,8 +70,17 @@ def _v4_to_v5(conn: Connection) -> None:
     evaluation.create(conn, checkfirst=True)
 
 
+def _v5_to_v6(conn: Connection) -> None:
+    """Signed job ids: ``point.job_signature``, the submitter's HMAC of the job it recorded
+    (campaign/common/signing.py). A job submitted before it has none: ``campaign cancel``
+    never signals it (it says so, with the job id to stop by hand); ``campaign resume``
+    signs the jobs it submits."""
+    _add_columns(conn, point, [point.c.job_signature])
+
+
 # from version -> the step to the next
-STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5}
+STEPS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3, 3: _v3_to_v4, 4: _v4_to_v5,
+                                                  5: _v5_to_v6}
 
 
 def _version(conn: Connection) -> int:

@@ -23,11 +23,13 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 5  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress
-# (heartbeats); 4: point.signature (campaign/common/signing.py); 5: evaluation (experiment.validation)
+SCHEMA_VERSION = 6  # 2: attempts of resubmissions (origin, overrides, submitted_at, node_list); 3: progress
+# (heartbeats); 4: point.signature (campaign/common/signing.py); 5: evaluation (experiment.validation);
+# 6: point.job_signature (campaign cancel signals only a job id its launcher signed)
 PROGRESS_SINCE = 3  # the version that added the progress table (status reads heartbeats from there on)
 SIGNED_SINCE = 4  # the version that added point.signature (a resubmission refuses a point without one)
 EVALUATION_SINCE = 5  # the version that added the evaluation table (harvest reads none before it)
+JOB_SIGNED_SINCE = 6  # the version that added point.job_signature (cancel signals no job id without one)
 
 metadata = MetaData()
 
@@ -80,6 +82,9 @@ point = Table(
     # version 4 (sql/migrate.py): the launcher's HMAC of what a resubmission trusts (campaign/common/signing.py);
     # NULL: registered before version 4, or by hand
     Column("signature", String(64)),
+    # version 6: the submitter's HMAC of the job it recorded (job_id, job_folder, executor; campaign/common/signing.py);
+    # NULL: submitted before version 6, or written by hand: campaign cancel never signals that job
+    Column("job_signature", String(64)),
     UniqueConstraint("campaign_id", "idx", name="uq_point_campaign_idx"),
 )
 Index("ix_point_campaign_state", point.c.campaign_id, point.c.state)

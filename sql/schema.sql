@@ -1,4 +1,4 @@
--- campaign results store, schema version 5 (SQLite rendering of sql/schema.py)
+-- campaign results store, schema version 6 (SQLite rendering of sql/schema.py)
 
 CREATE TABLE campaign (
 	id VARCHAR(64) NOT NULL, 
@@ -43,6 +43,7 @@ CREATE TABLE point (
 	started_at FLOAT, 
 	ended_at FLOAT, 
 	signature VARCHAR(64), 
+	job_signature VARCHAR(64), 
 	PRIMARY KEY (id), 
 	CONSTRAINT uq_point_campaign_idx UNIQUE (campaign_id, idx), 
 	FOREIGN KEY(campaign_id) REFERENCES campaign (id) ON DELETE CASCADE

@@ -9,7 +9,7 @@ import pytest
 
 from campaign.harvest.convergence import epoch_bounds, per_iteration, point_rows
 from campaign_sql.migrate import migrate
-from campaign_sql.schema import metadata
+from campaign_sql.schema import SCHEMA_VERSION, metadata
 
 pl = pytest.importorskip("polars")
 
@@ -55,11 +55,11 @@ def test_a_version_4_store_gains_the_evaluation_table(tmp_path):
     metadata.create_all(engine, tables=v4)
     with engine.begin() as conn:
         conn.exec_driver_sql("insert into meta (key, value) values ('schema_version', '4')")
-    assert migrate(engine) == [4]
+    assert migrate(engine) == [4, 5]  # 5: job signatures
     con = sqlite3.connect(db)
     cols = [r[1] for r in con.execute("pragma table_info(evaluation)")]
     assert cols == ["attempt_id", "epoch", "split", "loss", "accuracy", "images", "seconds"]
-    assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == "5"
+    assert con.execute("select value from meta where key = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
 
 def test_epoch_rows_share_the_whole_run_not_the_timed_window():

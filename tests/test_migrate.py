@@ -68,15 +68,22 @@ def test_read_commands_read_a_v1_store_as_it_is_and_never_upgrade_it(tmp_path):
     ws = Workspace(tmp_path)
     db = v1_store(ws.db)
     before = _digest(db)
-    status = ws.campaign("status", "--json")
+    # a v1 point has no signature: the campaign is nobody's own, read when named (issue #48)
+    unnamed = ws.campaign("status")
+    assert unnamed.returncode == 2 and unnamed.stderr == (
+        f"error: no campaign of yours in {ws.db} (none is signed with your key); another's is read only when named: "
+        f"give its id or name (latest: {CID})\n")
+    status = ws.campaign("status", CID, "--json")
     assert status.returncode == 0, status.stderr
+    assert status.stderr == (f"note: campaign {CID} is not yours: its points are not signed with your key (another "
+                             "user's, or launched with another key or before campaign signed points)\n")
     doc = json.loads(status.stdout)
     assert [(p["state"], p["attempts"]) for p in doc["points"]] == [("completed", 1), ("failed", 0)]
-    attempts = ws.campaign("harvest", "--table", "attempts", "--to", "json")
+    attempts = ws.campaign("harvest", CID, "--table", "attempts", "--to", "json")
     assert attempts.returncode == 0, attempts.stderr
     rows = json.loads(attempts.stdout)
     assert [(r["idx"], r["attempt"], r["state"]) for r in rows] == [(0, 0, "completed"), (1, None, "failed")]
-    assert ws.campaign("harvest", "--to", "csv").returncode == 0
+    assert ws.campaign("harvest", CID, "--to", "csv").returncode == 0
     assert _digest(db) == before and _version(db) == "1"
 
 
@@ -93,8 +100,10 @@ def test_a_writing_open_upgrades_in_place_keeping_every_row(tmp_path):
     con = sqlite3.connect(db)
     cols = {r[1] for r in con.execute("pragma table_info(attempt)")}
     assert {"origin", "overrides", "submitted_at", "node_list"} <= cols
-    assert "signature" in {r[1] for r in con.execute("pragma table_info(point)")}
+    assert {"signature", "job_signature"} <= {r[1] for r in con.execute("pragma table_info(point)")}
     assert con.execute("select count(*) from point where signature is null").fetchone() == (2,)
+    # version 6: the jobs recorded before it stay unsigned (campaign cancel never signals them)
+    assert con.execute("select count(*) from point where job_signature is null").fetchone() == (2,)
     assert con.execute("select count(*) from rank_timing").fetchone() == (1,)
     con.close()
 
@@ -122,9 +131,11 @@ def test_resume_refuses_the_unsigned_points_of_a_v1_store_and_changes_nothing(tm
     v1_store(ws.db)
     before = _digest(ws.db)
     for argv in (["--dry-run"], []):
-        res = ws.campaign("resume", *argv)
+        res = ws.campaign("resume", CID, *argv)  # no campaign of yours: it is named
         assert res.returncode == 2 and res.stdout == "", res.stdout + res.stderr
-        assert res.stderr == ("error: point #1: its stored config is not signed with your key (changed in the store "
+        assert res.stderr == (f"note: campaign {CID} is not yours: its points are not signed with your key (another "
+                              "user's, or launched with another key or before campaign signed points)\n"
+                              "error: point #1: its stored config is not signed with your key (changed in the store "
                               "since launch, launched by another user, or launched before campaign signed configs); "
                               "nothing was submitted: launch it anew\n")
     assert _digest(ws.db) == before and _version(ws.db) == "1"

@@ -49,8 +49,8 @@ def test_read_commands_read_an_older_store_as_it_is(tmp_path, ws):
     before = _digest(path)
     with open_store(url, readonly=True) as s:
         assert s.version == 2 and not s.has(PROGRESS_SINCE)
-        assert s.resolve_campaign(None)["name"] == "old"
-    res = ws.campaign("status", "--store", url)
+        assert s.resolve_campaign("old")["name"] == "old"  # unsigned (before version 4): named, never the default
+    res = ws.campaign("status", "old", "--store", url)
     assert res.returncode == 0, res.stderr
     assert "completed" in res.stdout
     assert _digest(path) == before

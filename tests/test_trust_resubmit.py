@@ -80,12 +80,13 @@ def _tamper(ws, idx: int, change) -> dict:
     return config
 
 
-def _refused(ws, message: str, *argv: str) -> None:
-    """``campaign resume`` refuses with exactly ``error: message``, exit 2, nothing written."""
+def _refused(ws, message: str, *argv: str, note: str = "") -> None:
+    """``campaign resume`` refuses with exactly ``error: message`` (after ``note``), exit 2,
+    nothing written."""
     before = _digest(ws.db)
     attempts = ws.query("select count(*) from attempt")
     res = ws.campaign("resume", *argv)
-    assert (res.returncode, res.stdout, res.stderr) == (2, "", f"error: {message}\n"), res.stdout + res.stderr
+    assert (res.returncode, res.stdout, res.stderr) == (2, "", f"{note}error: {message}\n"), res.stdout + res.stderr
     assert _digest(ws.db) == before and ws.query("select count(*) from attempt") == attempts
     assert not (ws.results / "jobs").exists()
 
@@ -136,11 +137,14 @@ def test_a_moved_campaign_results_dir_is_refused(copy, tmp_path):
     evil = tmp_path / "evil-results"
     (campaign_dir,) = ws.query("select results_dir from campaign")[0]
     _write(ws, "update campaign set results_dir = ?", str(evil))
+    # no point verifies over the moved folder: the campaign is no longer taken as yours, only named
+    theirs = (f"note: campaign {cid} is not yours: its points are not signed with your key (another user's, or "
+              "launched with another key or before campaign signed points)\n")
     _refused(ws, f"point #1: its stored config's results_dir ({campaign_dir}) is not its campaign's ({evil}): changed "
-                 "in the store since launch; nothing was submitted: launch it anew")
+                 "in the store since launch; nothing was submitted: launch it anew", cid, note=theirs)
     for idx in (0, 1):
         _tamper(ws, idx, lambda c: c.update(results_dir=str(evil)))
-    _refused(ws, UNSIGNED)
+    _refused(ws, UNSIGNED, cid, note=theirs)
     assert not evil.exists()
 
 

@@ -78,15 +78,6 @@ def spool_campaign(path: Path) -> Optional[str]:
     return path.parent.parent.name if path.parent.name == SPOOL else None
 
 
-def submitted_pickle(folder: Path | str, job_id: object) -> Optional[Path]:
-    """submitit's ``<job>_submitted.pkl`` of ``job_id`` in ``folder`` (what ties a job id to
-    the folder its submission wrote); None for an id that is no file name."""
-    name = str(job_id)
-    if not name or "/" in name or "\0" in name or name in (".", ".."):
-        return None
-    return Path(folder) / f"{name}_submitted.pkl"
-
-
 def task_log(job_id: str, task: int | str, stream: str = "err") -> str:
     """The name of submitit's log of one task (rank) of a job: ``<job>_<task>_log.<stream>``."""
     return f"{job_id}_{task}_log.{stream}"

@@ -163,3 +163,39 @@ def verify(key: bytes, campaign_id: str, results_dir: Optional[str], row: Mappin
     except (TypeError, ValueError):  # a stored value no launch could have signed
         return False
     return hmac.compare_digest(expected, stored)
+
+
+# ------------------------------------------------------------------ job ids
+# A point's job id is signed apart from its config: resume re-signs a config, every
+# submission (launch, resume, a retry, a wave) records a new job. ``campaign cancel``
+# signals a job only when this signature verifies: a crafted campaign (another user's, or a
+# row written by hand) naming someone's job id has none of this user's.
+JOB_SIGNED_VERSION = 1
+
+
+def job_payload(campaign_id: str, point_id: Any, executor: Any, job_id: Any, job_folder: Any) -> bytes:
+    """What a job signature covers, as canonical JSON: the campaign, the point (its row id),
+    the executor that would signal the job, its id and its folder, as they are stored."""
+    doc = {"v": JOB_SIGNED_VERSION, "kind": "job", "campaign": campaign_id, "point": point_id,
+           "executor": executor, "job_id": job_id, "job_folder": job_folder}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def sign_job(key: bytes, campaign_id: str, point_id: int, executor: str, job_id: str,
+             job_folder: Optional[str]) -> str:
+    """The signature of a point's recorded job (64 hex digits)."""
+    return hmac.new(key, job_payload(campaign_id, point_id, executor, job_id, job_folder), hashlib.sha256).hexdigest()
+
+
+def verify_job(key: bytes, campaign_id: str, row: Mapping[str, Any]) -> bool:
+    """Whether ``row['job_signature']`` signs the point row's ``id``, ``executor``,
+    ``job_id`` and ``job_folder`` within ``campaign_id`` with ``key``."""
+    stored = row.get("job_signature")
+    if not isinstance(stored, str):
+        return False
+    try:
+        expected = sign_job(key, campaign_id, row.get("id"), row.get("executor"), row.get("job_id"),
+                            row.get("job_folder"))
+    except (TypeError, ValueError):
+        return False
+    return hmac.compare_digest(expected, stored)

@@ -317,13 +317,13 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
     ``where`` (--gpus, --platform, --where) selects, by their ``idx``."""
     from campaign.harvest.query import point_indices_query
     from campaign.harvest.where_settings import matching_ids, split
-    from campaign.store import open_store
+    from campaign.store import find_campaign_noted, open_store
     from campaign.store.typed import typed_points
 
     title = TABLES[name].title
     where, settings = split(where)
     with open_store(store_url, readonly=True) as store:
-        campaign = store.resolve_campaign(ref)
+        campaign = find_campaign_noted(store, ref)  # another user's: said on stderr, as every table does
         df, warnings = table_function(name)(store, campaign, **(options or {}))
         if where:
             with store.engine.connect() as conn:

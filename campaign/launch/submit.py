@@ -187,13 +187,15 @@ def submit_registered(store: Any, points: Sequence[PointPlan], ids: Sequence[int
         interrupted = True
     submitted = [done.get(pid) or Submitted(pid, None, error="interrupted (Ctrl-C) before it was submitted")
                  for pid in ids]
-    store.mark_submitted(
+    executors = {pid: p.executor for p, pid in zip(points, ids)}
+    store.mark_submitted(  # each job id signed with the user's key: campaign cancel signals no other
         [
             {"point_id": s.point_id, "job_id": s.job_id, "job_folder": s.job_folder, "log_path": s.log_path,
-             "attempt_no": numbers.get(s.point_id)}
+             "attempt_no": numbers.get(s.point_id), "executor": executors.get(s.point_id)}
             for s in submitted
             if s.job_id is not None
-        ]
+        ],
+        campaign_id,
     )
     held: dict[str, list[int]] = {}  # the scheduler had no room after all (a full controller): the next wave's
     for s in submitted:

@@ -9,8 +9,8 @@ from typing import Optional, Sequence
 
 from campaign.backends import get_backend
 from campaign.common.errors import NotFoundError, StoreError
-from campaign.common.jobfolder import job_folder, submitted_pickle
-from campaign.common.untrusted import regular_stat
+from campaign.common.jobfolder import job_folder
+from campaign.common.signing import signing_key, verify_job
 from campaign.observe.state import effective_points, is_final
 from campaign.store import open_store
 from campaign.store.resolve import campaign_for_write
@@ -36,15 +36,16 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
         if missing:
             raise NotFoundError(f"campaign {campaign['id']} has no point {missing[0]}; points are 0..{len(all_points) - 1}")
     chosen = [p for p in all_points if (not points or p["idx"] in points) and p["stored_state"] in ACTIVE_STATES]
-    # a job seen still running or queued must be this campaign's own to be signalled (one
-    # seen ended, or never a valid id, is the backend's to refuse, as before)
-    untied = {p["id"]: why for p in chosen
-              if p.get("job_id") and not is_final(p["state"]) and (why := untied_job(campaign, p))}
+    # A job is signalled only when the user's signature of it verifies (campaign.common.signing.
+    # sign_job, written by the launch, resume, retry or wave that submitted it): never on the
+    # word of a file in a folder, nor of a row anyone who can write the store could craft.
+    key = signing_key()
+    untied = {p["id"]: why for p in chosen if p.get("job_id") and (why := untied_job(campaign, p, key))}
     if untied:  # never signalled, nor recorded: its job may be anyone's
         shown = "; ".join(f"#{p['idx']}: {untied[p['id']]}" for p in chosen if p["id"] in untied)
         print(printable(f"warning: {len(untied)} point(s) not signalled, their job not tied to campaign "
                         f"{campaign['id']} ({shown})"), file=sys.stderr)
-        chosen = [p for p in chosen if p["id"] not in untied]
+    chosen = [p for p in chosen if p["id"] not in untied]
     cancelled = 0
     if chosen:
         by_exec: dict[str, list[dict]] = {}
@@ -80,10 +81,13 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
     return 0
 
 
-def untied_job(campaign: dict, p: dict) -> Optional[str]:
+def untied_job(campaign: dict, p: dict, key: Optional[bytes]) -> Optional[str]:
     """Why point ``p``'s stored job cannot be tied to ``campaign`` (then it is never
-    signalled), or None: its job folder must be the campaign's own
-    (``<results>/jobs/<id>``) and hold the submission pickle of its job id."""
+    signalled), or None: its job folder must be the campaign's own (``<results>/jobs/<id>``)
+    and its job id signed with the user's ``key`` (None: they have none, nothing is theirs)
+    over the campaign, the point, its executor, job id and folder. A job recorded before
+    campaign signed job ids (store version 6) has no signature: it is refused too, saying
+    so (stop it by hand: campaign cannot tell it from one another user wrote)."""
     folder = p.get("job_folder")
     if not folder:
         return "no job folder stored"
@@ -93,7 +97,8 @@ def untied_job(campaign: dict, p: dict) -> Optional[str]:
         return str(exc)
     if own is None or os.path.normpath(str(folder)) != os.path.normpath(str(own)):
         return f"its job folder {folder} is not the campaign's" + (f" ({own})" if own else "")
-    pickle = submitted_pickle(folder, p["job_id"])
-    if pickle is None or regular_stat(pickle)[0] is None:
-        return f"job {p['job_id']} left no submission in {folder}"
+    if key is None or not verify_job(key, campaign["id"], p):
+        how = "has no signature" if not p.get("job_signature") else "is not signed with your key"
+        return (f"job {p['job_id']} {how} (submitted before campaign signed job ids, or not by you; "
+                "if it is yours, stop it by hand)")
     return None

@@ -1,7 +1,9 @@
 """Which campaign a command's reference names, unambiguously (issue #41, finding 2).
 
-A reference is matched in one order: an exact id, then an id prefix, then a name (the
-latest campaign of that name). A group's shared store lets anyone name a campaign like
+No reference means the newest campaign launched by you (campaign.store.mine: its points
+verify with your key); another user's campaign is read only when named, and said to be
+theirs. A reference is matched in one order: an exact id, then an id prefix, then a name
+(the latest campaign of that name). A group's shared store lets anyone name a campaign like
 another's id prefix, so a reference that more than one campaign answers (a name and an id
 prefix, or several of a name), or that lands on another user's campaign, is said on
 stderr; a command that writes or signals (``cancel``, ``resume``, ``ingest``) refuses it
@@ -11,12 +13,14 @@ the rule's winner and the note.
 
 from __future__ import annotations
 
-import getpass
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from campaign.common.errors import NotFoundError
+from campaign.store.mine import current_user, is_mine
+
+__all__ = ["Resolved", "campaign_for_read", "campaign_for_write", "current_user", "resolve"]
 
 
 @dataclass
@@ -27,20 +31,6 @@ class Resolved:
     row: dict
     notes: list[str] = field(default_factory=list)
     doubt: Optional[str] = None
-
-
-def current_user(store: Any) -> Optional[str]:
-    """Who a campaign's ``user`` would be if this user launched it now: PostgreSQL's
-    connecting role (a group store's trigger records it), else the login name."""
-    if store.engine.dialect.name == "postgresql":
-        from sqlalchemy import text
-
-        with store.engine.connect() as conn:
-            return conn.execute(text("select current_user")).scalar()
-    try:
-        return getpass.getuser()
-    except Exception:  # no login name to compare with: nobody's campaign is flagged
-        return None
 
 
 def resolve(store: Any, ref: Optional[str]) -> Resolved:
@@ -97,8 +87,13 @@ def _how(row: dict, ref: str) -> str:
 
 
 def _owner_note(store: Any, row: dict) -> Optional[str]:
-    owner = row.get("user")
-    me = current_user(store) if owner else None
+    """None for a campaign of this user's (campaign.store.mine: its points verify with their
+    key); otherwise whose it is, by its stored ``user`` (anyone's to write: said as theirs
+    only when it is not the user's own name)."""
+    if is_mine(store, row):
+        return None
+    owner, me = row.get("user"), current_user(store)
     if owner and me and owner != me:
         return f"campaign {row['id']} is {owner}'s, not yours ({me})"
-    return None
+    return (f"campaign {row['id']} is not yours: its points are not signed with your key (another user's, or "
+            "launched with another key or before campaign signed points)")

@@ -29,7 +29,7 @@ from campaign_sql.engine import (
     stored_version,
 )
 from campaign_sql.migrate import READABLE, migrate
-from campaign_sql.schema import ACTIVE_STATES, SCHEMA_VERSION, SIGNED_SINCE, attempt, campaign, point
+from campaign_sql.schema import ACTIVE_STATES, JOB_SIGNED_SINCE, SCHEMA_VERSION, SIGNED_SINCE, attempt, campaign, point
 
 
 FUTURE_SKEW_S = 300.0  # a campaign dated further ahead than this is never "the latest" (Store.find_campaign)
@@ -243,34 +243,30 @@ class Store(Submissions):
 
     # ------------------------------------------------------------------ reads
     def resolve_campaign(self, ref: str | None) -> dict:
-        """The campaign named by id, unique id prefix or name; the latest one for None
+        """The campaign named by id, unique id prefix or name; your newest one for None
         (``find_campaign`` also says how a name was resolved)."""
         return self.find_campaign(ref)[0]
 
     def find_campaign(self, ref: str | None) -> tuple[dict, str | None]:
         """The campaign ``ref`` names, and a note when it took one of several: ``None`` is
-        the latest campaign; then, in this order, an exact id, a unique id prefix, a name
+        the newest campaign launched by this user (campaign.store.mine: its points verify
+        with their key); then, in this order, an exact id, a unique id prefix, a name
         (the latest campaign of that name; the note names it and how many share the name).
-        ``campaign.store.resolve`` says when a reference is doubtful (a name and a prefix).
+        ``campaign.store.resolve`` says when a reference is doubtful (a name and a prefix),
+        and whose a campaign is when it is not the user's.
         "Latest" never means a campaign dated more than ``FUTURE_SKEW_S`` ahead of now (a
         clock far off, or a crafted store): such a campaign is taken by its id, or by a
         name no campaign dated up to now has (the note says so).
         Raises ``NotFoundError`` naming recent campaigns, or the ids a prefix matches."""
         horizon = time.time() + FUTURE_SKEW_S
+        if ref is None:
+            from campaign.store.mine import newest_mine
+
+            row = newest_mine(self, horizon)
+            if row is not None:
+                return row, None
+            raise NotFoundError(self._none_of_yours(horizon))
         with self.engine.connect() as conn:
-            if ref is None:
-                latest = (select(campaign).where(campaign.c.created_at <= horizon)
-                          .order_by(campaign.c.created_at.desc(), campaign.c.id.desc()).limit(1))
-                row = conn.execute(latest).mappings().first()
-                if row is None:
-                    ahead = conn.execute(select(campaign.c.id).limit(4)).scalars().all()
-                    if ahead:  # every campaign is dated ahead (or undated): none is "the latest"
-                        raise NotFoundError(
-                            f"no campaign in {describe_url(self.url)} is dated up to now; {_ids(ahead)} "
-                            f"{'is' if len(ahead) == 1 else 'are'} dated in the future (a clock off, or a store "
-                            "others altered): name one by its id")
-                    raise NotFoundError(f"no campaign in {describe_url(self.url)} yet; launch one with campaign launch -m ...")
-                return dict(row), None
             rows = conn.execute(
                 select(campaign).where((campaign.c.id.startswith(ref, autoescape=True)) | (campaign.c.name == ref))
                 .order_by(campaign.c.created_at.desc(), campaign.c.id.desc())
@@ -298,6 +294,22 @@ class Store(Submissions):
         known = ", ".join(c["id"] for c in self.campaigns(limit=5)) or "none"
         raise NotFoundError(f"no campaign '{ref}' in {describe_url(self.url)}; recent: {known}")
 
+    def _none_of_yours(self, horizon: float) -> str:
+        """Why a command given no campaign has none to take: the store is empty, every
+        campaign is dated ahead, or none is the user's (the line says how to name another's)."""
+        with self.engine.connect() as conn:
+            dated = conn.execute(select(campaign.c.id).where(campaign.c.created_at <= horizon)
+                                 .order_by(campaign.c.created_at.desc(), campaign.c.id.desc()).limit(3)).scalars().all()
+            ahead = [] if dated else conn.execute(select(campaign.c.id).limit(4)).scalars().all()
+        where = describe_url(self.url)
+        if ahead:  # every campaign is dated ahead (or undated): none is "the latest"
+            return (f"no campaign in {where} is dated up to now; {_ids(ahead)} {'is' if len(ahead) == 1 else 'are'} "
+                    "dated in the future (a clock off, or a store others altered): name one by its id")
+        if not dated:
+            return f"no campaign in {where} yet; launch one with campaign launch -m ..."
+        return (f"no campaign of yours in {where} (none is signed with your key); another's is read only when "
+                f"named: give its id or name (latest: {_ids(dated)})")
+
     def candidates(self, ref: str) -> list[dict]:
         """Every campaign whose id is ``ref``, starts with it, or whose name it is (latest first)."""
         with self.engine.connect() as conn:
@@ -320,7 +332,7 @@ class Store(Submissions):
         latest = select(attempt.c.point_id, *counts).group_by(attempt.c.point_id).subquery()
         q = (
             select(
-                *[c for c in point.c if c.name != "signature" or self.version >= SIGNED_SINCE],  # older: none
+                *[c for c in point.c if _has(c.name, self.version)],  # an older store: none
                 func.coalesce(latest.c.attempts, 0).label("attempts"),
                 (func.coalesce(latest.c.retries, 0) if self.version >= 2 else literal(0)).label("retries"),
                 attempt.c.id.label("attempt_id"),
@@ -351,6 +363,12 @@ class Store(Submissions):
                 yield conn
         except SQLAlchemyError as exc:
             raise StoreError(f"results store {describe_url(self.url)}: {_write_message(exc)}") from exc
+
+
+def _has(column: str, version: int) -> bool:
+    """Whether a store of schema ``version`` has the point column ``column``."""
+    since = {"signature": SIGNED_SINCE, "job_signature": JOB_SIGNED_SINCE}.get(column, 1)
+    return version >= since
 
 
 def _dated_by(row: Mapping[str, Any], horizon: float) -> bool:
