@@ -9,16 +9,21 @@ provenance JSON through SQLAlchemy's portable JSON paths (``JSON_EXTRACT`` on SQ
 container (or without an image file to hash). Every such path reads a value only where
 its column holds JSON the database reads (``json_ok``): SQLite keeps any text in a JSON
 column, and one value its ``JSON_EXTRACT`` refuses (not JSON, nested past SQLite's limit:
-a store others write) would end the whole query; such a value reads as NULL."""
+a store others write) would end the whole query; such a value reads as NULL. Before
+that, its length (``json_size``) is checked against ``sql_max_chars`` (campaign.common.bounded):
+a longer value reaches no JSON function, and reads as NULL too (a 180 MB one took SQLite
+1.48 GB to parse, issue #48); ``oversized_json_query`` finds such values, so that
+harvest leaves their points out, saying so."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sqlalchemy import Boolean, and_, case, false, func, null, or_, select
+from sqlalchemy import Boolean, Integer, String, and_, bindparam, case, false, func, literal, null, or_, select, union_all
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
+from campaign.common.bounded import sql_max_chars
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
 POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "nodes", "dataset")
@@ -49,9 +54,41 @@ def _json_ok_sqlite(element, compiler, **kw) -> str:
     return f"json_valid({compiler.process(element.clauses, **kw)})"
 
 
+class json_size(FunctionElement):
+    """A JSON column's stored length, measured without parsing it: SQLite's ``length``
+    (characters of text, bytes of a blob), PostgreSQL's ``octet_length`` of its text."""
+
+    type = Integer()
+    inherit_cache = True
+    name = "json_size"
+
+
+@compiles(json_size)
+def _json_size(element, compiler, **kw) -> str:
+    return f"length({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_size, "postgresql")
+def _json_size_postgresql(element, compiler, **kw) -> str:
+    return f"octet_length(CAST({compiler.process(element.clauses, **kw)} AS TEXT))"
+
+
+# the longest value a JSON function may parse, taken when the statement runs (the
+# command's budget, CAMPAIGN_JSON_MAX_MEMORY_MB)
+JSON_MAX = bindparam("json_max_chars", callable_=sql_max_chars, type_=Integer())
+
+
 def guarded(column, path):
-    """``path`` (a JSON path into ``column``) where ``column`` holds readable JSON, else NULL."""
-    return case((json_ok(column), path), else_=null())
+    """``path`` (a JSON path into ``column``) where ``column`` holds readable JSON of at
+    most ``JSON_MAX`` characters, else NULL. CASE tries its branches in order: a longer
+    value's length is all the database reads of it, never its JSON."""
+    return case((json_size(column) > JSON_MAX, null()), (json_ok(column), path), else_=null())
+
+
+def within_bound(column):
+    """``column`` itself where it is at most ``JSON_MAX`` characters long, else NULL (a
+    value fetched whole, then parsed within bounds by campaign.common.bounded)."""
+    return case((json_size(column) > JSON_MAX, null()), else_=column)
 
 
 def extra(key: str, kind: str = "float"):
@@ -226,6 +263,31 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
         .order_by(point.c.idx)
     )
     return q
+
+
+def oversized_json_query(campaign_id: str):
+    """The stored JSON harvest's SQL would parse (``guarded``) that is longer than
+    ``JSON_MAX``: rows of ``point_id, what, rank, size`` over each point's latest completed
+    attempt (the one harvest reads): its provenance, its ranks' ``extra``, its profiler
+    windows' ``top_ops``. Only lengths are read."""
+    last = (select(attempt.c.point_id, func.max(attempt.c.attempt_no).label("attempt_no"))
+            .join_from(attempt, point, point.c.id == attempt.c.point_id)
+            .where(point.c.campaign_id == campaign_id, attempt.c.state == "completed")
+            .group_by(attempt.c.point_id).subquery("last_completed"))
+    latest = (select(attempt.c.id, attempt.c.point_id, json_size(attempt.c.provenance).label("size"))
+              .join_from(attempt, last, and_(attempt.c.point_id == last.c.point_id,
+                                             attempt.c.attempt_no == last.c.attempt_no))
+              .cte("latest"))
+
+    def rows(table, column: str):
+        size = json_size(table.c[column])
+        return (select(latest.c.point_id, literal(f"{table.name}.{column}", String()).label("what"),
+                       table.c.rank, size.label("size"))
+                .join_from(table, latest, table.c.attempt_id == latest.c.id).where(size > JSON_MAX))
+
+    provenance = select(latest.c.point_id, literal("attempt.provenance", String()).label("what"),
+                        null().label("rank"), latest.c.size).where(latest.c.size > JSON_MAX)
+    return union_all(provenance, rows(rank_timing, "extra"), rows(profile, "top_ops"))
 
 
 def breakdown_query(attempt_ids: Sequence[int]):

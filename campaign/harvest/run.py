@@ -109,10 +109,16 @@ def completed_where(store, campaign: dict, where: Optional[dict]) -> tuple[dict,
 
     from campaign.store.typed import LEFT_OUT
 
+    from campaign.harvest.oversized import oversized_points
     from campaign.harvest.where_settings import matching_ids, split
 
     points, warnings = effective_points(store, campaign)
     done = completed_ids(points)
+    harvested = set(done)
+    oversized = oversized_points(store, campaign["id"], [p for p in points if p["id"] in harvested])
+    if oversized:  # JSON too long for the store's JSON functions: said, and left out
+        done = [i for i in done if i not in oversized]
+        warnings = warnings + list(oversized.values())
     out, settings = split(where)
     if settings:  # --where on a setting (trainer.params.backbone=...): the points that have it
         chosen = matching_ids(points, settings, campaign["id"])
@@ -328,13 +334,13 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
     ``where`` (--gpus, --platform, --where) selects, by their ``idx``."""
     from campaign.harvest.query import point_indices_query
     from campaign.harvest.where_settings import matching_ids, split
-    from campaign.store import open_store
+    from campaign.store import find_campaign_noted, open_store
     from campaign.store.typed import typed_points
 
     title = TABLES[name].title
     where, settings = split(where)
     with open_store(store_url, readonly=True) as store:
-        campaign = store.resolve_campaign(ref)
+        campaign = find_campaign_noted(store, ref)  # typed at the door (campaign.store.typed)
         df, warnings = table_function(name)(store, campaign, **(options or {}))
         if where:
             with store.engine.connect() as conn:
