@@ -111,7 +111,7 @@ def harvested_segments(store: Any, campaign_id: str, points: Sequence[dict] = ()
     ``rank_timing.extra["checkpoint"]["segments"]``; points that never resumed: none), and
     a warning line for each point whose segments are stored otherwise than a job writes
     them (``points``: the campaign's, which name it). An ``extra`` too long to read
-    (campaign.harvest.oversized) reads as none."""
+    (campaign.harvest.door) reads as none."""
     from campaign.common.text import printable
     from campaign.store.typed import Refused
 

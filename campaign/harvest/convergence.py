@@ -162,10 +162,14 @@ def _stop(conn, attempt_id: int) -> Optional[dict]:
 def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float] = None) -> tuple[pl.DataFrame, list[str]]:
     """The campaign's convergence table and the warnings of deriving its points' states
     (``loss_threshold``: --loss-threshold, else each point's trainer.params.loss_threshold)."""
+    from campaign.harvest.door import left_out
     from campaign.observe.state import completed_ids, effective_points
 
     points, warnings = effective_points(store, campaign)
     done = set(completed_ids(points))
+    unread = left_out(store, campaign["id"], [p for p in points if p["id"] in done])  # as harvest leaves them out
+    done -= set(unread)
+    warnings = warnings + list(unread.values())
     rows: list[dict[str, Any]] = []
     with store.engine.connect() as conn:
         for p in points:

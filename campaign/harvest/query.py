@@ -12,14 +12,14 @@ column, and one value its ``JSON_EXTRACT`` refuses (not JSON, nested past SQLite
 a store others write) would end the whole query; such a value reads as NULL. Before
 that, its length (``json_size``) is checked against ``sql_max_chars`` (campaign.common.bounded):
 a longer value reaches no JSON function, and reads as NULL too (a 180 MB one took SQLite
-1.48 GB to parse, issue #48); ``oversized_json_query`` finds such values, so that
+1.48 GB to parse, issue #48); campaign.harvest.door finds such values, so that
 harvest leaves their points out, saying so."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sqlalchemy import Boolean, Integer, String, and_, bindparam, case, false, func, literal, null, or_, select, union_all
+from sqlalchemy import Boolean, Integer, and_, bindparam, case, false, func, null, or_, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -263,31 +263,6 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
         .order_by(point.c.idx)
     )
     return q
-
-
-def oversized_json_query(campaign_id: str):
-    """The stored JSON harvest's SQL would parse (``guarded``) that is longer than
-    ``JSON_MAX``: rows of ``point_id, what, rank, size`` over each point's latest completed
-    attempt (the one harvest reads): its provenance, its ranks' ``extra``, its profiler
-    windows' ``top_ops``. Only lengths are read."""
-    last = (select(attempt.c.point_id, func.max(attempt.c.attempt_no).label("attempt_no"))
-            .join_from(attempt, point, point.c.id == attempt.c.point_id)
-            .where(point.c.campaign_id == campaign_id, attempt.c.state == "completed")
-            .group_by(attempt.c.point_id).subquery("last_completed"))
-    latest = (select(attempt.c.id, attempt.c.point_id, json_size(attempt.c.provenance).label("size"))
-              .join_from(attempt, last, and_(attempt.c.point_id == last.c.point_id,
-                                             attempt.c.attempt_no == last.c.attempt_no))
-              .cte("latest"))
-
-    def rows(table, column: str):
-        size = json_size(table.c[column])
-        return (select(latest.c.point_id, literal(f"{table.name}.{column}", String()).label("what"),
-                       table.c.rank, size.label("size"))
-                .join_from(table, latest, table.c.attempt_id == latest.c.id).where(size > JSON_MAX))
-
-    provenance = select(latest.c.point_id, literal("attempt.provenance", String()).label("what"),
-                        null().label("rank"), latest.c.size).where(latest.c.size > JSON_MAX)
-    return union_all(provenance, rows(rank_timing, "extra"), rows(profile, "top_ops"))
 
 
 def breakdown_query(attempt_ids: Sequence[int]):

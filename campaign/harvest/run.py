@@ -109,16 +109,16 @@ def completed_where(store, campaign: dict, where: Optional[dict]) -> tuple[dict,
 
     from campaign.store.typed import LEFT_OUT
 
-    from campaign.harvest.oversized import oversized_points
+    from campaign.harvest.door import left_out
     from campaign.harvest.where_settings import matching_ids, split
 
     points, warnings = effective_points(store, campaign)
     done = completed_ids(points)
     harvested = set(done)
-    oversized = oversized_points(store, campaign["id"], [p for p in points if p["id"] in harvested])
-    if oversized:  # JSON too long for the store's JSON functions: said, and left out
-        done = [i for i in done if i not in oversized]
-        warnings = warnings + list(oversized.values())
+    unread = left_out(store, campaign["id"], [p for p in points if p["id"] in harvested])
+    if unread:  # rows harvest's SQL cannot read (JSON too long, a number that is none): said, and left out
+        done = [i for i in done if i not in unread]
+        warnings = warnings + list(unread.values())
     out, settings = split(where)
     if settings:  # --where on a setting (trainer.params.backbone=...): the points that have it
         chosen = matching_ids(points, settings, campaign["id"])
