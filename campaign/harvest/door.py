@@ -12,8 +12,10 @@ points whose latest completed attempt (the one harvest reads) holds
   whose parse could not pass the command's JSON budget; the SQL itself reads such a value
   as NULL, never parsing it: ``guarded``), or
 - a value of another type than its column's in a row harvest aggregates (rank_timing,
-  profile, breakdown, iteration, evaluation: a number column holding text or a blob, a
-  name column a number's blob; SQLite only: PostgreSQL's columns are typed on write)
+  profile, breakdown, evaluation: a number column holding text or a blob, a real in an
+  integer column, a name column a blob; of the iterations, a million rows, the seconds
+  harvest's projection reads, from the index it reads them by; convergence.py types the
+  rest it reads; SQLite only: PostgreSQL's columns are typed on write)
 
 are left out, each in one warning line naming the point, the column and the bound. Only
 lengths and types are read, never the values."""
@@ -52,7 +54,7 @@ def left_out(store: Any, campaign_id: str, points: Sequence[dict]) -> dict[int, 
             tables = [rank_timing, profile, breakdown, iteration] + ([evaluation] if store.has(EVALUATION_SINCE) else [])
             for table in tables:
                 for point_id, what in conn.execute(_mistyped(latest, table)).all():
-                    if point_id in idx and point_id not in out:
+                    if what is not None and point_id in idx and point_id not in out:
                         column, _, kind = str(what).partition(" ")
                         out[point_id] = (f"{_named(campaign_id, point_id, idx)}: its {table.name}.{column} holds "
                                          f"{_KINDS.get(kind, 'a value')}, not {_expected(table.c[column])}{LEFT_OUT}")
@@ -93,9 +95,15 @@ def _oversized(latest):
 
 
 def _mistyped(latest, table):
-    """``point_id, what`` per latest attempt with a row of ``table`` holding a value its
-    column's type does not (``what``: the column and SQLite's name of the value's type,
-    ``wall_s text``); SQLite's ``typeof``, no value read."""
+    """``point_id, what`` per latest attempt with rows in ``table``: ``what`` names a value
+    of them that its column's type does not hold (the column and SQLite's name of the
+    value's type, ``wall_s text``), else NULL; SQLite's ``typeof``, no value read."""
+    if table is iteration:  # a million rows: max() alone per row (SQLite orders text and blobs after numbers)
+        worst = func.max(iteration.c.iter_s)
+        what = case((func.typeof(worst).in_(("text", "blob")), literal("iter_s ", String()) + func.typeof(worst)),
+                    else_=None)
+        return (select(latest.c.point_id, what).join_from(iteration, latest, iteration.c.attempt_id == latest.c.id)
+                .group_by(latest.c.point_id))
     checks = []
     for column in table.c:
         allowed = next((kinds for sql_type, kinds in _TYPES if isinstance(column.type, sql_type)), None)
@@ -105,7 +113,7 @@ def _mistyped(latest, table):
         checks.append((kind.not_in(("null",) + allowed), literal(f"{column.name} ", String()) + kind))
     what = func.min(case(*checks, else_=None)).label("what")
     return (select(latest.c.point_id, what).join_from(table, latest, table.c.attempt_id == latest.c.id)
-            .group_by(latest.c.point_id).having(what.is_not(None)))
+            .group_by(latest.c.point_id))
 
 
 def _named(campaign_id: str, point_id: int, idx: dict) -> str:
