@@ -3,7 +3,7 @@ is one line, never a traceback, and the store is left byte for byte as it was.
 
 One template store (test_states.build's campaign, every table given rows: a sampled
 point's iterations, profiler windows, engine phases, evaluations, heartbeats of a running
-attempt, provenance with a container image, checkpoint segments) is made once; each case
+attempt, provenance with a container image, checkpoint segments) is made once (a point waiting for room among them: status estimates it); each case
 is a copy of it with one column of one table rewritten in every row (the first row alone
 where the schema refuses it in every row: a unique key), as someone who can write a shared
 store would leave it, in one of four kinds:
@@ -101,6 +101,11 @@ def _template(results: Path) -> Path:
     a4 = con.execute("SELECT id FROM attempt WHERE point_id = ?", (ids[4],)).fetchone()[0]
     con.executemany("INSERT INTO progress VALUES (?, 0, ?, ?, ?, 8, 1)",
                     [(a4, s, NOW - 40 + 10 * s, 2 + 2 * s) for s in range(3)])
+    # point 6: waiting for room (status estimates it from the campaign's measured rates)
+    con.execute("INSERT INTO point (campaign_id, idx, platform, trainer, experiment, dataset, gpus, nodes, repeat, "
+                "batch_per_gpu, iterations, overrides, config, executor, state) SELECT campaign_id, 6, platform, "
+                "trainer, experiment, dataset, 4, nodes, repeat, batch_per_gpu, iterations, overrides, config, "
+                "executor, 'waiting' FROM point WHERE idx = 0")
     con.execute("UPDATE campaign SET overrides = ?, command = 'campaign launch -m gpus=1,2', host = 'h'",
                 (json.dumps(["gpus=1,2"]),))
     con.commit()

@@ -86,6 +86,16 @@ def text(value: Any) -> Optional[str]:
     return cut(value)
 
 
+def path(value: Any) -> Optional[str]:
+    """A folder's path (a campaign's results folder): text of at most MAX_TEXT characters
+    without a NUL, or none; never cut (a cut path names another folder)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT or "\0" in value:
+        raise Refused(f"not a path (text of 1 to {MAX_TEXT:,} characters, no NUL)")
+    return value
+
+
 def cut(value: str, limit: int = MAX_TEXT) -> str:
     """``value`` cut to ``limit`` characters, saying how long it was."""
     if len(value) <= limit:
@@ -140,7 +150,7 @@ ATTEMPT_COLUMNS: dict[str, Callable[[Any], Any]] = {
 
 # The columns of a campaign's row, and what each must be; ``created_at``: typed_created_at.
 CAMPAIGN_COLUMNS: dict[str, Callable[[Any], Any]] = {
-    "name": text, "command": text, "results_dir": text, "host": text, "user": text, "overrides": json_words,
+    "name": text, "command": text, "results_dir": path, "host": text, "user": text, "overrides": json_words,
 }
 
 
