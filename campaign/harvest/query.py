@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sqlalchemy import Boolean, Integer, and_, bindparam, case, false, func, null, or_, select
+from sqlalchemy import Boolean, Integer, String, and_, bindparam, case, false, func, null, or_, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
@@ -78,11 +78,45 @@ def _json_size_postgresql(element, compiler, **kw) -> str:
 JSON_MAX = bindparam("json_max_chars", callable_=sql_max_chars, type_=Integer())
 
 
-def guarded(column, path):
-    """``path`` (a JSON path into ``column``) where ``column`` holds readable JSON of at
-    most ``JSON_MAX`` characters, else NULL. CASE tries its branches in order: a longer
-    value's length is all the database reads of it, never its JSON."""
-    return case((json_size(column) > JSON_MAX, null()), (json_ok(column), path), else_=null())
+class json_kind(FunctionElement):
+    """Whether the value at ``keys`` in a JSON column is of ``kind`` (``number`` or
+    ``string``): SQLite's ``json_type``, PostgreSQL's ``json_typeof``. A nested object
+    where a figure belongs would otherwise read as its text, or as 0 once cast to a number.
+    The keys are campaign's own constants, rendered as literals: not cached (the cache
+    key of a statement leaves literals' values out)."""
+
+    type = Boolean()
+    inherit_cache = False
+    name = "json_kind"
+
+    def __init__(self, column, keys: tuple[str, ...], kind: str):
+        super().__init__(column)
+        self.keys, self.kind = keys, kind
+
+
+@compiles(json_kind)
+def _json_kind_sqlite(element, compiler, **kw) -> str:
+    path = "$" + "".join(f'."{k}"' for k in element.keys)
+    types = "('integer', 'real')" if element.kind == "number" else "('text')"
+    return (f"(json_type({compiler.process(element.clauses, **kw)}, "
+            f"{compiler.render_literal_value(path, String())}) IN {types})")
+
+
+@compiles(json_kind, "postgresql")
+def _json_kind_postgresql(element, compiler, **kw) -> str:
+    path = "".join(f" -> {compiler.render_literal_value(k, String())}" for k in element.keys)
+    return f"(json_typeof({compiler.process(element.clauses, **kw)}{path}) = '{element.kind}')"
+
+
+def guarded(column, path, keys: tuple[str, ...] = (), kind: Optional[str] = None):
+    """``path`` (a JSON path into ``column``: ``keys``) where ``column`` holds readable JSON
+    of at most ``JSON_MAX`` characters (and, given ``kind``, the value there is of that
+    kind: ``json_kind``), else NULL. CASE tries its branches in order: a longer value's
+    length is all the database reads of it, never its JSON."""
+    whens = [(json_size(column) > JSON_MAX, null()), (~json_ok(column), null())]
+    if kind is not None:
+        whens.append((~json_kind(column, keys, kind), null()))
+    return case(*whens, else_=path)
 
 
 def within_bound(column):
@@ -94,11 +128,14 @@ def within_bound(column):
 def extra(key: str, kind: str = "float"):
     """A rank's figure ``key`` beyond the columns (trainers/job.py, docs/breakdown.md), as
     ``kind`` (float, integer, string), guarded."""
-    return guarded(rank_timing.c.extra, getattr(rank_timing.c.extra[key], f"as_{kind}")())
+    return guarded(rank_timing.c.extra, getattr(rank_timing.c.extra[key], f"as_{kind}")(), (key,),
+                   "string" if kind == "string" else "number")
 
 
-IMAGE_SHA256 = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image_sha256"].as_string())
-IMAGE_PATH = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image"].as_string())
+IMAGE_SHA256 = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image_sha256"].as_string(),
+                       ("container", "image_sha256"), "string")
+IMAGE_PATH = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image"].as_string(),
+                     ("container", "image"), "string")
 
 
 def _image_filter(values: Sequence[str]):
@@ -232,9 +269,10 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(profile.c.exposed_comm_s).label("profile_exposed_comm_s"),
             func.max(profile.c.iterations).label("profile_iterations"),
             # the profiler window's warning and trace files (trainers/loop.py: profile.top_ops)
-            func.max(guarded(profile.c.top_ops, profile.c.top_ops["warning"].as_string())).label("profile_warning"),
-            func.aggregate_strings(guarded(profile.c.top_ops, profile.c.top_ops["trace_file"].as_string()),
-                                   "\n").label("trace_files"),
+            func.max(guarded(profile.c.top_ops, profile.c.top_ops["warning"].as_string(), ("warning",),
+                             "string")).label("profile_warning"),
+            func.aggregate_strings(guarded(profile.c.top_ops, profile.c.top_ops["trace_file"].as_string(),
+                                           ("trace_file",), "string"), "\n").label("trace_files"),
         )
         .where(profile.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(profile.c.attempt_id)
