@@ -1,12 +1,13 @@
 """Issue #48: every stored column of the wrong type, shape or size, in every read command,
 is one line, never a traceback, and the store is left byte for byte as it was.
 
-One template store (test_states.build's campaign, every table given rows: a sampled
-point's iterations, profiler windows, engine phases, evaluations, heartbeats of a running
-attempt, provenance with a container image, checkpoint segments) is made once (a point waiting for room among them: status estimates it); each case
-is a copy of it with one column of one table rewritten in every row (the first row alone
-where the schema refuses it in every row: a unique key), as someone who can write a shared
-store would leave it, in one of four kinds:
+One template store is made once: test_states.build's campaign, every table given rows (a
+sampled point's iterations, profiler windows, engine phases, evaluations, heartbeats of a
+running attempt, provenance with a container image, checkpoint segments) and a point
+waiting for room (status estimates it). Each case is a copy of it with one column of one
+table rewritten in every row (the first row alone where the schema refuses it in every
+row: a unique key), as someone who can write a shared store would leave it, in one of
+four kinds:
 
 - ``type``: a value of another type (text in a number column, a blob in a text column, a
   JSON string where an object or list belongs);
