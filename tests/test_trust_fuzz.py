@@ -24,7 +24,7 @@ the rows harvest aggregates: harvest, plan and report; the rest: all of them). E
 column in every kind against every command that reads its table is ~2,900 runs, 4 CPU
 minutes here: too slow for the suite. So each (column, kind) runs against one of its
 table's readers, in turn (every column meets several commands over its kinds, every
-command many columns: ~470 runs, ~60 CPU seconds); ``CAMPAIGN_FUZZ_FULL=1`` runs the full
+command many columns: ~470 runs, ~40 CPU seconds); ``CAMPAIGN_FUZZ_FULL=1`` runs the full
 cross product. Each run ends with an exit status
 of its documented set (0, 1 where nothing completed to harvest or plan, 2 for a store it
 cannot use, with its one ``error:`` line last), no traceback, no line of stderr that is
