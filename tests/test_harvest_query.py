@@ -195,3 +195,26 @@ def test_a_sweep_of_the_mmseg_loop_harvests_as_two_named_series(store, tmp_path)
                    ("stock", "iteration", "iteration"), ("lean", "data", "data wait"), ("lean", "forward", "forward"),
                    ("lean", "backward", "backward (no all-reduce timed)"), ("lean", "step", "optimizer step"),
                    ("lean", "iteration", "iteration")}
+
+
+def test_json_is_measured_before_any_json_function_reads_it():
+    """Issue #48: SQLite's and PostgreSQL's JSON functions see a stored value only after its
+    length (and its JSON, and the kind of the value at the figure's path) is checked: CASE
+    tries its branches in order. The bound follows the command's JSON budget."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    from campaign.common.bounded import ELEMENT_BYTES, Budget, memory, sql_max_chars
+    from campaign.harvest.query import IMAGE_SHA256, extra
+
+    for dialect, size, json_fn in ((sqlite.dialect(), "length(rank_timing.extra)", "JSON_EXTRACT"),
+                                   (postgresql.dialect(), "octet_length(CAST(rank_timing.extra AS TEXT))", "->>")):
+        sql = str(select(extra("mfu")).compile(dialect=dialect))
+        assert sql.index(size) < sql.index(json_fn), sql
+        assert sql.startswith(f"SELECT CASE WHEN ({size} > "), sql  # the first branch
+    sql = str(select(IMAGE_SHA256).compile(dialect=sqlite.dialect()))
+    assert sql.index("length(") < sql.index("json_valid(") < sql.index("json_type(") < sql.index("JSON_EXTRACT"), sql
+    assert """json_type(attempt.provenance, '$."container"."image_sha256"') IN ('text')""" in sql
+    default, small = sql_max_chars(Budget("X", 1024)), sql_max_chars(Budget("X", 64))
+    assert (default, small) == (13_094_412, 818_400)
+    assert memory("[" * small) <= 64 * 2**20 < memory("[" * (small + 1))  # every character an element
+    assert ELEMENT_BYTES == 80 and sql_max_chars(Budget("X", 10**6)) == 64 * 2**20  # never past MAX_TEXT

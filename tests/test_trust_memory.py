@@ -157,6 +157,32 @@ def test_stored_configs_each_under_the_bound_are_held_to_the_commands_budget(ws)
     assert info
 
 
+def test_json_too_long_for_the_stores_json_functions_is_never_parsed_by_sqlite(ws):
+    """Issue #48: a 180 MB ``[{},{},...]`` in one rank_timing.extra took harvest to 4.17 GB:
+    SQLite's own JSON functions parsed it, past every bound Python keeps. A 24 MB one (~550
+    MiB more before) against a budget of 64 MiB, whose bound on what SQL may parse is 818,400
+    characters (campaign.common.bounded.sql_max_chars): the point is left out in one line
+    naming the value and the bound, harvest's peak stays under the stated figure, the other
+    point is harvested."""
+    info = build(ws.store_url, ws.results)
+    con = sqlite3.connect(ws.db)
+    con.execute("UPDATE rank_timing SET extra = ? WHERE attempt_id = (SELECT id FROM attempt WHERE point_id = ?)",
+                ("[" + "{}," * 7_999_999 + "{}]", info["ids"][0]))
+    con.commit()
+    con.close()
+    before = ws.db.read_bytes()
+    ws.env["CAMPAIGN_JSON_MAX_MEMORY_MB"] = "64"
+    res, mib = _peak(ws, "campaign", "harvest", CID, "--to", "csv")
+    _no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    assert (f"warning: point #0 (id {info['ids'][0]}) of campaign {CID}: its rank_timing.extra (rank 0) holds "
+            "24,000,001 characters, more than the 818,400 the store's JSON functions may parse "
+            "(CAMPAIGN_JSON_MAX_MEMORY_MB); left out") in res.stderr.splitlines(), res.stderr
+    assert [line.split(",")[8] for line in res.stdout.splitlines()[1:]] == ["2"]  # gpus: point 1 alone
+    assert mib < STATED_MIB, f"harvest: peak {mib:.0f} MiB"
+    assert ws.db.read_bytes() == before
+
+
 # ---------------------------------------------------------------- spool files
 
 

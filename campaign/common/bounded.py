@@ -20,6 +20,14 @@ text itself and its strings' payloads (``memory``). Per value: at most ``MAX_ELE
 Per command: what the store's JSON columns make, which a read command keeps, all of it
 together, is at most ``STORED``'s budget (``CAMPAIGN_JSON_MAX_MEMORY_MB``, default 1024);
 past it, a value is ``Unreadable`` with that reason, and the command goes on.
+
+The store's own JSON functions (SQLite's ``json_extract``/``json_valid``, PostgreSQL's
+``->``/``->>``: harvest's SQL, campaign.harvest.query) parse in the database, where none of
+the above looks: SQLite's parse of a 180 MB ``[{},{},...]`` took 1.48 GB (issue #48). So
+the SQL hands them a value only when its length is at most ``sql_max_chars()``: the
+longest text whose ``memory`` figure could not pass the command's whole budget (a
+character is at most one counted element). Harvest leaves a point with a longer value
+out, in one warning line naming it.
 """
 
 from __future__ import annotations
@@ -116,6 +124,14 @@ class Budget:
 
 
 STORED = Budget("CAMPAIGN_JSON_MAX_MEMORY_MB", STORED_MEMORY_MB)  # the store's JSON one command parses
+
+
+def sql_max_chars(budget: Budget = STORED) -> int:
+    """The longest stored JSON value (characters; bytes on PostgreSQL) the store's own JSON
+    functions may parse: ``memory``'s figure of a text of that many characters, each an
+    element, fits ``budget``'s limit (default 1 GiB: 13,094,412), and never more than
+    ``MAX_TEXT``. SQLite's parser takes at most ~16 bytes a character, well within it."""
+    return min(MAX_TEXT, budget.limit() // (2 + ELEMENT_BYTES))
 
 
 def check(text: Union[str, bytes], what: str, *, max_bytes: int = MAX_TEXT,

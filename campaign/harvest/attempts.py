@@ -41,6 +41,35 @@ def segments_by_attempt(segments: Sequence[dict]) -> dict[int, dict]:
     return {int(s["attempt"]): s for s in segments if s.get("attempt") is not None}
 
 
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def _seconds(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e12)
+
+
+def checked_segments(extra: Any) -> Optional[list[dict]]:
+    """The checkpoint segments of a rank's stored ``extra`` (trainers/checkpoint.py's
+    ``summary``: a list of objects, each with ``attempt``, ``first_iter`` <= ``end_iter``
+    and ``gap_before_s`` seconds or none); None where there are none, a Refused
+    naming what is not so shaped (a store others write)."""
+    from campaign.store.typed import Refused
+
+    checkpoint = extra.get("checkpoint") if isinstance(extra, dict) else None
+    if checkpoint is None:
+        return None
+    segments = checkpoint.get("segments") if isinstance(checkpoint, dict) else checkpoint
+    if segments is None:
+        return None
+    if not isinstance(segments, list) or not all(
+            isinstance(s, dict) and (s.get("attempt") is None or _count(s.get("attempt"))) and _count(s.get("first_iter"))
+            and _count(s.get("end_iter")) and s["first_iter"] <= s["end_iter"] and _seconds(s.get("gap_before_s"))
+            for s in segments):
+        raise Refused("its rank_timing.extra's checkpoint segments are not as a job writes them")
+    return segments or None
+
+
 def attempts_table(points: Sequence[dict], attempts: Sequence[dict], segments: dict[int, list[dict]]) -> pl.DataFrame:
     """The table (module docstring). ``points``: the campaign's effective points;
     ``attempts``: ``Store.attempts``; ``segments``: point id -> the segments of its
@@ -77,32 +106,49 @@ def attempts_table(points: Sequence[dict], attempts: Sequence[dict], segments: d
     return pl.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], schema=COLUMNS)
 
 
-def harvested_segments(store: Any, campaign_id: str) -> dict[int, list[dict]]:
+def harvested_segments(store: Any, campaign_id: str, points: Sequence[dict] = ()) -> tuple[dict[int, list[dict]], list[str]]:
     """point id -> the checkpoint segments its latest completed attempt recorded (rank 0's
-    ``rank_timing.extra["checkpoint"]["segments"]``); points that never resumed: none."""
+    ``rank_timing.extra["checkpoint"]["segments"]``; points that never resumed: none), and
+    a warning line for each point whose segments are stored otherwise than a job writes
+    them (``points``: the campaign's, which name it). An ``extra`` too long to read
+    (campaign.harvest.door) reads as none."""
+    from campaign.common.text import printable
+    from campaign.store.typed import Refused
+
     from sqlalchemy import and_, func, select
 
+    from campaign.harvest.query import within_bound
     from campaign_sql.schema import attempt, point, rank_timing
 
     last = (select(attempt.c.point_id, func.max(attempt.c.attempt_no).label("no"))
             .join_from(attempt, point, point.c.id == attempt.c.point_id)
             .where(point.c.campaign_id == campaign_id, attempt.c.state == "completed")
             .group_by(attempt.c.point_id).subquery())
-    q = (select(attempt.c.point_id, rank_timing.c.extra)
+    q = (select(attempt.c.point_id, within_bound(rank_timing.c.extra).label("extra"))
          .join_from(attempt, last, and_(last.c.point_id == attempt.c.point_id, last.c.no == attempt.c.attempt_no))
          .join(rank_timing, and_(rank_timing.c.attempt_id == attempt.c.id, rank_timing.c.rank == 0)))
-    out = {}
+    out, warnings = {}, []
+    idx = {p["id"]: p.get("idx") for p in points}
     with store.engine.connect() as conn:
         for pid, extra in conn.execute(q):
-            segments = ((extra or {}).get("checkpoint") or {}).get("segments")
+            try:
+                segments = checked_segments(extra)
+            except Refused as exc:
+                warnings.append(f"point #{idx.get(pid)} (id {pid}) of campaign {printable(campaign_id)}: {exc}; "
+                                "its attempts shown without them")
+                continue
             if segments:
                 out[pid] = list(segments)
-    return out
+    return out, warnings
 
 
 def harvest_attempts(store: Any, campaign: dict) -> tuple[pl.DataFrame, list[str]]:
     """The campaign's attempts table and the warnings of deriving its points' states."""
     from campaign.observe.state import effective_points
 
+    from campaign.store.typed import typed_attempts
+
     points, warnings = effective_points(store, campaign)
-    return attempts_table(points, store.attempts(campaign["id"]), harvested_segments(store, campaign["id"])), warnings
+    attempts, refused = typed_attempts(campaign["id"], store.attempts(campaign["id"]))
+    segments, unshown = harvested_segments(store, campaign["id"], points)
+    return attempts_table(points, attempts, segments), warnings + refused + unshown

@@ -65,6 +65,26 @@ def per_iteration(rows: Sequence[dict]) -> tuple[list[Optional[float]], list[flo
     return [_mean([r["loss"] for r in by[i]]) for i in its], [max(r["iter_s"] for r in by[i]) for i in its]
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def unread_iterations(rows: Sequence[dict]) -> Optional[str]:
+    """What is wrong with ``iteration`` rows (rank, iter, iter_s, loss) of one attempt, read
+    from a store others write: the first row whose iteration is no integer, whose seconds
+    are no number or whose loss is neither a number nor none; None: every row is right."""
+    from campaign.store.typed import shown_value
+
+    for r in rows:
+        if not isinstance(r["iter"], int) or isinstance(r["iter"], bool):
+            return f"iteration.iter={shown_value(r['iter'])} is not an integer"
+        if not _number(r["iter_s"]):
+            return f"iteration.iter_s={shown_value(r['iter_s'])} is not a number"
+        if r["loss"] is not None and not _number(r["loss"]):
+            return f"iteration.loss={shown_value(r['loss'])} is not a number"
+    return None
+
+
 def epoch_bounds(counts: dict[int, int]) -> list[tuple[int, int, int]]:
     """(epoch, first iteration, end iteration) from each epoch's iteration count."""
     out, start = [], 0
@@ -139,7 +159,7 @@ def _epochs(conn, attempt_id: int, with_evaluation: bool) -> dict[int, dict]:
     acc: dict[int, list[float]] = {}
     for (extra,) in conn.execute(select(rank_timing.c.extra).where(rank_timing.c.attempt_id == attempt_id)):
         for ep in (extra or {}).get("epochs") or () if isinstance(extra, dict) else ():
-            if isinstance(ep, dict) and isinstance(ep.get("epoch"), int) and ep.get("train_accuracy") is not None:
+            if isinstance(ep, dict) and isinstance(ep.get("epoch"), int) and _number(ep.get("train_accuracy")):
                 acc.setdefault(ep["epoch"], []).append(float(ep["train_accuracy"]))
     for e, d in out.items():
         times = [s for s in d.pop("_s") if s is not None]
@@ -157,7 +177,13 @@ def _stop(conn, attempt_id: int) -> Optional[dict]:
     """Rank 0's stop-rule keys (rank_timing.extra) of one attempt; None when it ran no stop rule."""
     q = select(rank_timing.c.extra).where(rank_timing.c.attempt_id == attempt_id, rank_timing.c.rank == 0)
     extra = conn.execute(q).scalar()
-    return extra if isinstance(extra, dict) and extra.get("stopped") else None
+    if not isinstance(extra, dict) or not isinstance(extra.get("stopped"), str):
+        return None
+    counts = [extra.get(k) for k in ("iterations_at_stop", "epochs_to_threshold")]
+    if not all(c is None or (isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 2**63) for c in counts) \
+            or not (extra.get("loss_threshold") is None or _number(extra.get("loss_threshold"))):
+        return None  # not as the trainer writes it (a store others write): no stop rule read
+    return extra
 
 
 def point_settings(points: Sequence[dict]) -> dict[Any, dict[str, Optional[str]]]:
@@ -182,10 +208,15 @@ def point_settings(points: Sequence[dict]) -> dict[Any, dict[str, Optional[str]]
 def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float] = None) -> tuple[pl.DataFrame, list[str]]:
     """The campaign's convergence table and the warnings of deriving its points' states
     (``loss_threshold``: --loss-threshold, else each point's trainer.params.loss_threshold)."""
+    from campaign.common.text import printable
+    from campaign.harvest.door import left_out
     from campaign.observe.state import completed_ids, effective_points
 
     points, warnings = effective_points(store, campaign)
     done = set(completed_ids(points))
+    unread = left_out(store, campaign["id"], [p for p in points if p["id"] in done])  # as harvest leaves them out
+    done -= set(unread)
+    warnings = warnings + list(unread.values())
     settings = point_settings([p for p in points if p["id"] in done])
     rows: list[dict[str, Any]] = []
     with store.engine.connect() as conn:
@@ -195,10 +226,16 @@ def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float
             aid = p["attempt_id"]
             q = select(iteration.c.rank, iteration.c.iter, iteration.c.iter_s, iteration.c.loss).where(
                 iteration.c.attempt_id == aid)
-            loss, secs = per_iteration([dict(r) for r in conn.execute(q).mappings()])
+            its = [dict(r) for r in conn.execute(q).mappings()]
+            unread = unread_iterations(its)
+            if unread:  # a store others write: the point said and left out, as harvest leaves it out
+                warnings.append(f"point #{p['idx']} (id {p['id']}) of campaign {printable(campaign['id'])}: its "
+                                f"{unread}; left out")
+                continue
+            loss, secs = per_iteration(its)
             config = p.get("config") if isinstance(p.get("config"), dict) else {}
             own = ((config.get("trainer") or {}).get("params") or {}).get("loss_threshold")
-            threshold = loss_threshold if loss_threshold is not None else (float(own) if own is not None else None)
+            threshold = loss_threshold if loss_threshold is not None else (float(own) if _number(own) else None)
             keys = {k: p.get(k) for k in ("idx", "trainer", "experiment", "gpus", "repeat")} | settings[p["id"]]
             epochs = _epochs(conn, aid, store.version >= EVALUATION_SINCE)
             rows += [dict(keys, **r) for r in point_rows(loss, secs, epochs, threshold, stop=_stop(conn, aid))]

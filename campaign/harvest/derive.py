@@ -24,6 +24,7 @@ from campaign.harvest.views import SERIES, scaling_table, throughput_table  # no
 from campaign.catalogue.dataset_label import dataset_label
 from campaign.common.bounded import STORED, BoundError, loads
 from campaign.common.varying import label, typed, varying
+from campaign.store.budget import fetch_all
 
 IMAGE_SHORT = 12  # hex digits of the sha256 that name an image (as `docker images` shows it)
 # the axes harvest has columns for; a swept dataset=A,B is the dataset column, worded with its crop
@@ -112,10 +113,7 @@ def _frame(conn, query, schema_overrides: Optional[dict] = None) -> pl.DataFrame
     types.update(schema_overrides or {})
     result = conn.execute(query)
     cols = list(result.keys())
-    try:
-        rows = result.cursor.fetchall()  # plain tuples: SQLAlchemy's per-row processing is not needed here
-    finally:
-        result.close()
+    rows = fetch_all(conn, result)  # plain tuples, under the store's budget and Ctrl-C (campaign.store.budget)
     if not rows:
         return pl.DataFrame(schema={c: types.get(c, pl.Null) for c in cols})
     return pl.DataFrame(rows, schema=cols, orient="row", schema_overrides={c: t for c, t in types.items() if c in cols},

@@ -119,7 +119,8 @@ def plan(ref: Optional[str], *, store_url: str, hours: Optional[float] = None, b
         return 1
     model = fit_model(points, efficiency_floor)
     rows = candidates(model, scaling_table(points))
-    for note in model.filter(pl.col("kind") == "no fit")["note"].unique(maintain_order=True).to_list():
+    unfit = model.filter(pl.col("kind") == "no fit") if model.height else model  # none fitted: no columns either
+    for note in (unfit["note"].unique(maintain_order=True).to_list() if unfit.height else []):
         print(printable(f"note: {note}; its measured points only"), file=sys.stderr)
     print(printable(f"campaign {cid}"))
     print("plan: the full schedule's time to solution (hours) and GPU-hours per platform and GPU count; "

@@ -9,16 +9,21 @@ provenance JSON through SQLAlchemy's portable JSON paths (``JSON_EXTRACT`` on SQ
 container (or without an image file to hash). Every such path reads a value only where
 its column holds JSON the database reads (``json_ok``): SQLite keeps any text in a JSON
 column, and one value its ``JSON_EXTRACT`` refuses (not JSON, nested past SQLite's limit:
-a store others write) would end the whole query; such a value reads as NULL."""
+a store others write) would end the whole query; such a value reads as NULL. Before
+that, its length (``json_size``) is checked against ``sql_max_chars`` (campaign.common.bounded):
+a longer value reaches no JSON function, and reads as NULL too (a 180 MB one took SQLite
+1.48 GB to parse, issue #48); campaign.harvest.door finds such values, so that
+harvest leaves their points out, saying so."""
 
 from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from sqlalchemy import Boolean, and_, case, false, func, null, or_, select
+from sqlalchemy import Boolean, Integer, String, and_, bindparam, case, false, func, null, or_, select
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.functions import FunctionElement
 
+from campaign.common.bounded import sql_max_chars
 from campaign_sql.schema import attempt, breakdown, iteration, point, profile, rank_timing
 
 POINT_FILTERS = ("platform", "trainer", "experiment", "gpus", "nodes", "dataset")
@@ -49,19 +54,88 @@ def _json_ok_sqlite(element, compiler, **kw) -> str:
     return f"json_valid({compiler.process(element.clauses, **kw)})"
 
 
-def guarded(column, path):
-    """``path`` (a JSON path into ``column``) where ``column`` holds readable JSON, else NULL."""
-    return case((json_ok(column), path), else_=null())
+class json_size(FunctionElement):
+    """A JSON column's stored length, measured without parsing it: SQLite's ``length``
+    (characters of text, bytes of a blob), PostgreSQL's ``octet_length`` of its text."""
+
+    type = Integer()
+    inherit_cache = True
+    name = "json_size"
+
+
+@compiles(json_size)
+def _json_size(element, compiler, **kw) -> str:
+    return f"length({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(json_size, "postgresql")
+def _json_size_postgresql(element, compiler, **kw) -> str:
+    return f"octet_length(CAST({compiler.process(element.clauses, **kw)} AS TEXT))"
+
+
+# the longest value a JSON function may parse, taken when the statement runs (the
+# command's budget, CAMPAIGN_JSON_MAX_MEMORY_MB)
+JSON_MAX = bindparam("json_max_chars", callable_=sql_max_chars, type_=Integer())
+
+
+class json_kind(FunctionElement):
+    """Whether the value at ``keys`` in a JSON column is of ``kind`` (``number`` or
+    ``string``): SQLite's ``json_type``, PostgreSQL's ``json_typeof``. A nested object
+    where a figure belongs would otherwise read as its text, or as 0 once cast to a number.
+    The keys are campaign's own constants, rendered as literals: not cached (the cache
+    key of a statement leaves literals' values out)."""
+
+    type = Boolean()
+    inherit_cache = False
+    name = "json_kind"
+
+    def __init__(self, column, keys: tuple[str, ...], kind: str):
+        super().__init__(column)
+        self.keys, self.kind = keys, kind
+
+
+@compiles(json_kind)
+def _json_kind_sqlite(element, compiler, **kw) -> str:
+    path = "$" + "".join(f'."{k}"' for k in element.keys)
+    types = "('integer', 'real')" if element.kind == "number" else "('text')"
+    return (f"(json_type({compiler.process(element.clauses, **kw)}, "
+            f"{compiler.render_literal_value(path, String())}) IN {types})")
+
+
+@compiles(json_kind, "postgresql")
+def _json_kind_postgresql(element, compiler, **kw) -> str:
+    path = "".join(f" -> {compiler.render_literal_value(k, String())}" for k in element.keys)
+    return f"(json_typeof({compiler.process(element.clauses, **kw)}{path}) = '{element.kind}')"
+
+
+def guarded(column, path, keys: tuple[str, ...] = (), kind: Optional[str] = None):
+    """``path`` (a JSON path into ``column``: ``keys``) where ``column`` holds readable JSON
+    of at most ``JSON_MAX`` characters (and, given ``kind``, the value there is of that
+    kind: ``json_kind``), else NULL. CASE tries its branches in order: a longer value's
+    length is all the database reads of it, never its JSON."""
+    whens = [(json_size(column) > JSON_MAX, null()), (~json_ok(column), null())]
+    if kind is not None:
+        whens.append((~json_kind(column, keys, kind), null()))
+    return case(*whens, else_=path)
+
+
+def within_bound(column):
+    """``column`` itself where it is at most ``JSON_MAX`` characters long, else NULL (a
+    value fetched whole, then parsed within bounds by campaign.common.bounded)."""
+    return case((json_size(column) > JSON_MAX, null()), else_=column)
 
 
 def extra(key: str, kind: str = "float"):
     """A rank's figure ``key`` beyond the columns (trainers/job.py, docs/breakdown.md), as
     ``kind`` (float, integer, string), guarded."""
-    return guarded(rank_timing.c.extra, getattr(rank_timing.c.extra[key], f"as_{kind}")())
+    return guarded(rank_timing.c.extra, getattr(rank_timing.c.extra[key], f"as_{kind}")(), (key,),
+                   "string" if kind == "string" else "number")
 
 
-IMAGE_SHA256 = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image_sha256"].as_string())
-IMAGE_PATH = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image"].as_string())
+IMAGE_SHA256 = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image_sha256"].as_string(),
+                       ("container", "image_sha256"), "string")
+IMAGE_PATH = guarded(attempt.c.provenance, attempt.c.provenance["container"]["image"].as_string(),
+                     ("container", "image"), "string")
 
 
 def _image_filter(values: Sequence[str]):
@@ -203,9 +277,10 @@ def completed_points_query(campaign_ids: Sequence[str], where: Optional[dict] = 
             func.avg(_top_op("cpu_time_total_s")).label("profile_cpu_total_s"),
             func.avg(_top_op("device_time_total_s")).label("profile_device_total_s"),
             # the profiler window's warning and trace files (trainers/loop.py: profile.top_ops)
-            func.max(guarded(profile.c.top_ops, profile.c.top_ops["warning"].as_string())).label("profile_warning"),
-            func.aggregate_strings(guarded(profile.c.top_ops, profile.c.top_ops["trace_file"].as_string()),
-                                   "\n").label("trace_files"),
+            func.max(guarded(profile.c.top_ops, profile.c.top_ops["warning"].as_string(), ("warning",),
+                             "string")).label("profile_warning"),
+            func.aggregate_strings(guarded(profile.c.top_ops, profile.c.top_ops["trace_file"].as_string(),
+                                           ("trace_file",), "string"), "\n").label("trace_files"),
         )
         .where(profile.c.attempt_id.in_(select(latest.c.attempt_id)))
         .group_by(profile.c.attempt_id)

@@ -109,10 +109,16 @@ def completed_where(store, campaign: dict, where: Optional[dict]) -> tuple[dict,
 
     from campaign.store.typed import LEFT_OUT
 
+    from campaign.harvest.door import left_out
     from campaign.harvest.where_settings import matching_ids, split
 
     points, warnings = effective_points(store, campaign)
     done = completed_ids(points)
+    harvested = set(done)
+    unread = left_out(store, campaign["id"], [p for p in points if p["id"] in harvested])
+    if unread:  # rows harvest's SQL cannot read (JSON too long, a number that is none): said, and left out
+        done = [i for i in done if i not in unread]
+        warnings = warnings + list(unread.values())
     out, settings = split(where)
     if settings:  # --where on a setting (trainer.params.backbone=...): the points that have it
         chosen = matching_ids(points, settings, campaign["id"])
@@ -323,7 +329,7 @@ def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out
     title = TABLES[name].title
     where, settings = split(where)
     with open_store(store_url, readonly=True) as store:
-        campaign = find_campaign_noted(store, ref)  # another user's: said on stderr, as every table does
+        campaign = find_campaign_noted(store, ref)  # another user's said on stderr; typed at the door (campaign.store.typed)
         df, warnings = table_function(name)(store, campaign, **(options or {}))
         if where:
             with store.engine.connect() as conn:

@@ -72,23 +72,50 @@ class RankBeats:
         return None
 
 
-def read_beats(store: Any, attempt_ids: Iterable[int]) -> dict[int, list[RankBeats]]:
-    """attempt id -> its ranks' heartbeats (three rows per rank, read by key); {} for a
-    store from before heartbeats (schema version 1)."""
+def _beat(at: Any, iteration: Any, total: Any, warmup: Any) -> Beat:
+    """A heartbeat row typed at the door (a store others write): a ``Refused`` naming the
+    first value that is not a unix time or a count (campaign.store.typed)."""
+    from campaign.store.typed import Refused, integer, shown_value, unix_time
+
+    count = integer(0, "not an integer, 0 or more")
+    values = {"at": at, "iteration": iteration, "total": total, "warmup": warmup}
+    for column, check in (("at", unix_time), ("iteration", count), ("total", count), ("warmup", count)):
+        try:
+            values[column] = check(values[column])
+        except Refused as exc:
+            raise Refused(f"{column}={shown_value(values[column])} is {exc}") from None
+    if values["at"] is None:
+        raise Refused("at=None is not a unix time")
+    return Beat(**values)
+
+
+def read_beats(store: Any, attempt_ids: Iterable[int]) -> tuple[dict[int, list[RankBeats]], dict[int, str]]:
+    """(attempt id -> its ranks' heartbeats (three rows per rank, read by key), attempt id
+    -> why its heartbeats are not read: a row of them not of its columns' types); both {}
+    for a store from before heartbeats (schema version 1)."""
+    from campaign.store.typed import Refused
     from campaign_sql.schema import PROGRESS_SINCE
 
     ids = sorted({int(a) for a in attempt_ids if a is not None})
     if not ids or not store.has(PROGRESS_SINCE):
-        return {}
+        return {}, {}
     from sqlalchemy import and_, func, select
 
     from campaign_sql.schema import progress as pr
+
+    refused: dict[int, str] = {}
 
     def rows(pick) -> dict[tuple[int, int], Beat]:
         sub = pick.subquery()
         q = select(pr.c.attempt_id, pr.c.rank, pr.c.at, pr.c.iteration, pr.c.total, pr.c.warmup).join(
             sub, and_(pr.c.attempt_id == sub.c.attempt_id, pr.c.rank == sub.c.rank, pr.c.seq == sub.c.seq))
-        return {(a, r): Beat(at, it, total, warm) for a, r, at, it, total, warm in conn.execute(q)}
+        out = {}
+        for a, r, *values in conn.execute(q):
+            try:
+                out[(a, r)] = _beat(*values)
+            except Refused as exc:
+                refused.setdefault(a, str(exc))
+        return out
 
     key = (pr.c.attempt_id, pr.c.rank)
     with store.engine.connect() as conn:
@@ -97,9 +124,10 @@ def read_beats(store: Any, attempt_ids: Iterable[int]) -> dict[int, list[RankBea
         timed = rows(select(*key, func.min(pr.c.seq).label("seq"))
                      .where(and_(pr.c.attempt_id.in_(ids), pr.c.iteration >= pr.c.warmup)).group_by(*key))
     out: dict[int, list[RankBeats]] = {}
-    for (aid, rank), beat in sorted(first.items()):
-        out.setdefault(aid, []).append(RankBeats(beat, timed.get((aid, rank)), last[(aid, rank)]))
-    return out
+    for (aid, rank), beat in sorted(first.items(), key=lambda item: [(str(type(k)), k) for k in item[0]]):
+        if aid not in refused and (aid, rank) in last:
+            out.setdefault(aid, []).append(RankBeats(beat, timed.get((aid, rank)), last[(aid, rank)]))
+    return out, refused
 
 
 @dataclass

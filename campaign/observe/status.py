@@ -208,7 +208,10 @@ class Follower:
         points, warnings = effective_points(self.store, self.campaign)
         now = time.time() if now is None else now
         unfinished = any(not is_final(p["state"]) for p in points)
-        beats = read_beats(self.store, [p.get("attempt_id") for p in points])
+        beats, unread = read_beats(self.store, [p.get("attempt_id") for p in points])
+        warnings = warnings + [f"point #{p['idx']} (id {p['id']}) of campaign {printable(self.campaign['id'])}: its "
+                               f"heartbeats are not read: {unread[p['attempt_id']]}; shown without its progress"
+                               for p in points if p.get("attempt_id") in unread]
         etas, _ = annotate(points, beats, now=now, measured=self._measured_rates(points) if unfinished else {})
         # a swept dataset=A,B is the dataset column (worded with its crop), not an override column too
         _, values = varying([p.get("overrides") for p in points], skip=(*AXES, "dataset"))

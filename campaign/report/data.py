@@ -38,14 +38,16 @@ def gather(store: Any, ref: Optional[str], others: Sequence[str] = ()) -> Report
     from campaign.harvest.run import _comparison, _tables, completed_where
     from campaign.harvest.tables import POINT_TABLES
     from campaign.store import find_campaign_noted
+    from campaign.store.typed import typed_attempts
 
     campaign = find_campaign_noted(store, ref)
     cid = campaign["id"]
     mine, points, warnings = completed_where(store, campaign, None)
     tables = _tables(store, cid, mine, POINT_TABLES, stack=True)
-    raw = store.attempts(cid)
-    data = ReportData(campaign, points, tables, attempts_table(points, raw, harvested_segments(store, cid)), raw,
-                      warnings=list(warnings))
+    raw, refused = typed_attempts(cid, store.attempts(cid))  # typed at the door, as the points are
+    segments, unshown = harvested_segments(store, cid, points)
+    data = ReportData(campaign, points, tables, attempts_table(points, raw, segments), raw,
+                      warnings=list(warnings) + refused + unshown)
     if tables:
         from campaign.harvest.references import workload_warning
 

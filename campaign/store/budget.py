@@ -51,13 +51,15 @@ def budget_s() -> float:
 
 
 class _Clock:
-    """One connection's running query: when its budget ends, and why the handler ended it."""
+    """One connection's running query: when its budget ends, and why the handler ended it;
+    the budget and the store's name, for its message."""
 
-    __slots__ = ("deadline", "why")
+    __slots__ = ("deadline", "why", "seconds", "where")
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float, where: str) -> None:
         self.deadline: Optional[float] = None  # None: the next turn starts the clock
         self.why: Optional[str] = None  # "interrupt" | "budget", set by the handler
+        self.seconds, self.where = seconds, where
 
 
 def guard(engine: Engine, where: str) -> Engine:
@@ -72,8 +74,8 @@ def guard(engine: Engine, where: str) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, record: Any) -> None:
+        clock = record.info[_KEY] = _Clock(seconds, where)
         if dialect == "sqlite":
-            clock = record.info[_KEY] = _Clock()
             dbapi_conn.set_progress_handler(lambda: _turn(clock, seconds), PROGRESS_STEPS)
         elif dialect == "postgresql":
             cur = dbapi_conn.cursor()
@@ -116,18 +118,46 @@ def _turn(clock: _Clock, seconds: float) -> int:
     return 0
 
 
+def _budget_error(seconds: float, where: str) -> StoreError:
+    return StoreError(f"results store {where}: a query ran past its budget of {seconds:g} s ({ENV}); a store "
+                      f"made to hang its readers (docs/security.md) or a very large one: set {ENV} higher to "
+                      "wait longer")
+
+
+def _ended(orig: BaseException, clock: Optional[_Clock], seconds: float, where: str) -> Optional[BaseException]:
+    """What the database's error ``orig`` is raised as when the handler or the server's
+    timeout ended the query (None: it did not)."""
+    if isinstance(orig, sqlite3.OperationalError) and str(orig) == "interrupted":
+        return _budget_error(seconds, where) if clock is not None and clock.why == "budget" else KeyboardInterrupt()
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if code == "57014" and "statement timeout" in str(orig):  # query_canceled, by statement_timeout
+        return _budget_error(seconds, where)
+    return None
+
+
 def _translated(ctx: Any, seconds: float, where: str) -> Optional[BaseException]:
     """What a query ended by the handler or the server's timeout is raised as (None: the
     database's error as it is)."""
-    orig = ctx.original_exception
-    budget = StoreError(f"results store {where}: a query ran past its budget of {seconds:g} s ({ENV}); a store "
-                        f"made to hang its readers (docs/security.md) or a very large one: set {ENV} higher to "
-                        "wait longer")
-    if isinstance(orig, sqlite3.OperationalError) and str(orig) == "interrupted":
-        conn = ctx.connection
-        clock = conn.info.get(_KEY) if conn is not None and not conn.closed else None
-        return budget if clock is not None and clock.why == "budget" else KeyboardInterrupt()
-    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if code == "57014" and "statement timeout" in str(orig):  # query_canceled, by statement_timeout
-        return budget
-    return None
+    conn = ctx.connection
+    clock = conn.info.get(_KEY) if conn is not None and not conn.closed else None
+    return _ended(ctx.original_exception, clock, seconds, where)
+
+
+def fetch_all(conn: Any, result: Any) -> list:
+    """Every row of ``result`` (run on ``conn``, a connection of a guarded engine) as the
+    driver's plain tuples: no row objects, so a million rows cost what fetching them
+    costs. SQLite runs the query while its rows are fetched, and SQLAlchemy's error events
+    see nothing of a fetch from the driver's own cursor: a query the handler ends there
+    (Ctrl-C, the budget) is raised here as ``guard`` raises it, any other database error
+    as one ``StoreError`` line. The result is closed."""
+    try:
+        return result.cursor.fetchall()
+    except conn.dialect.loaded_dbapi.Error as exc:
+        from campaign.common.errors import one_line
+
+        clock = conn.info.get(_KEY)
+        seconds, where = (clock.seconds, clock.where) if clock is not None else (budget_s(), "(unnamed)")
+        ended = _ended(exc, clock, seconds, where)
+        raise (ended or StoreError(f"results store {where}: {one_line(str(exc))}")) from None
+    finally:
+        result.close()

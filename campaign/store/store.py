@@ -51,9 +51,9 @@ def find_campaign_noted(store: "Store", ref: str | None) -> dict:
     import sys
 
     from campaign.store.resolve import campaign_for_read
-    from campaign.store.typed import typed_created_at
+    from campaign.store.typed import typed_campaign
 
-    found, warnings = typed_created_at(campaign_for_read(store, ref))  # a date no clock shows: read as none, said once
+    found, warnings = typed_campaign(campaign_for_read(store, ref))  # a value not of its type: read as none, said once
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
     return found

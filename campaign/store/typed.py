@@ -86,11 +86,39 @@ def text(value: Any) -> Optional[str]:
     return cut(value)
 
 
+def path(value: Any) -> Optional[str]:
+    """A folder's path (a campaign's results folder): text of at most MAX_TEXT characters
+    without a NUL, or none; never cut (a cut path names another folder)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_TEXT or "\0" in value:
+        raise Refused(f"not a path (text of 1 to {MAX_TEXT:,} characters, no NUL)")
+    return value
+
+
 def cut(value: str, limit: int = MAX_TEXT) -> str:
     """``value`` cut to ``limit`` characters, saying how long it was."""
     if len(value) <= limit:
         return value
     return f"{value[:limit]}... ({len(value):,} characters, cut to {limit:,})"
+
+
+def json_object(value: Any) -> Any:
+    """A JSON column that holds an object (a config, a provenance): a mapping or none (one
+    beyond the parser's bounds, campaign.common.bounded.Unreadable, is an empty mapping)."""
+    if value is not None and not isinstance(value, Mapping):
+        raise Refused("not a JSON object")
+    return value
+
+
+def json_words(value: Any) -> Any:
+    """A JSON column that holds overrides: a list of ``key=value`` texts, or none
+    (``Unreadable`` passes: its readers say so)."""
+    if value is None or isinstance(value, Mapping):
+        return value
+    if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+        raise Refused("not a JSON list of key=value texts")
+    return value
 
 
 # The columns of Store.points' rows a read command uses, and what each must be.
@@ -107,6 +135,22 @@ POINT_COLUMNS: dict[str, Callable[[Any], Any]] = {
     "attempt_no": integer(0, "not an integer, 0 or more", nullable=True),
     "submitted_at": unix_time, "started_at": unix_time, "ended_at": unix_time,
     "attempt_started_at": unix_time, "attempt_ended_at": unix_time,
+    "config": json_object, "overrides": json_words,
+}
+
+# The columns of Store.attempts' rows (the attempts table, the report), and what each must be.
+ATTEMPT_COLUMNS: dict[str, Callable[[Any], Any]] = {
+    "attempt_no": integer(0, "not an integer, 0 or more"),
+    "state": name, "origin": lambda v: None if v is None else name(v),
+    "job_id": text, "reason": text, "node_list": text,
+    "world_size": integer(1, "not a positive integer", nullable=True),
+    "started_at": unix_time, "ended_at": unix_time, "submitted_at": unix_time,
+    "provenance": json_object, "overrides": json_words,
+}
+
+# The columns of a campaign's row, and what each must be; ``created_at``: typed_created_at.
+CAMPAIGN_COLUMNS: dict[str, Callable[[Any], Any]] = {
+    "name": text, "command": text, "results_dir": path, "host": text, "user": text, "overrides": json_words,
 }
 
 
@@ -143,16 +187,23 @@ def shown_value(value: Any) -> str:
     return printable(r)
 
 
-def typed_point(row: Mapping[str, Any]) -> dict:
-    """``row`` with each column of POINT_COLUMNS it holds checked (and coerced); a Refused
-    naming the first column that is neither (``gpus='x' is not a positive integer``)."""
+def _typed(row: Mapping[str, Any], columns: Mapping[str, Callable[[Any], Any]]) -> dict:
+    """``row`` with each of ``columns`` it holds checked (and coerced); a Refused naming the
+    first column that is neither (``gpus='x' is not a positive integer``)."""
     out = dict(row)
-    for column, check in POINT_COLUMNS.items():
+    for column, check in columns.items():
         if column in out:
             try:
                 out[column] = check(out[column])
             except Refused as exc:
                 raise Refused(f"{column}={shown_value(out[column])} is {exc}") from None
+    return out
+
+
+def typed_point(row: Mapping[str, Any]) -> dict:
+    """``row`` with each column of POINT_COLUMNS it holds checked (and coerced), and its
+    config's CONFIG_VALUES; a Refused naming the first value that is neither."""
+    out = _typed(row, POINT_COLUMNS)
     _check_config(out.get("config"))
     return out
 
@@ -170,6 +221,38 @@ def typed_points(campaign_id: str, rows: Sequence[Mapping[str, Any]]) -> tuple[l
             warnings.append(f"point {where} (id {printable(row.get('id'))}) of campaign {printable(campaign_id)}: "
                             f"{exc}{LEFT_OUT}")
     return good, warnings
+
+
+def typed_attempts(campaign_id: str, rows: Sequence[Mapping[str, Any]]) -> tuple[list[dict], list[str]]:
+    """The attempts (``Store.attempts``' rows) whose columns are of their type and range
+    (ATTEMPT_COLUMNS, coerced), and one warning per attempt left out:
+    ``attempt 0 of point #3 of campaign X: started_at='x' is not a unix time ...; left out``."""
+    good, warnings = [], []
+    for row in rows:
+        try:
+            good.append(_typed(row, ATTEMPT_COLUMNS))
+        except Refused as exc:
+            no, idx = row.get("attempt_no"), row.get("idx")
+            warnings.append(f"attempt {no if _integer(no) is not None else shown_value(no)} of point "
+                            f"#{idx if _integer(idx) is not None else shown_value(idx)} of campaign "
+                            f"{printable(campaign_id)}: {exc}{LEFT_OUT}")
+    return good, warnings
+
+
+def typed_campaign(campaign: Mapping[str, Any]) -> tuple[dict, list[str]]:
+    """The campaign row with each value that is not of its type (CAMPAIGN_COLUMNS, and
+    ``created_at``: typed_created_at) read as none, one warning line each: a campaign is
+    what a command was asked about, so it is shown without the value, not left out."""
+    out, warnings = typed_created_at(campaign)
+    for column, check in CAMPAIGN_COLUMNS.items():
+        if column in out:
+            try:
+                out[column] = check(out[column])
+            except Refused as exc:
+                warnings.append(f"campaign {printable(out.get('id'))}: {column}={shown_value(out[column])} is {exc}; "
+                                "shown without it")
+                out[column] = None
+    return out, warnings
 
 
 def typed_created_at(campaign: Mapping[str, Any]) -> tuple[dict, list[str]]:
