@@ -49,6 +49,8 @@ ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
     ("CAMPAIGN_JSON_MAX_MEMORY_MB", "you", "what all the stored JSON one command parses may take in memory "
                                            "(default 1024)"),
     ("CAMPAIGN_TRACE_MAX_MEMORY_MB", "you", "what one profiler trace may take in memory when read (default 1536)"),
+    ("CAMPAIGN_IMAGES", "you", "the folder of the container images the reference preset runs in "
+                               "(campaign-cu130.sif, campaign-cu126.sif for V100); default `<results_dir>/images`"),
     ("CAMPAIGN_LOCK_DIR", "you", "the folder of the lock local jobs take turns through (default: machine-wide)"),
     ("CAMPAIGN_SQLITE_JOURNAL", "you", "SQLite's journal mode for the store (default WAL; e.g. DELETE on a file "
                                        "system without shared memory)"),
