@@ -49,6 +49,21 @@ def test_register_and_read_back(tmp_path):
             s.resolve_campaign("zzz")
 
 
+def test_an_unknown_campaign_lists_names_with_ids_and_suggests_the_closest(tmp_path):
+    url = f"sqlite:///{tmp_path}/c.db"
+    with open_store(url, create=True) as s:
+        s.register({"id": "20260101-000000-aaaa", "created_at": time.time() - 20, "name": "main-job"}, [_point(0)])
+        s.register({"id": "20260101-000100-bbbb", "created_at": time.time() - 10, "name": "opt"}, [_point(0)])
+        with pytest.raises(NotFoundError) as typo:
+            s.resolve_campaign("mian-job")
+        with pytest.raises(NotFoundError) as far:
+            s.resolve_campaign("zzz")
+    recent = "recent: opt (20260101-000100-bbbb), main-job (20260101-000000-aaaa)"
+    assert str(typo.value) == (f"no campaign 'mian-job' in {tmp_path}/c.db; did you mean 'main-job' "
+                               f"(20260101-000000-aaaa)?; {recent}")
+    assert str(far.value) == f"no campaign 'zzz' in {tmp_path}/c.db; {recent}"
+
+
 def test_state_moves_only_from_active_states(tmp_path):
     with open_store(f"sqlite:///{tmp_path}/c.db", create=True) as s:
         (pid,) = s.register({"id": "c", "created_at": 1.0}, [_point(0)])

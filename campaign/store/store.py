@@ -291,8 +291,27 @@ class Store(Submissions):
                 note = (f"campaign {named[0]['id']} is dated in the future (a clock off, or a store others "
                         f"altered){'; ' + note if note else ''}")
             return dict(named[0]), note
-        known = ", ".join(c["id"] for c in self.campaigns(limit=5)) or "none"
-        raise NotFoundError(f"no campaign '{ref}' in {describe_url(self.url)}; recent: {known}")
+        raise NotFoundError(self._not_found(ref))
+
+    def _not_found(self, ref: str) -> str:
+        """``no campaign 'REF'``, the closest name or id among recent campaigns (a typo), and
+        the recent ones by name and id."""
+        import difflib
+
+        recent = self.campaigns(limit=200)
+        words = {}
+        for c in recent:
+            for word in (c.get("name"), c.get("id")):
+                if isinstance(word, str) and word:
+                    words.setdefault(word, c)
+        close = difflib.get_close_matches(ref, list(words), n=1, cutoff=0.6)
+        hint = ""
+        if close:
+            c = words[close[0]]
+            hint = f"; did you mean '{close[0]}'" + (f" ({c['id']})" if close[0] != c["id"] else "") + "?"
+        shown = [f"{c['name']} ({c['id']})" if c.get("name") and c["name"] != c["id"] else str(c["id"])
+                 for c in recent[:5]]
+        return f"no campaign '{ref}' in {describe_url(self.url)}{hint}; recent: {', '.join(shown) or 'none'}"
 
     def _none_of_yours(self, horizon: float) -> str:
         """Why a command given no campaign has none to take: the store is empty, every
