@@ -14,6 +14,7 @@ from campaign.cli.parser import command, store_arg
 EPILOG = """examples:
   campaign figures vit-twin --out results/figures/vit-twin        # every table and figure of the ViT study
   campaign figures dp-study                                        # list them (made, or why not); write nothing
+  campaign figures dp-twin --out results/figures/dp --formats png  # PNG only (none: the CSVs and captions only)
   campaign figures vit-nodes-1 vit-nodes-2 --out results/figures/nodes   # several campaigns, one set
   campaign figures vit-nodes --out results/figures/nodes           # every campaign of that name"""
 
@@ -33,10 +34,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", default=None,
                    help="write the figures, their CSVs and captions and index.json to DIR (created when missing); "
                         "without it, list what would be made")
+    p.add_argument("--formats", metavar="png,svg|none", default=None,
+                   help="the figures' image files (default png,svg); none: only each item's CSV and caption")
 
 
 def figures(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``campaign figures``."""
     from campaign.harvest.declared_run import figures as draw
 
-    return draw(args.campaign, store_url=args.store, out=args.out)
+    return draw(args.campaign, store_url=args.store, out=args.out, formats=args.formats)

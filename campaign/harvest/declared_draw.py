@@ -95,8 +95,12 @@ def stack_item(item: Item, stack: pl.DataFrame) -> Drawn:
     cols = _keys(data, x) + ["phase", "label", "per_iteration_s", "per_iteration_ms", "repeats"]
     notes = [] if data["phase"].str.starts_with("study.").any() else [
         "no point timed the study's rows (trainer.params.study_timing=true): campaign's phases instead"]
-    return Drawn(data=data.select([c for c in dict.fromkeys(cols) if c in data.columns]),
-                 figure=breakdown_figure(stack, x), notes=notes)
+    fig = breakdown_figure(stack, x)
+    import textwrap
+
+    for ax in fig.axes[:1]:  # a few bars make a narrow figure: its title on several lines, not cut off
+        ax.set_title(textwrap.fill(ax.get_title(), 40), fontsize="medium")
+    return Drawn(data=data.select([c for c in dict.fromkeys(cols) if c in data.columns]), figure=fig, notes=notes)
 
 
 def phase_item(item: Item, stack: pl.DataFrame) -> Drawn:

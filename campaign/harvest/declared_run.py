@@ -28,6 +28,7 @@ from campaign.common.text import printable
 from campaign.harvest.declared import STATUS, Item, StudyFigures, for_text
 
 FLAG = "--out"
+FORMATS = ("png", "svg")  # a figure's image files (--formats); none: the data and captions only
 
 
 def resolve_campaigns(store, refs: Sequence[str]) -> list[dict]:
@@ -89,17 +90,28 @@ def _write_text(path: Path, text: str) -> None:
     write_output(path, lambda fh: fh.write(text.encode()), flag=FLAG)
 
 
-def _write_item(out: Path, item: Item, drawn, campaigns: Sequence[dict], label: Optional[str]) -> list[str]:
-    """The item's files in ``out``: its figure (PNG, SVG), CSV and caption."""
+def _save(fig, out: Path, stem: str, formats: Sequence[str]) -> list[str]:
+    """``out/<stem>.<format>`` for each format, written as campaign.common.outfile writes a file."""
+    paths = [check_output(out / f"{stem}.{ext}", FLAG) for ext in formats]
+    for path in paths:
+        ext = path.suffix[1:]
+        write_output(path, lambda fh, ext=ext: fig.savefig(fh, format=ext, dpi=120 if ext == "png" else None),
+                     flag=FLAG)
+    return [p.name for p in paths]
+
+
+def _write_item(out: Path, item: Item, drawn, campaigns: Sequence[dict], label: Optional[str],
+                formats: Sequence[str]) -> list[str]:
+    """The item's files in ``out``: its figure (``formats``), CSV and caption."""
     from campaign.harvest.export import write_tables
     from campaign.harvest.figure import pyplot, stamp
-    from campaign.harvest.figures import save_figure
 
     files = []
     if drawn.figure is not None:
         try:
-            stamp(drawn.figure, label)
-            files += [p.name for p in save_figure(drawn.figure, out, item.number)]
+            if formats:
+                stamp(drawn.figure, label)
+                files += _save(drawn.figure, out, item.number, formats)
         finally:
             pyplot().close(drawn.figure)
     csv = out / f"{item.number}.csv"
@@ -123,7 +135,7 @@ def _label(campaigns: Sequence[dict]) -> Optional[str]:
 
 
 def declared_index(store, campaigns: Sequence[dict], study: StudyFigures, twin: bool,
-                   out: Optional[Path]) -> list[dict]:
+                   out: Optional[Path], formats: Sequence[str] = FORMATS) -> list[dict]:
     """Every declared item of ``study`` drawn from ``campaigns`` (into ``out`` when given)."""
     from campaign.harvest.declared_data import Harvest
     from campaign.harvest.declared_draw import item_data
@@ -143,7 +155,7 @@ def declared_index(store, campaigns: Sequence[dict], study: StudyFigures, twin: 
                 pyplot().close(drawn.figure)
             index.append(entry(item, "no_points", f"{STATUS['no_points']}: {drawn.missing}", notes=drawn.notes))
             continue
-        files = _write_item(out, item, drawn, campaigns, label) if out is not None else []
+        files = _write_item(out, item, drawn, campaigns, label, formats) if out is not None else []
         if out is None and drawn.figure is not None:
             from campaign.harvest.figure import pyplot
 
@@ -171,11 +183,25 @@ def usual_index(store, campaigns: Sequence[dict], out: Optional[Path]) -> tuple[
              "notes": []} for s in stems], True
 
 
-def figures(refs: Sequence[str], *, store_url: str, out: Optional[str] = None) -> int:
-    """Write (``out``) or list every declared table and figure of the campaigns' study.
-    Returns 0, or 1 when the campaigns have no completed point to draw from."""
+def parse_formats(text: Optional[str]) -> tuple[str, ...]:
+    """``--formats png,svg`` (the default), ``png``, ``svg`` or ``none`` (the data only)."""
+    if text is None:
+        return FORMATS
+    words = [w.strip() for w in text.split(",") if w.strip()]
+    if words == ["none"]:
+        return ()
+    if not words or any(w not in FORMATS for w in words):
+        raise ConfigError(f"--formats {text!r}: give {', '.join(FORMATS)} (comma-separated) or none")
+    return tuple(dict.fromkeys(words))
+
+
+def figures(refs: Sequence[str], *, store_url: str, out: Optional[str] = None, formats: Optional[str] = None) -> int:
+    """Write (``out``) or list every declared table and figure of the campaigns' study
+    (``formats``: the figures' image files, parse_formats). Returns 0, or 1 when the
+    campaigns have no completed point to draw from."""
     from campaign.store import open_store
 
+    kinds = parse_formats(formats)
     target = None
     if out is not None:
         target = Path(out)
@@ -195,7 +221,8 @@ def figures(refs: Sequence[str], *, store_url: str, out: Optional[str] = None) -
         if study is None:
             index, drawable = usual_index(store, campaigns, target)
         else:
-            index = declared_index(store, campaigns, study, twin=name is not None and name == study.twin, out=target)
+            index = declared_index(store, campaigns, study, twin=name is not None and name == study.twin, out=target,
+                                   formats=kinds)
             drawable = any(e["status"] == "made" for e in index)
     if target is not None:
         _write_text(target / "index.json", json.dumps(
