@@ -29,19 +29,19 @@ TEXTS = (Path(os.environ["CAMPAIGN_REFERENCE_TEXT"]).parent if os.environ.get("C
          else Path(__file__).resolve().parent.parent.parent / "shared" / "reference")
 
 
-def _store(tmp_path: Path, cid: str, points: list[dict]) -> str:
+def _store(tmp_path: Path, cid: str, points: list[dict], db: str = "") -> str:
     """A store of one campaign: each point with one completed attempt and its rows (``ranks``:
     rank_timing rows; ``phases``: (rank, phase, total_s, mean_s, count); ``profile``: (rank,
     cpu total s, device total s); ``losses``: per-iteration losses, rank 0; ``evaluation``:
     (epoch, loss, accuracy))."""
-    url = f"sqlite:///{tmp_path}/{cid}.db"
+    url = f"sqlite:///{tmp_path}/{db or cid}.db"
     rows = [{k: v for k, v in p.items() if k not in ("ranks", "phases", "profile", "losses", "evaluation")}
             for p in points]
     with open_store(url, create=True) as s:
         pids = s.register({"id": cid, "name": cid.split("-")[-1], "created_at": 1.0}, rows)
         with s.engine.begin() as conn:
             conn.execute(insert(attempt), [dict(point_id=p, attempt_no=0, state="completed") for p in pids])
-            ids = dict(conn.execute(select(attempt.c.point_id, attempt.c.id)).all())
+            ids = dict(conn.execute(select(attempt.c.point_id, attempt.c.id).where(attempt.c.point_id.in_(pids))).all())
             for pid, p in zip(pids, points):
                 aid = ids[pid]
                 conn.execute(insert(rank_timing), [dict(attempt_id=aid, rank=r, warmup_iterations=1, warmup_s=0.1,
@@ -324,3 +324,28 @@ def test_bad_input_is_one_line_and_a_listing_writes_nothing(tmp_path, capsys):
     listing = capsys.readouterr().out
     assert re.search(r"^fig01 +made", listing, re.M) and re.search(r"^fig06 +no_points", listing, re.M)
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(f"{cid}.db")) == ["file"]
+
+
+def test_two_campaigns_make_one_set_the_newer_attempt_winning_and_no_study_gets_the_usual_figures(tmp_path, capsys):
+    old, new = "20260301-000000-sw03-thesis-a", "20260302-000000-sw04-thesis-b"
+    points = _thesis_points()
+    first = [p for p in points if p["platform"] in ("a100", "v100")]
+    again = [dict(p, ranks=[dict(r, wall_s=r["wall_s"] / 2) for r in p["ranks"]]) for p in first if p["platform"] == "a100"]
+    url = _store(tmp_path, old, first, db="two")
+    _store(tmp_path, new, again + [p for p in points if p["platform"].startswith("a100_nvlink")], db="two")
+    out = tmp_path / "out"
+    assert main(["figures", old, new, "--store", url, "--out", str(out), "--formats", "none"]) == 0
+    rows = _csv(out / "fig01.csv")
+    for plat, halved in (("a100", 2), ("v100", 1), ("a100_nvlink_40", 1)):
+        want = {n: max(_thesis_wall(plat, n, r) for r in range(n)) / halved / 3600 for n in PLATFORMS[plat]}
+        assert _by_gpus(rows, "training time (hours)", platform=plat) == pytest.approx(want, rel=REL), plat
+    notes = next(e for e in json.loads((out / "index.json").read_text())["items"] if e["number"] == "fig01")["notes"]
+    assert len(notes) == 3 and all(f"campaign {new} (b)'s newer attempt wins over campaign {old} (a)" in n
+                                   for n in notes)
+    # a campaign of no study: harvest's usual figures, listed in the index
+    plain = "20260303-000000-pl01-plain"
+    url = _store(tmp_path, plain, [dict(p, config={"gpus": p["gpus"]}) for p in points[:3]])
+    assert main(["figures", plain, "--store", url, "--out", str(tmp_path / "plain"), "--formats", "png"]) == 0
+    index = json.loads((tmp_path / "plain" / "index.json").read_text())
+    assert index["study"] is None and "training_time" in _made(index)
+    assert (tmp_path / "plain" / "training_time.png").is_file()
