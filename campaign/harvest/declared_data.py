@@ -122,7 +122,7 @@ class Harvest:
                 frames.append(df.with_columns(pl.lit(campaign["id"]).alias("campaign_id")))
             self._convergence = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
         points = tables["points"]
-        keep = points.select("campaign_id", "idx").unique()
+        keep = points.select("campaign_id", "idx", pl.col("dataset").alias("point_dataset")).unique(["campaign_id", "idx"])
         rows = self._convergence.join(keep, on=["campaign_id", "idx"], how="inner")
         from campaign.harvest.derive import VARYING
 

@@ -145,6 +145,9 @@ def _accuracy_figure(rows: pl.DataFrame, title: str):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(FIG_W, FIG_H))
     labels = line_labels(rows)
+    if "point_dataset" in rows.columns and rows["point_dataset"].n_unique() > 1:  # Fig 10: CIFAR-10 beside CIFAR-100
+        named = dict(zip(zip(rows["idx"].to_list(), rows["repeat"].fill_null(0).to_list()), rows["point_dataset"]))
+        labels = {run: f"{named[run]} {label}" for run, label in labels.items()}
     for run in sorted(labels):
         mine = rows.filter((pl.col("idx") == run[0]) & (pl.col("repeat").fill_null(0) == run[1])).sort("epoch")
         ax.plot(mine["epoch"].to_list(), mine["test_accuracy"].to_list(), marker="o", label=labels[run])
