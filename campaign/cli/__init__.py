@@ -9,7 +9,7 @@ campaign.launch`` end through ``exits.exit_with``.
 
 Exit status of the read commands (README, "Exit status"): ``status`` 0 (``--wait``: 1 when a point did not
 complete, 124 when ``--timeout`` ran out first); ``harvest`` 0, 1 when nothing completed to
-harvest; ``plan`` 0, 1 when nothing completed or no choice fits; ``report`` 0; ``cancel`` 0; ``ingest`` 0, 1 when a malformed spool file was quarantined;
+harvest; ``figures`` 0, 1 when nothing completed to draw from; ``plan`` 0, 1 when nothing completed or no choice fits; ``report`` 0; ``cancel`` 0; ``ingest`` 0, 1 when a malformed spool file was quarantined;
 any of them 2 for bad input or a store it cannot use, 130 on Ctrl-C. A launch's and a
 resume's: campaign.cli.launch.
 """
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     them: each group's module adds its own (``launch`` and ``resume`` are listed for the
     help and completion, and parse their own arguments: a launch's are Hydra's)."""
     from campaign import __version__
-    from campaign.cli import harvest, launch, observe, plan, report, tools
+    from campaign.cli import figures, harvest, launch, observe, plan, report, tools
 
     top = Parser(prog="campaign", description="Scaling studies of deep-learning training on HPC clusters.",
                  epilog=EPILOG_MAIN, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     tools.add_completion(sub)
     observe.add_status(sub)
     harvest.add_parsers(sub)
+    figures.add_parsers(sub)
     plan.add_parsers(sub)
     report.add_parsers(sub)
     observe.add_cancel_and_ingest(sub)

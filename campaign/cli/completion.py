@@ -19,7 +19,7 @@ from importlib import resources
 
 SHELLS = ("bash", "zsh")
 # The commands whose first word is a campaign (id, prefix or name): completed from the store.
-TAKES_CAMPAIGN = ("status", "harvest", "plan", "report", "cancel", "ingest", "resume")
+TAKES_CAMPAIGN = ("status", "harvest", "figures", "plan", "report", "cancel", "ingest", "resume")
 # A campaign's name or id offered to the shell only when it is made of these: bash's
 # ``compgen -W`` expands the words it is given ($(...), `...`, ${...}), and a shared store's
 # names are whoever wrote them; a name with anything else is not offered.

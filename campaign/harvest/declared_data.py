@@ -1,0 +1,132 @@
+"""The points and harvested tables behind a declared item (declared.py), from one or several
+campaigns of a study: the completed points that pass the item's filters (a point column or a
+dotted setting, as ``campaign harvest --where``), harvest's own tables of them (scaling,
+utilisation, throughput, the study's timing stack), and the convergence rows of those points.
+
+Several campaigns make one frame: a node sweep launched one node count at a time is one
+figure. Where two campaigns' points collide (the same series, GPU count, nodes and repeat) the
+newer attempt wins and a note says which was left out. The store is read, never written.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import polars as pl
+
+from campaign.harvest.query import POINT_IDS
+
+# a point's identity in a figure: two campaigns' points alike in these collide
+COLLIDE_ON = ("platform", "trainer", "experiment", "dataset", "variant", "gpus", "nodes", "repeat")
+
+
+def selected_ids(store, campaigns: Sequence[dict], where: dict) -> tuple[dict, list[str]]:
+    """``where`` split into the point-column filters and the ids of the campaigns' completed
+    points that hold its settings (campaign.harvest.run.completed_where, per campaign), with
+    the warnings of reading their states."""
+    from campaign.harvest.run import completed_where
+    from campaign.observe.state import completed_ids
+
+    ids: list[int] = []
+    warnings: list[str] = []
+    out: dict = {}
+    for campaign in campaigns:
+        mine, points, more = completed_where(store, campaign, where)
+        warnings += more
+        ids += mine[POINT_IDS] if POINT_IDS in mine else completed_ids(points)
+        out = {k: v for k, v in mine.items() if k != POINT_IDS}
+    out[POINT_IDS] = ids
+    return out, warnings
+
+
+def newest_wins(points: pl.DataFrame, names: dict[str, str]) -> tuple[pl.DataFrame, list[str]]:
+    """Points of several campaigns with colliding keys (COLLIDE_ON): the newest attempt's kept
+    (the larger attempt id: attempts are numbered as they are made), a note per point left out
+    (``names``: campaign id -> its name, for the note)."""
+    keys = [k for k in COLLIDE_ON if k in points.columns]
+    if points.height == 0 or "campaign_id" not in points.columns or points["campaign_id"].n_unique() < 2:
+        return points, []
+    ranked = points.with_columns(pl.col("attempt_id").rank("ordinal", descending=True).over(keys).alias("_rank"))
+    dropped = ranked.filter(pl.col("_rank") > 1)
+    notes = []
+    for row in dropped.iter_rows(named=True):
+        winner = ranked.filter(pl.all_horizontal([pl.col(k).eq_missing(row[k]) for k in keys])
+                               & (pl.col("_rank") == 1)).row(0, named=True)
+        what = " ".join(str(row[k]) for k in ("platform", "experiment", "dataset", "variant") if row.get(k))
+        notes.append(f"{what} at {row['gpus']} GPU(s): campaign {winner['campaign_id']}"
+                     f"{_named(names, winner['campaign_id'])}'s newer attempt wins over campaign "
+                     f"{row['campaign_id']}{_named(names, row['campaign_id'])}'s")
+    return ranked.filter(pl.col("_rank") == 1).drop("_rank"), notes
+
+
+def _named(names: dict[str, str], cid: str) -> str:
+    return f" ({names[cid]})" if names.get(cid) else ""
+
+
+class Harvest:
+    """What the campaigns give the declared items, built once per set of filters."""
+
+    def __init__(self, store, campaigns: Sequence[dict]):
+        self.store = store
+        self.campaigns = list(campaigns)
+        self.names = {c["id"]: c.get("name") or "" for c in campaigns}
+        self.warnings: list[str] = []
+        self._tables: dict = {}
+        self._convergence: Optional[pl.DataFrame] = None
+
+    def tables(self, where: dict) -> tuple[dict[str, pl.DataFrame], list[str]]:
+        """(harvest's tables of the points passing ``where``, the collision notes); {} without
+        a point. Tables: points, scaling, throughput, utilisation, phase_stack (the study's
+        own timings where a point has them: study_timing.timing_stack)."""
+        key = repr(sorted((k, tuple(v)) for k, v in where.items()))
+        if key not in self._tables:
+            self._tables[key] = self._build(where)
+        return self._tables[key]
+
+    def _build(self, where: dict) -> tuple[dict[str, pl.DataFrame], list[str]]:
+        from campaign.harvest.derive import engine_phases, point_frame
+        from campaign.harvest.epochs import with_epoch_times
+        from campaign.harvest.run import with_varying
+        from campaign.harvest.study_timing import timing_stack
+        from campaign.harvest.tables import build_tables
+
+        filters, warnings = selected_ids(self.store, self.campaigns, where)
+        self.warnings += [w for w in warnings if w not in self.warnings]
+        if not filters[POINT_IDS]:
+            return {}, []
+        points = point_frame(self.store, [c["id"] for c in self.campaigns], filters)
+        if points.height == 0:
+            return {}, []
+        points, notes = newest_wins(points, self.names)
+        phases = engine_phases(self.store, points["attempt_id"].to_list())
+        points = with_epoch_times(points, phases)
+        out = build_tables(["scaling", "throughput", "utilisation"], points, phases)
+        out["phase_stack"] = timing_stack(points, phases)
+        out = {name: with_varying(df, points) for name, df in out.items()}
+        out["points"] = points
+        return out, notes
+
+    def convergence(self, where: dict) -> pl.DataFrame:
+        """The convergence rows (campaign.harvest.convergence) of the points passing ``where``,
+        with each point's varying settings as columns."""
+        from campaign.harvest.convergence import convergence_table
+
+        tables, _ = self.tables(where)
+        if not tables:
+            return pl.DataFrame()
+        if self._convergence is None:
+            frames = []
+            for campaign in self.campaigns:
+                df, warnings = convergence_table(self.store, campaign)
+                self.warnings += [w for w in warnings if w not in self.warnings]
+                frames.append(df.with_columns(pl.lit(campaign["id"]).alias("campaign_id")))
+            self._convergence = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+        points = tables["points"]
+        keep = points.select("campaign_id", "idx", pl.col("dataset").alias("point_dataset")).unique(["campaign_id", "idx"])
+        rows = self._convergence.join(keep, on=["campaign_id", "idx"], how="inner")
+        from campaign.harvest.derive import VARYING
+
+        if VARYING in points.columns:  # the settings that vary between the item's points, one column each
+            settings = points.select("campaign_id", "idx", VARYING).unnest(VARYING)
+            rows = rows.join(settings, on=["campaign_id", "idx"], how="left")
+        return rows
