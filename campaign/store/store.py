@@ -278,7 +278,7 @@ class Store(Submissions):
         if len(prefixed) == 1:  # an id prefix before a name: whoever names a campaign can pick any name
             return dict(prefixed[0]), None
         if len(prefixed) > 1:
-            raise NotFoundError(f"'{ref}' matches {len(prefixed)} campaigns ({', '.join(r['id'] for r in prefixed[:5])})"
+            raise NotFoundError(f"'{ref}' matches {len(prefixed)} campaigns ({', '.join(str(r['id']) for r in prefixed[:5])})"
                                 "; give more of the id")
         named = [r for r in rows if r["name"] == ref]
         if named:
@@ -397,8 +397,8 @@ def _dated_by(row: Mapping[str, Any], horizon: float) -> bool:
 
 
 def _ids(ids: Sequence[str], shown: int = 3) -> str:
-    """``a, b, c, ...``: the first ``shown`` ids."""
-    return ", ".join(ids[:shown]) + (", ..." if len(ids) > shown else "")
+    """``a, b, c, ...``: the first ``shown`` ids (as text: a store others write may hold another type)."""
+    return ", ".join(str(i) for i in ids[:shown]) + (", ..." if len(ids) > shown else "")
 
 
 def _write_message(exc: SQLAlchemyError) -> str:
