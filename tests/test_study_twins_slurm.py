@@ -126,3 +126,47 @@ def test_the_pages_harvests_of_the_twin_run(twins, study, tmp_path):
             drop = {argv.index("--plots"), argv.index("--plots") + 1, argv.index("--x"), argv.index("--x") + 1}
             rows = _csv(ws, *(a for i, a in enumerate(argv[1:], 1) if i not in drop))
             assert len({r[x] for r in rows if x in r}) >= 2, (argv, rows[:3])  # the factor's values, apart
+
+
+# ---------------------------------------------------------------- every figure, by the study's numbers (issue #46)
+
+ALL_TWINS = ("swinv2_thesis_small", "dataparallel_a6000_small", "vit_deepspeed_small")
+
+
+@pytest.mark.parametrize("study", ALL_TWINS)
+def test_campaign_figures_on_each_twin_makes_every_item_its_grid_covers(study_twins, study, tmp_path):
+    """``campaign figures`` on each reduced twin's campaign (run on the local SLURM cluster)
+    writes an index.json listing every table and figure the study's declaration holds, each
+    one not declared unmade `made` with its files; ViT's strong-scaling speedup and
+    efficiency at every GPU count; the thesis's Figs 6-8 from eq. 3.3 (null on CPU ranks,
+    with a note); the DataParallel Fig 1a of study.compute and study.comm_*."""
+    import json
+
+    from campaign.harvest.declared import declarations
+
+    ws, ids, _ = study_twins
+    out = tmp_path / "figures"
+    res = ws.campaign("figures", ids[study], "--out", str(out))
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+    index = json.loads((out / "index.json").read_text())
+    index = index["items"] if isinstance(index, dict) else index
+    declared = next(d for d in declarations().values() if study in (d.study, d.twin))
+    assert [e["number"] for e in index] == [i.number for i in declared.items]
+    for item, e in zip(declared.items, index):
+        if item.unmade is None:
+            assert e["status"] == "made", (e["number"], e["status"], e["why"])
+            assert e["files"] and all((out / f).is_file() for f in e["files"]), e
+        else:
+            assert e["status"] == item.unmade.status, e
+    rows = lambda number: list(csv.DictReader(io.StringIO((out / f"{number}.csv").read_text())))  # noqa: E731
+    if study == "vit_deepspeed_small":
+        for number in ("fig12", "fig13"):
+            data = rows(number)
+            assert {r["gpus"] for r in data} >= {"1", "2"}, (number, data)
+            assert all(r.get(c) not in (None, "") for r in data for c in ("speedup", "efficiency")), (number, data)
+    if study == "dataparallel_a6000_small":
+        phases = {r["phase"] for r in rows("fig01a")}
+        assert phases == {"study.compute", "study.comm_barrier"}, phases  # the study's own, never campaign's
+    if study == "swinv2_thesis_small":
+        for number in ("fig06", "fig07", "fig08"):
+            assert (out / f"{number}.csv").is_file(), number
