@@ -184,7 +184,10 @@ def _unused() -> tuple[Unused, ...]:
     procs = Unused("trainer.params.procs_per_node", {"trainer.params.engine": (Engine.ddp.value,)},
                    why="ddp runs one process a GPU already",
                    fix="drop it or use trainer.params.engine=dataparallel or vanilla")
-    return (fp32, *heads, *inference, procs)
+    split = Unused("trainer.params.procs_split", {"trainer.params.engine": (Engine.ddp.value,)},
+                   why="ddp runs one process a GPU: no processes share a node's GPUs",
+                   fix="drop it or use trainer.params.engine=dataparallel or vanilla with trainer.params.procs_per_node=2")
+    return (fp32, *heads, *inference, procs, split)
 
 
 @dataclass
