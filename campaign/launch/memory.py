@@ -18,9 +18,10 @@ from campaign.common.errors import InfeasiblePoint
 def estimate(config: Mapping[str, Any], spec: Any) -> Optional[Any]:
     """The trainer's estimate of the point (``gib``, ``gpu``, ``how``, ``fix``), or None where
     it declares none or the point's ranks are CPU processes."""
-    from campaign.launch.plan import cpu_ranks
+    from campaign.backends import backend_of
 
-    if getattr(spec, "gpu_memory", None) is None or cpu_ranks(config["platform"]):
+    backend = backend_of(config["platform"]["executor"])  # CPU ranks (plan.cpu_ranks: not imported, plan imports this)
+    if getattr(spec, "gpu_memory", None) is None or backend is None or backend.rank_device(config["platform"]) == "cpu":
         return None
     return spec.gpu_memory(config)
 
