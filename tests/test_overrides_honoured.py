@@ -79,6 +79,7 @@ REFUSED = {  # (trainer, key): what the launch refuses with the trainer's defaul
     ("synthetic", "trainer.precision"), ("synthetic", "experiment.grad_accum"), ("synthetic", "dataset.num_workers"),
     ("frozen_backbone", "trainer.precision"), ("frozen_backbone", "trainer.params.hidden"),
     ("frozen_backbone", "trainer.params.dropout"), ("frozen_backbone", "trainer.params.procs_per_node"),
+    ("frozen_backbone", "trainer.params.procs_split"),
     ("vit", "trainer.momentum"), ("vit", "trainer.params.zero_stage"),
     ("swinv2_upernet", "trainer.momentum"), ("swinv2_upernet", "dataset.num_workers"),
     ("sleep", "trainer.params.fail_at_iteration"), ("sleep", "trainer.params.stall_s"),
@@ -89,7 +90,7 @@ PARAMS = {
     "frozen_backbone": {"backbone": "resnet18", "classifier": "mlp", "hidden": "8", "dropout": "0.25",
                         "weights": WEIGHTS, "image_size": "40", "engine": "vanilla", "mode": "inference",
                         "loss_threshold": "1.5", "study_timing": "true", "stop_at_threshold": "true",
-                        "procs_per_node": "2"},
+                        "procs_per_node": "2", "procs_split": "split"},
     "vit": {"model": "vit_base_patch16_224", "image_size": "64", "weights": WEIGHTS, "engine": "deepspeed",
             "zero_stage": "2"},
     "swinv2_upernet": {"variant": "tiny", "window_size": "4", "pretrained": "/nowhere/swin.pth", "aux_head": "false",
@@ -119,6 +120,8 @@ CONDITIONS = [
     ("frozen_backbone", "trainer.params.hidden", "8", ["trainer.params.classifier=mlp"]),
     ("frozen_backbone", "trainer.params.dropout", "0.25", ["trainer.params.classifier=mlp"]),
     ("frozen_backbone", "trainer.params.procs_per_node", "2", ["trainer.params.engine=vanilla"]),
+    ("frozen_backbone", "trainer.params.procs_split", "split",
+     ["trainer.params.engine=vanilla", "trainer.params.procs_per_node=2"]),
     ("swinv2_upernet", "dataset.num_workers", "1", ["trainer.params.loop=stock"]),
     ("sleep", "trainer.params.fail_at_iteration", "2", ["trainer.params.fail_rank=1"]),
     ("sleep", "trainer.params.stall_s", "0.5", ["trainer.params.stall_rank=1"]),
@@ -140,6 +143,8 @@ PLAN_ONLY = {
     ("vit", "trainer.params.zero_stage"): "read by DeepSpeed's config (engine=deepspeed): as above",
     ("frozen_backbone", "trainer.params.procs_per_node"): "the processes a job starts (resources.tasks_per_node): "
                                                           "tests/test_procs_per_node.py runs two",
+    ("frozen_backbone", "trainer.params.procs_split"): "with procs_per_node=2 (two ranks): tests/test_procs_split.py "
+                                                       "and tests/test_procs_per_node.py build both readings",
 }
 
 

@@ -90,46 +90,72 @@ from trainers.dist import DistContext
 from trainers.frozen_backbone import FrozenBackboneTrainer
 from trainers.instrument import Recorder
 
-rank, port, out, sleep = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+rank, port, out, sleep, reading = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 ctx = DistContext(rank=rank, world_size=2, local_rank=rank, local_world_size=2, num_nodes=1,
                   device=torch.device("cpu"), backend="gloo", emulated=False, host="test")
-cfg = {"gpus": 1, "experiment": {}, "dataset": {"name": "synthetic", "num_classes": 10, "length": 8},
+cfg = {"gpus": 1, "experiment": {}, "dataset": {"name": "synthetic", "num_classes": 10, "length": 16},
        "trainer": {"name": "frozen_backbone", "optimizer": "sgd", "lr": 0.01,
                    "params": {"backbone": "squeezenet1_0", "classifier": "linear", "image_size": 32,
-                              "engine": "dataparallel", "procs_per_node": 2, "study_timing": True}}}
-trainer = FrozenBackboneTrainer(ctx, cfg, {"batch_per_gpu": 2, "iterations": 3, "warmup": 1, "seed": 0})
+                              "engine": "dataparallel", "procs_per_node": 2, "study_timing": True,
+                              "procs_split": reading}}}
+trainer = FrozenBackboneTrainer(ctx, cfg, {"batch_per_gpu": 4, "iterations": 3, "warmup": 1, "seed": 0})
 if rank == 1:  # the study's fifth computation step, slow in one process only
     step = trainer.optimizer.step
     trainer.optimizer.step = lambda *a, **k: (time.sleep(sleep), step(*a, **k))[1]
 rec = Recorder(torch.device("cpu"), warmup=1)
 loop.train(trainer, rec, 4)
 torch.save({"study": trainer.study.seconds, "losses": [float(x) for x in trainer._losses],
-            "epoch": trainer.epoch, "type": type(trainer.model).__name__}, Path(out) / f"p{rank}.pt")
+            "epoch": trainer.epoch, "type": type(trainer.model).__name__, "gpu_images": trainer.gpu_images,
+            "gpu_ids": trainer.gpu_ids}, Path(out) / f"p{rank}.pt")
 dist.destroy_process_group()
 """
 
 
-@pytest.mark.slow
-def test_a_slow_process_is_the_others_barrier(tmp_path):
+def _pair(tmp_path: Path, reading: str, sleep: float) -> tuple[dict, dict]:
+    """Two processes of one node, one GPU (the twin's single-process points), 16 images at a
+    batch of 4, read as ``reading``: what each saved."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchvision")
-    port, env = str(_free_port()), dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen([PYTHON, "-c", PROCESS, str(rank), port, str(tmp_path), str(SLEEP)], env=env,
+    port, env = str(_free_port()), dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + [str(REPO)]))
+    procs = [subprocess.Popen([PYTHON, "-c", PROCESS, str(rank), port, str(tmp_path), str(sleep), reading], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
     for p in procs:
         out, _ = p.communicate(timeout=300)
         assert p.returncode == 0, out
-    p0, p1 = (torch.load(tmp_path / f"p{r}.pt", weights_only=False) for r in (0, 1))
+    return tuple(torch.load(tmp_path / f"p{r}.pt", weights_only=False) for r in (0, 1))
+
+
+@pytest.mark.slow
+def test_a_slow_process_is_the_others_barrier(tmp_path):
+    p0, p1 = _pair(tmp_path, "literal", SLEEP)
     assert p0["type"] == p1["type"] == "DataParallel"
-    # each read the whole split (8 images in batches of 2: 4 iterations, one epoch) in the same
+    # each read the whole split (16 images in batches of 4: 4 iterations, one epoch) in the same
     # order from the same head: the two models, and their losses, are equal
     assert p0["epoch"] == p1["epoch"] == 0 and p0["losses"] == p1["losses"] and len(p0["losses"]) == 4
+    # the literal reading: both drive GPU 0 with the whole batch, so it does 4 + 4 images a step
+    assert p0["gpu_ids"] == p1["gpu_ids"] == [0]
+    assert [a[0] + b[0] for a, b in zip(p0["gpu_images"], p1["gpu_images"])] == [8] * 4
     for i in range(1, 4):  # after the warm-up: process 0 waits at the barrier for process 1's update
         assert p1["study"]["study.compute"][i] >= SLEEP
         assert p0["study"]["study.comm_barrier"][i] >= SLEEP * 0.5, p0["study"]
     assert sum(p1["study"]["study.comm_barrier"][1:]) < sum(p0["study"]["study.comm_barrier"][1:]) / 2, p1["study"]
+
+
+@pytest.mark.slow
+def test_the_split_reading_gives_each_process_half_the_batch_and_of_the_split(tmp_path):
+    """procs_split=split on the same pair: one GPU, which both processes share (fewer GPUs than
+    processes), each with half the batch from its own half of the split, so the GPU does one
+    process's 4 images a step, and the two models see different images."""
+    p0, p1 = _pair(tmp_path, "split", 0.0)
+    assert p0["gpu_ids"] == p1["gpu_ids"] == [0]
+    assert [a[0] + b[0] for a, b in zip(p0["gpu_images"], p1["gpu_images"])] == [4] * 4
+    assert [s[0] for s in p0["gpu_images"]] == [s[0] for s in p1["gpu_images"]] == [2] * 4
+    # 8 images each in batches of 2: 4 iterations, one epoch, as the literal reading's 16 in 4
+    assert p0["epoch"] == p1["epoch"] == 0 and len(p0["losses"]) == len(p1["losses"]) == 4
+    assert p0["losses"] != p1["losses"]  # their own halves: nothing exchanges gradients between them
 
 
 @pytest.mark.slow

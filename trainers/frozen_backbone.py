@@ -10,9 +10,13 @@ of the same shape, trained with SGD and cross-entropy by one of three engines:
   scatter + gather + the explicit gradient reduction onto the first device.
 
 ``procs_per_node`` k > 1 (dataparallel, vanilla) starts k such processes on the node, as the
-DataParallel study's ``torch.distributed.run`` did (2): each drives all the job's GPUs over
-the same device IDs, on the whole training split in the same order, and they meet only in
-the study's barrier after the update (``study_timing``; trainers/dist.py puts them on gloo).
+DataParallel study's ``torch.distributed.run`` did (2), read as ``procs_split`` says
+(trainers/specs/_backbone_costs.py): ``literal``, each drives all the job's GPUs over the same
+device IDs, on the whole training split in the same order at the whole batch; ``split``, each
+drives its own share of the GPUs (GPU rank % gpus where there are fewer) on its shard of the
+split at 1/k of the batch, so that a GPU does one process's work. Either way they meet only
+in the study's barrier after the update (``study_timing``; trainers/dist.py puts them on gloo);
+``gpu_images`` records, per iteration, the images this process put on each GPU id.
 
 Computation is zero_grad + forward + loss (phase ``forward``), backward, step. One iteration
 is one optimizer step of ``experiment.grad_accum`` micro-batches of the process's batch (as
@@ -52,20 +56,22 @@ from trainers.models.classifier import INPUT_SIZE, build_classifier, trainable_p
 from trainers.optim import build_optimizer
 from trainers.parallel import HandDataParallel, StageClock, breakdown_row, dp_forward
 from trainers.registry import engine_of
+from trainers.specs._backbone_costs import SPLIT, process_gpus, process_images, scatter_sizes
 from trainers.specs.frozen_backbone import TRAINER, head_of
 
 ENGINES = TRAINER.engines  # declared once, in trainers/specs/frozen_backbone.py
 
 
-def job_devices(ctx: DistContext, gpus: int) -> list[torch.device]:
-    """The CUDA devices one single-process engine drives: the job's first ``gpus`` (none on CPU)."""
+def job_devices(ctx: DistContext, gpus: int, ids: Optional[list[int]] = None) -> list[torch.device]:
+    """The CUDA devices one single-process engine drives: the job's first ``gpus``, or those of
+    them ``ids`` names (its share: ``procs_split=split``); none on CPU."""
     if ctx.device.type != "cuda":
         return []
     visible = torch.cuda.device_count()
     if visible < gpus:
         raise RuntimeError(f"the job asked for {gpus} GPUs but this process sees {visible}; "
                            f"each process of a single-process engine needs all of them")
-    return [torch.device("cuda", i) for i in range(gpus)]
+    return [torch.device("cuda", i) for i in (range(gpus) if ids is None else ids)]
 
 
 def process_batch(exp: dict, batch_per_gpu: int, devices: int) -> int:
@@ -134,7 +140,15 @@ class FrozenBackboneTrainer:
             raise RuntimeError(f"engine={self.engine} with procs_per_node={self.procs} runs {self.procs} "
                                f"process(es) each holding all the job's GPUs, not {ctx.world_size} ranks")
         gpus = int(cfg.get("gpus", 1))
-        self.devices = [] if self.engine == "ddp" else job_devices(ctx, gpus)
+        # procs_split: literal (every process all the node's GPUs, the whole split and batch) or
+        # split (its share of each); the GPU ids it drives, real on CUDA, named on CPU
+        self.reading = str(p.get("procs_split") or "literal") if self.engine != "ddp" else "literal"
+        self.split = self.reading == SPLIT and self.procs > 1
+        per_node = max(1, gpus // max(1, ctx.num_nodes))
+        self.gpu_ids = ([ctx.local_rank % per_node] if self.engine == "ddp"
+                        else process_gpus(self.reading, self.procs, ctx.local_rank, per_node))
+        self.devices = [] if self.engine == "ddp" else job_devices(ctx, gpus, self.gpu_ids if self.split else None)
+        self.gpu_images: list[dict[int, int]] = []  # per iteration: GPU id -> images this process put on it
         torch.manual_seed(plan["seed"])  # same head on every rank
         self.weights_file = weights_file(p)
         model = build_classifier(
@@ -142,7 +156,7 @@ class FrozenBackboneTrainer:
             classifier=head_of(p), num_classes=int(data.get("num_classes") or 10),
             dropout=float(p.get("dropout", 0.5)), weights=self.weights_file,
             weights_sha256=weights_digest(p, self.weights_file),
-        ).to(ctx.device)
+        ).to(self.devices[0] if self.devices else ctx.device)  # nn.DataParallel's module sits on its first device
         self.trainable_params = trainable_params(model)
         if self.engine == "ddp" and ctx.distributed:
             model = nn.parallel.DistributedDataParallel(
@@ -158,9 +172,13 @@ class FrozenBackboneTrainer:
         self.loss_fn = nn.CrossEntropyLoss()
 
         # ranks sharing the data: dataparallel/vanilla read the whole split in every process
-        # (the study's text names no sampler; same seed, same order: their models stay equal)
-        ranks = 1 if self.engine != "ddp" else ctx.world_size
-        self.batch = process_batch(cfg.get("experiment") or {}, plan["batch_per_gpu"], len(self.devices))
+        # (literal: the study's text names no sampler; same seed, same order: their models stay
+        # equal), or a shard each at 1/k of the batch (split: an epoch is N/B iterations either way)
+        ranks = ctx.world_size if self.engine == "ddp" or self.split else 1
+        exp = cfg.get("experiment") or {}
+        # the point's GPUs, named on CPU too (so an epoch is the launch's N/B iterations there); ddp: one GPU's
+        whole = process_batch(exp, plan["batch_per_gpu"], 0 if self.engine == "ddp" else per_node)
+        self.batch = process_images(SPLIT, self.procs, whole) if self.split else whole
         image_size = int(p.get("image_size") or INPUT_SIZE)
         # experiment.dataset_fraction_per_gpu: the share of the job's GPUs, as vit's and as
         # the launch's epoch arithmetic count it (else dataset.fraction)
@@ -174,7 +192,8 @@ class FrozenBackboneTrainer:
         # experiment.validation: the test split after every epoch, outside the timed window
         self.evaluator = build_evaluator(
             ctx, cfg, module=getattr(model, "module", model), batches=self.batches, image_size=image_size,
-            batch_size=self.batch, ranks=ranks, rank=ctx.rank if ranks > 1 else 0,
+            batch_size=self.batch, ranks=ctx.world_size if self.engine == "ddp" else 1,
+            rank=ctx.rank if self.engine == "ddp" else 0,
             device=self.devices[0] if self.devices else ctx.device, seed=plan["seed"])
         self._rec: Optional[Recorder] = None  # the timed window's (the profiler window brings another)
         self._epoch_of: list[int] = []  # epoch of each iteration: the epoch_<i> rows
@@ -183,10 +202,13 @@ class FrozenBackboneTrainer:
         self.loss_threshold = p.get("loss_threshold")
         self._losses: list[torch.Tensor] = []
         self.dataset_size = len(dataset)
-        self.sync = sync_volume(self.dataset_size, plan["batch_per_gpu"], gpus, self.trainable_params,
-                                images_per_iteration=self.batch if self.devices else None, grad_accum=self.accum,
+        self.sync = sync_volume(self.dataset_size // ranks if self.split else self.dataset_size, plan["batch_per_gpu"],
+                                len(self.gpu_ids) if self.split else gpus, self.trainable_params,
+                                images_per_iteration=self.batch if self.devices or self.split else None,
+                                grad_accum=self.accum,
                                 reductions_per_iteration=self.accum if self.engine == "dataparallel" else 1)
-        self.sync.update(engine=self.engine, mode=self.mode, procs_per_node=self.procs if self.engine != "ddp" else None)
+        self.sync.update(engine=self.engine, mode=self.mode, procs_per_node=self.procs if self.engine != "ddp" else None,
+                         procs_split=self.reading if self.engine != "ddp" else None, gpu_ids=list(self.gpu_ids))
         # The study's own timings and stop rule (trainers/dp_study.py)
         self.study = StudyTiming(ctx, self.devices) if p.get("study_timing") else None
         self.stop_rule = (ThresholdStop(ctx, float(self.loss_threshold))
@@ -199,6 +221,10 @@ class FrozenBackboneTrainer:
 
     def _next(self) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = self.batches.next()
+        # the images this process hands each of its GPU ids (nn.DataParallel's torch.chunk)
+        step = self.gpu_images[-1]  # this iteration's (step() opens it): micro-batches add up
+        for g, n in zip(self.gpu_ids, scatter_sizes(int(x.shape[0]), len(self.gpu_ids))):
+            step[g] = step.get(g, 0) + n
         first = self.devices[0] if self.devices else self.ctx.device
         return x.to(first, non_blocking=True), y.to(first, non_blocking=True)
 
@@ -206,6 +232,7 @@ class FrozenBackboneTrainer:
     def step(self, rec: Recorder) -> Optional[torch.Tensor]:
         if self._rec is None:
             self._rec = rec
+        self.gpu_images.append({})
         self.clock.start()
 
         def lap(phase: str, stage: str) -> None:

@@ -156,6 +156,10 @@ class TrainerDef:
     # -> int or None (unknown). The dry run shows them where its points differ (the
     # DataParallel study names its runs by them).
     trainable_parameters: Optional[Callable[[Mapping[str, Any]], Optional[int]]] = None
+    # Its memory on the point's fullest GPU, torch-free, from the resolved config: fn(config) ->
+    # an object with ``gib``, ``how`` (the sum in words) and ``fix``, or None (unknown). The
+    # launch refuses a point over ``platform.gpu_memory_gb`` (campaign/launch/memory.py).
+    gpu_memory: Optional[Callable[[Mapping[str, Any]], Optional[Any]]] = None
 
     @property
     def engines(self) -> tuple[str, ...]:

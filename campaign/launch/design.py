@@ -114,6 +114,22 @@ def feeds_of(factors: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(out)
 
 
+def figures_of(config: Mapping[str, Any]) -> str:
+    """The study's figures one point feeds (``Fig 1``): its design's factors it is a point of
+    (their ``where``, a value of theirs, every other factor at its default); '' without."""
+    design = (config.get("study") or {}).get("design") or {}
+    mine = []
+    for f in (design.get("factors") or {}).values():
+        if not f or not _matches(config, f.get("where") or {}):
+            continue
+        if norm(value_at(config, f["key"])) not in [norm(v) for v in f.get("values") or ()]:
+            continue
+        skip = {f["key"], *(f.get("crossed") or ()), *(f.get("where") or {})}
+        if _matches(config, {k: v for k, v in (design.get("defaults") or {}).items() if k not in skip}):
+            mine.append(f)
+    return feeds_of(mine)
+
+
 def _points(n: int) -> str:
     return "one point" if n == 1 else f"{n:,} points"
 

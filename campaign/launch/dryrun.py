@@ -2,7 +2,8 @@
 
 ``dry_run=true`` (``campaign launch --dry-run``): one row per point (platform, GPUs,
 nodes, partition, time limit, the values the sweep varies, the job array it goes in,
-its estimated wall time and GPU-hours) and the campaign's estimate (campaign.observe.estimate),
+the trainer's memory estimate on its fullest GPU where it declares one, ``GiB/GPU``:
+campaign/launch/memory.py; its estimated wall time and GPU-hours) and the campaign's estimate (campaign.observe.estimate),
 per platform too where the points span several (``platform_costs``: the reference study's
 schedule over V100 and A100 partitions, in GPU-hours each partition's account is charged).
 ``dry_run=scripts`` (``--show-scripts``): also what each backend shows of its jobs
@@ -92,14 +93,18 @@ def points_table(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence
     sched = schedule_columns(points)
     counts = [trainable_of(p) for p in points]
     shown_counts = len({c for c in counts if c is not None}) > 1  # where they differ: the DataParallel study's axis
+    memory = any(p.gpu_memory_gib is not None for p in points)  # a trainer that estimates it (campaign/launch/memory.py)
     headers = ["#", "platform", "gpus", "nodes", "partition", "time limit", *axes, *names, *sched,
-               *(["trainable"] if shown_counts else []), "array", "est. time", "GPU-h", "rate from"]
+               *(["trainable"] if shown_counts else []), *(["GiB/GPU"] if memory else []), "array", "est. time",
+               "GPU-h", "rate from"]
     rows = []
     for p, vals, c, n in zip(points, values, cost.points, counts):
         rows.append([p.idx, p.platform, p.gpus, p.nodes, p.resources.partition or "-",
                      fmt_limit(p.resources.timeout_min), *(p.config[a]["name"] for a in axes),
                      *vals, *(_schedule(p)[k] for k in sched),
-                     *([f"{n:,}" if n is not None else "-"] if shown_counts else []), where[p.idx],
+                     *([f"{n:,}" if n is not None else "-"] if shown_counts else []),
+                     *([f"{p.gpu_memory_gib:.1f}" if p.gpu_memory_gib is not None else "-"] if memory else []),
+                     where[p.idx],
                      fmt_duration(c.wall_s), fmt_gpu_hours(c.gpu_hours), c.kind])
     shared += trainer_datasets(points)
     name = points[0].config.get("name")
@@ -290,6 +295,7 @@ def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[J
             "platform_estimate": totals[p.platform],  # its platform's points together (platform_costs)
             "emulated_gpus": p.emulated_gpus,  # why its GPUs are emulated (not arch-checked), or null
             "trainable_parameters": trainable_of(p),  # the trainer's declaration (TrainerDef), or null
+            "gpu_memory_gib": p.gpu_memory_gib,  # its estimate on its fullest GPU (campaign/launch/memory.py), or null
             "config": redact_obj({k: p.config[k] for k in ("platform", "trainer", "experiment", "dataset")}),
         }, sort_keys=True))
     return out

@@ -20,6 +20,7 @@ from campaign.catalogue.epochs import iterations_per_epoch, training_images  # n
 from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.arch import check_point_arch, emulated_gpus
 from campaign.launch.honoured import named_keys
+from campaign.launch.memory import check_gpu_memory
 from campaign.launch.unread import settle
 from campaign.launch.validate import CheckedTrainer, check_known_keys, check_sizes, check_trainer, reference_dataset
 from campaign.common.redact import redact_obj
@@ -43,6 +44,7 @@ class PointPlan:
     # a point that reads none of them gets); campaign/launch/unread.py
     untouched: tuple[tuple[str, str, str], ...] = ()
     notes: tuple[str, ...] = ()  # what the dry run says of it: a group's default dropped (unread.py), an engine not installed here
+    gpu_memory_gib: Optional[float] = None  # its trainer's estimate on its fullest GPU (campaign/launch/memory.py), None: unknown
 
     @property
     def platform(self) -> str:
@@ -328,9 +330,10 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
         c["container"]["image"] = point_image(c["container"], plat)
     emulated = emulated_gpus(plat)  # its scheduler says its GPUs are stand-ins: nothing to check them against
     check_point_arch(c, emulated)  # GPUs its torch build has no kernels for: refused (campaign/launch/arch.py)
+    memory = check_gpu_memory(c, trainer.spec)  # over the platform's GPU memory: refused on its own
     return PointPlan(idx=idx, overrides=list(overrides), config=c, repeat=repeat, batch_per_gpu=batch,
                      iterations=iters, resources=plan_resources(c, trainer), emulated_gpus=emulated,
-                     untouched=tuple(untouched),
+                     untouched=tuple(untouched), gpu_memory_gib=memory,
                      notes=tuple(dropped) + ((f"would be refused here: {trainer.missing}",) if trainer.missing else ()))
 
 

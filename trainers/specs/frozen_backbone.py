@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from trainers.spec import TrainerDef, Unused
+from trainers.specs import _backbone_costs as costs
 from trainers.specs._torchvision_weights import NamedWeights, resolve
 
 
@@ -27,6 +28,12 @@ class Engine(str, enum.Enum):
     ddp = "ddp"  # one rank per GPU
     dataparallel = "dataparallel"  # nn.DataParallel: one process drives all the job's GPUs
     vanilla = "vanilla"  # trainers.parallel's hand-built module: one process, all GPUs
+
+
+class ProcsSplit(str, enum.Enum):
+    # the DataParallel study's procs_per_node processes (docs/studies/dataparallel.md weighs them)
+    literal = "literal"  # every process drives all the node's GPUs on the whole split: each GPU does every process's work
+    split = "split"  # each its own share of the GPUs (GPU rank % gpus where fewer) and of the split and batch
 
 
 class Mode(str, enum.Enum):
@@ -76,8 +83,50 @@ SINGLE_PROCESS = (Engine.dataparallel.value, Engine.vanilla.value)
 
 def processes_per_node(params) -> int:
     """Processes a node of a single-process engine starts (``procs_per_node``), each driving
-    all the node's GPUs: the DataParallel study's ``torch.distributed.run`` at 2."""
+    all the node's GPUs or its share of them (``procs_split``): the DataParallel study's
+    ``torch.distributed.run`` at 2."""
     return int(params.get("procs_per_node") or 1)
+
+
+def _plain(value):
+    return getattr(value, "value", value)
+
+
+def _processes(params) -> tuple[int, str]:
+    """(processes a node, the reading): one process a GPU and one reading for ddp."""
+    if str(_plain(params.get("engine")) or Engine.ddp.value) not in SINGLE_PROCESS:
+        return 1, ProcsSplit.literal.value
+    return processes_per_node(params), str(_plain(params.get("procs_split")) or ProcsSplit.literal.value)
+
+
+def gpu_memory(config) -> Optional[costs.GpuMemory]:
+    """The point's memory on its fullest GPU (trainers/specs/_backbone_costs.py: gpu_memory):
+    ddp's rank holds its own batch share; each process of a single-process engine its batch
+    scattered over its GPUs, times the processes sharing one."""
+    params = (config.get("trainer") or {}).get("params") or {}
+    backbone = str(_plain(params.get("backbone")) or Backbone.vgg16.value)
+    if backbone not in costs.COSTS:
+        return None
+    gpus = max(1, int(config.get("gpus") or 1) // max(1, int(config.get("nodes") or 1)))
+    procs, reading = _processes(params)
+    whole = costs.whole_batch(config)
+    if str(_plain(params.get("engine")) or Engine.ddp.value) not in SINGLE_PROCESS:  # ddp: one GPU's share
+        gpus, whole = 1, -(-whole // max(1, int(config.get("gpus") or 1)))
+    return costs.gpu_memory(backbone, image_side=int(params.get("image_size") or 224), gpus=gpus, procs=procs,
+                            reading=reading, whole=whole, head_params=trainable_parameters(config) or 0,
+                            train=str(_plain(params.get("mode")) or Mode.train.value) == Mode.train.value)
+
+
+def flops_per_image(config) -> Optional[float]:
+    """One image's FLOPs: the frozen backbone's forward (no backward: nothing below the head is
+    differentiated) and the head's, 2 x its parameters, x 3 training (its backward: 4 x)."""
+    params = (config.get("trainer") or {}).get("params") or {}
+    backbone = str(_plain(params.get("backbone")) or Backbone.vgg16.value)
+    if backbone not in costs.COSTS:
+        return None
+    head = 2.0 * (trainable_parameters(config) or 0)
+    train = str(_plain(params.get("mode")) or Mode.train.value) == Mode.train.value
+    return costs.forward_flops(backbone, int(params.get("image_size") or 224)) + head * (3 if train else 1)
 
 
 def named_weights(params) -> Optional[NamedWeights]:
@@ -98,6 +147,12 @@ def _check(config) -> None:
     if int(p.get("procs_per_node", 1)) < 1:
         raise ValueError(f"trainer.params.procs_per_node must be >= 1 (processes a node starts), "
                          f"got {p.get('procs_per_node')}")
+    procs, reading = _processes(p)
+    whole = costs.whole_batch(config)
+    if reading == ProcsSplit.split.value and procs > 1 and whole % procs:
+        raise ValueError(f"trainer.params.procs_split=split gives each of the {procs} processes an equal share of "
+                         f"the point's {whole:,} images an iteration, which do not divide by {procs}; use a batch "
+                         f"that does, or trainer.params.procs_split=literal")
     if p["mode"] == Mode.inference.value and p["engine"] not in SINGLE_PROCESS:
         raise ValueError(f"mode=inference compares {' and '.join(SINGLE_PROCESS)}; "
                          f"engine={p['engine']} runs mode=train only")
@@ -129,7 +184,10 @@ def _unused() -> tuple[Unused, ...]:
     procs = Unused("trainer.params.procs_per_node", {"trainer.params.engine": (Engine.ddp.value,)},
                    why="ddp runs one process a GPU already",
                    fix="drop it or use trainer.params.engine=dataparallel or vanilla")
-    return (fp32, *heads, *inference, procs)
+    split = Unused("trainer.params.procs_split", {"trainer.params.engine": (Engine.ddp.value,)},
+                   why="ddp runs one process a GPU: no processes share a node's GPUs",
+                   fix="drop it or use trainer.params.engine=dataparallel or vanilla with trainer.params.procs_per_node=2")
+    return (fp32, *heads, *inference, procs, split)
 
 
 @dataclass
@@ -155,10 +213,14 @@ class FrozenBackboneParams:
     # end the run at the end of the first epoch whose mean training loss (all ranks) is below
     # loss_threshold; else it runs its planned iterations (experiment.epochs: the cap)
     stop_at_threshold: bool = False
-    # processes each node starts for dataparallel/vanilla, each driving all the point's GPUs with
-    # the engine over the same device IDs, on the whole training split, meeting in the study's
-    # barrier (the DataParallel study's torch.distributed.run: 2); ddp: refused (one a GPU)
+    # processes each node starts for dataparallel/vanilla, each driving the point's GPUs with
+    # the engine (procs_split says which and on what data), meeting in the study's barrier
+    # (the DataParallel study's torch.distributed.run: 2); ddp: refused (one a GPU)
     procs_per_node: int = 1
+    # how procs_per_node > 1 processes share the node: literal (each all its GPUs, over the same
+    # device IDs, on the whole split at the whole batch) or split (each its own share of the
+    # GPUs, of the split and of the batch); one process: the same
+    procs_split: ProcsSplit = ProcsSplit.literal
 
 
 TRAINER = TrainerDef(
@@ -167,6 +229,8 @@ TRAINER = TrainerDef(
     params=FrozenBackboneParams,
     build="trainers.frozen_backbone:build",
     trainable_parameters=trainable_parameters,
+    gpu_memory=gpu_memory,
+    flops_per_image=flops_per_image,
     single_process_engines=SINGLE_PROCESS,
     processes_per_node=processes_per_node,
     check=_check,
