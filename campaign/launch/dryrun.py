@@ -34,26 +34,12 @@ from campaign.catalogue.dataset_label import dataset_label, names_dataset, study
 from campaign.common import table as tables
 from campaign.common.errors import ConfigError
 from campaign.observe.estimate import CampaignCost, fmt_duration, fmt_gpu_hours
+from campaign.launch.modes import dry_run_mode  # noqa: F401  (run.py, the sweeper and tests take it from here)
 from campaign.launch.plan import PointPlan, job_plan
 from campaign.common.redact import SECRET, is_secret_key, redact, redact_obj
 from campaign.common.varying import varying
 
 PLACEHOLDER_ID = "DRYRUN"  # where the campaign id goes in a dry run's folders and job names
-MODES = ("table", "scripts", "json")
-_OFF = ("false", "0", "no", "off", "none", "")
-_ON = ("true", "1", "yes", "on", "table")
-
-
-def dry_run_mode(value: Any) -> Optional[str]:
-    """``dry_run``'s value as a mode: None (a launch), ``table``, ``scripts`` or ``json``."""
-    text = str(value).strip().lower()
-    if text in _OFF:
-        return None
-    if text in _ON:
-        return "table"
-    if text in MODES:
-        return text
-    raise ConfigError(f"dry_run={value} is not a dry-run mode; valid: false, true, scripts, json")
 
 
 def arrays(points: Sequence[PointPlan], campaign_id: str = PLACEHOLDER_ID) -> list[JobGroup]:

@@ -192,7 +192,7 @@ def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
     try:
         check_engine(config, spec, params)
     except EngineMissing as exc:  # a dry run still shows the point (and says what a launch would refuse)
-        from campaign.launch.dryrun import dry_run_mode
+        from campaign.launch.modes import dry_run_mode
 
         if dry_run_mode(config.get("dry_run")) is None:
             raise
