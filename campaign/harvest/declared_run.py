@@ -103,7 +103,7 @@ def _save(fig, out: Path, stem: str, formats: Sequence[str]) -> list[str]:
 def _write_item(out: Path, item: Item, drawn, campaigns: Sequence[dict], label: Optional[str],
                 formats: Sequence[str]) -> list[str]:
     """The item's files in ``out``: its figure (``formats``), CSV and caption."""
-    from campaign.harvest.export import write_tables
+    from campaign.harvest.export import file_bytes
     from campaign.harvest.figure import pyplot, stamp
 
     files = []
@@ -115,13 +115,7 @@ def _write_item(out: Path, item: Item, drawn, campaigns: Sequence[dict], label: 
         finally:
             pyplot().close(drawn.figure)
     csv = out / f"{item.number}.csv"
-    check_output(csv, FLAG)
-    with open("/dev/null", "w") as quiet:  # write_tables names what it wrote on stderr; the index does here
-        saved, sys.stderr = sys.stderr, quiet
-        try:
-            write_tables([(item.number, item.caption, drawn.data)], "csv", str(csv))
-        finally:
-            sys.stderr = saved
+    write_output(csv, file_bytes(drawn.data, "csv"), flag=FLAG)
     files.append(csv.name)
     _write_text(out / f"{item.number}.txt", caption_text(item, campaigns, drawn.notes))
     files.append(f"{item.number}.txt")

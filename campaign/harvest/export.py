@@ -208,6 +208,12 @@ def _written(spec: ExportFormat, df: "pl.DataFrame", raw: bool) -> bytes:
     return spec.writer(_safe(spec, df, raw))
 
 
+def file_bytes(df: "pl.DataFrame", fmt: str, *, raw: bool = False) -> bytes:
+    """One table in format ``fmt`` as its file holds it (made safe unless ``raw``), for a
+    caller that writes the file itself (campaign figures, through campaign.common.outfile)."""
+    return _written(get_format(fmt), df, raw)
+
+
 def _shown(spec: ExportFormat, df: "pl.DataFrame", raw: bool = False) -> str:
     """One table as standard output shows it (made safe unless ``raw``, then escaped)."""
     return spec.show(df) if spec.show else spec.writer(printable_frame(_safe(spec, df, raw))).decode()

@@ -35,7 +35,10 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
         missing = sorted(set(points) - known)
         if missing:
             raise NotFoundError(f"campaign {campaign['id']} has no point {missing[0]}; points are 0..{len(all_points) - 1}")
-    chosen = [p for p in all_points if (not points or p["idx"] in points) and p["stored_state"] in ACTIVE_STATES]
+    # A point whose job already ended (its effective state is final: it died, timed out, was
+    # lost) has nothing to signal: it keeps that state, and its job is never sent anywhere.
+    chosen = [p for p in all_points if (not points or p["idx"] in points) and p["stored_state"] in ACTIVE_STATES
+              and not is_final(p["state"])]
     # A job is signalled only when the user's signature of it verifies (campaign.common.signing.
     # sign_job, written by the launch, resume, retry or wave that submitted it): never on the
     # word of a file in a folder, nor of a row anyone who can write the store could craft.

@@ -116,7 +116,15 @@ def json_words(value: Any) -> Any:
     (``Unreadable`` passes: its readers say so)."""
     if value is None or isinstance(value, Mapping):
         return value
-    if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+    words = value
+    if isinstance(value, str):  # the list's JSON as a text (a store that encoded it twice): its readers parse it
+        from campaign.common.bounded import STORED, BoundError, loads
+
+        try:
+            words = loads(value, "stored overrides", budget=STORED)
+        except (BoundError, ValueError):
+            words = None
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
         raise Refused("not a JSON list of key=value texts")
     return value
 
