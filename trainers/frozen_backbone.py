@@ -148,6 +148,10 @@ class FrozenBackboneTrainer:
         self.gpu_ids = ([ctx.local_rank % per_node] if self.engine == "ddp"
                         else process_gpus(self.reading, self.procs, ctx.local_rank, per_node))
         self.devices = [] if self.engine == "ddp" else job_devices(ctx, gpus, self.gpu_ids if self.split else None)
+        if self.devices and self.devices[0].type == "cuda":
+            # the current device is the process's first GPU (under split, not GPU 0): the stage
+            # clock's CUDA events and streams are recorded where this process computes
+            torch.cuda.set_device(self.devices[0])
         self.gpu_images: list[dict[int, int]] = []  # per iteration: GPU id -> images this process put on it
         torch.manual_seed(plan["seed"])  # same head on every rank
         self.weights_file = weights_file(p)
