@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from campaign.catalogue.config import GROUPS
+from campaign.launch.honoured import MISSING, lookup
 
-_MISSING = object()
+_MISSING = MISSING
 # the command line's overrides that are no setting of a point
 _NOT_SETTINGS = ("study", "dry_run", "hydra")
 
@@ -44,12 +45,7 @@ def value_at(config: Mapping[str, Any], key: str) -> Any:
     """A point's value of ``key``: a config group's option name, else the dotted key's value."""
     if key in GROUPS:
         return (config.get(key) or {}).get("name", _MISSING)
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, Mapping) or part not in node:
-            return _MISSING
-        node = node[part]
-    return node
+    return lookup(config, key)
 
 
 def typed_settings(overrides: Iterable[str]) -> dict[str, list[str]]:

@@ -31,6 +31,7 @@ from trainers.spec import COMMON_KEYS, COMMON_UNUSED, TrainerDef, Unused
 
 _SECTIONS = {"trainer": TrainerSpec, "experiment": ExperimentSpec, "dataset": DatasetSpec}
 _MISSING = object()
+MISSING = _MISSING  # what ``lookup`` gives for a key a config lacks (campaign.launch.design reads it too)
 
 
 def _plain(value: Any) -> Any:
