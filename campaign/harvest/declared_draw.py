@@ -120,12 +120,12 @@ def phase_item(item: Item, stack: pl.DataFrame) -> Drawn:
     return Drawn(data=data, figure=fig)
 
 
-def comparison_item(item: Item, scaling: pl.DataFrame, util: pl.DataFrame) -> Drawn:
+def comparison_item(item: Item, scaling: pl.DataFrame, util: pl.DataFrame, twin: bool = False) -> Drawn:
     """The platform comparison's bars (plots.platform_comparison_data: one computation with the
     harvest figure and the report): speedup, efficiency, eq. 3.3's GPU and CPU utilisation."""
     from campaign.harvest.plots import platform_comparison_data, platform_comparison_figure
 
-    wanted = [str(p) for p in item.where.get("platform", ())]
+    wanted = [str(p) for p in item.filters(twin).get("platform", ())]  # the twin's platforms on the twin
     have = [p for p in wanted if p in set(scaling["platform"].to_list())] or sorted(set(scaling["platform"]))
     if len(have) < 2:
         return Drawn(missing=f"points of {len(have)} of its platforms ({', '.join(wanted)}); it compares two or more")
@@ -201,7 +201,7 @@ def item_data(item: Item, harvest, twin: bool) -> Drawn:
     elif item.draw == "phase":
         drawn = phase_item(item, tables["phase_stack"])
     else:
-        drawn = comparison_item(item, tables["scaling"], tables["utilisation"])
+        drawn = comparison_item(item, tables["scaling"], tables["utilisation"], twin)
     drawn.notes = notes + drawn.notes
     return drawn
 
