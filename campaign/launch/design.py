@@ -24,7 +24,6 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from campaign.catalogue.config import GROUPS
 from campaign.launch.honoured import MISSING, lookup
 
-_MISSING = MISSING
 # the command line's overrides that are no setting of a point
 _NOT_SETTINGS = ("study", "dry_run", "hydra")
 
@@ -44,7 +43,7 @@ def norm(value: Any) -> str:
 def value_at(config: Mapping[str, Any], key: str) -> Any:
     """A point's value of ``key``: a config group's option name, else the dotted key's value."""
     if key in GROUPS:
-        return (config.get(key) or {}).get("name", _MISSING)
+        return (config.get(key) or {}).get("name", MISSING)
     return lookup(config, key)
 
 
@@ -197,7 +196,7 @@ def relabel(points: Sequence[Any], overrides: Sequence[str]) -> list[str]:
             if key not in typed:
                 continue
             turned = [p for p in points if _matches(p.config, kind.get("where") or {})
-                      and value_at(p.config, key) not in (None, _MISSING)]
+                      and value_at(p.config, key) not in (None, MISSING)]
             if not turned:
                 continue
             labels = []
