@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from pg import drop_database
+
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks"
 RATIO = r"\d+\.\d\dx \(median of \d+ paired round"
@@ -79,27 +81,8 @@ def test_store_writes_with_concurrent_writers_on_postgresql():
         assert "postgresql+psycopg2 (--store)" in out and "rows lost: 0, doubled: 0" in out, out
         assert "the 100,000 rows/s goal is SQLite's; this store is not judged against it" in out, out
     finally:
-        _drop_database(admin, name)
+        drop_database(admin, name)
         admin.dispose()
-
-
-def _drop_database(admin, name: str) -> None:
-    """Drop the test's database. ``WITH (FORCE)`` is refused (InsufficientPrivilege) while
-    an autovacuum worker, a superuser's process, is in it right after the writers' inserts:
-    then a plain DROP is retried until the worker has left."""
-    import time
-
-    from sqlalchemy.exc import DBAPIError
-
-    for attempt in range(20):
-        try:
-            with admin.connect() as conn:
-                conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"' + (" WITH (FORCE)" if attempt == 0 else ""))
-            return
-        except DBAPIError:
-            time.sleep(0.5)
-    with admin.connect() as conn:  # the last try fails loudly
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from conftest import TINY, campaign_id_from
+from pg import drop_database
 
 pytestmark = pytest.mark.postgres
 
@@ -46,8 +47,8 @@ def group():
         pytest.skip(f"no PostgreSQL superuser at {SERVER} ({type(exc).__name__}); "
                     "start it with bash scripts/local-postgres.sh start")
     yield {k: _url(v, db) for k, v in names.items() if k != "members"} | {"group": names["members"], "roles": names}
+    drop_database(su, db)
     with su.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
         for k in ("alice", "bob", "members", "admin"):
             conn.exec_driver_sql(f"DROP ROLE IF EXISTS {names[k]}")
     su.dispose()

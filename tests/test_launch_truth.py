@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TINY, campaign_id_from, hydra_version_base_kept
+from pg import drop_database
 
 SLEEPY = ["trainer=sleep", "experiment.base_iterations=4", "experiment.warmup_iterations=0"]
 
@@ -229,8 +230,7 @@ def test_a_store_password_is_nowhere_on_disk_nor_on_the_terminal(ws):
             assert f":{password}@".encode() not in p.read_bytes(), p
         assert f":{password}@" not in res.stdout + res.stderr
     finally:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(admin, name)
         admin.dispose()
 
 

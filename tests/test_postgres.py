@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from conftest import TINY, campaign_id_from
+from pg import drop_database
 
 ADMIN_URL = os.environ.get("CAMPAIGN_TEST_PG", "postgresql+psycopg2://campaign:campaign@127.0.0.1:15432/campaign")
 
@@ -34,8 +35,7 @@ def pg_url():
         pytest.skip(f"no PostgreSQL at {ADMIN_URL} ({type(exc).__name__}); start it with bash scripts/local-postgres.sh start")
     url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
     yield url
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    drop_database(admin, name)
     admin.dispose()
 
 
