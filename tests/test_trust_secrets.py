@@ -107,6 +107,19 @@ def test_key_value_text_is_masked_by_the_same_rule():
                             "dataset.sort_key=name APPTAINERENV_WANDB_API_KEY=*** PWD=/home/u")
 
 
+def test_a_value_hydra_quotes_is_masked_whole():
+    """Hydra's quoted values (key='a b', key="a b") and the shell-escaped form Hydra's own hint
+    uses (key=\\'a b\\') are masked to their closing quote, as is a key=value item of a
+    printed list; nothing of the secret is left after its first character."""
+    for text, want in ((r"api_key=\'hunter2\'", "api_key=***"), ("api_key='hunter2'", "api_key=***"),
+                       ('db_password="hunter 2" gpus=2', "db_password=*** gpus=2"),
+                       (r"'api_key=\'hunter2\'' gpus=1", "'api_key=***' gpus=1"),
+                       ("['gpus=1', 'token=hunter2']", "['gpus=1', 'token=***']"),
+                       ('["token=hunter2","gpus=1"]', '["token=***","gpus=1"]'),
+                       ("token='hunter2", "token=***")):
+        assert redact(text) == want and redact(want) == want, text
+
+
 def test_hydras_hint_for_a_sweep_without_m_is_no_secret():
     """Hydra's own hint (``gpus=1,2`` without -m) comes through as Hydra wrote it; a value
     that is not exactly one of its placeholders, or another key, is masked as before."""

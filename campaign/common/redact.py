@@ -59,10 +59,14 @@ _QUERY_KEY = r"(?P<head>[?&;](?:[A-Za-z_]*pass(?:word)?|pwd|secret|token)=)"
 _QUERY = re.compile(_QUERY_KEY + r"(?P<secret>[^&;\s'\"]+)", re.I)
 _QUERY_IN_URL = re.compile(_QUERY_KEY + r"(?P<secret>[^&;]+)", re.I)  # a whole URL: spaces too
 # key=value where the key's last component is named like a secret (an override, an env entry),
-# at the start of the text or of a word; a quoted word's value runs to its closing quote.
+# at the start of the text, of a word or of a list's item; a quoted word's value runs to its
+# closing quote (an escaped one, \', inside it). A value Hydra quotes (key='a b', key="a b",
+# or escaped as the shell and Hydra's hint write it: key=\'a b\') runs to its own closing
+# quote, so the whole of it is masked.
 _KEY_VALUE = re.compile(
-    r"(?:(?<=^)|(?<=[\s]))(?P<q>['\"])?(?P<head>[+~]{0,2}(?:[A-Za-z_][\w\-]*\.)*(?P<name>[A-Za-z_][\w\-]*)=)"
-    r"(?P<secret>(?(q)(?:(?!(?P=q))[^\n])+|[^\s'\"]+))"
+    r"(?:(?<=^)|(?<=[\s\[(,]))(?P<q>['\"])?(?P<head>[+~]{0,2}(?:[A-Za-z_][\w\-]*\.)*(?P<name>[A-Za-z_][\w\-]*)=)"
+    r"(?P<secret>(?(q)(?:\\.|(?!(?P=q))[^\n])+"
+    r"|(?:\\?(?P<v>['\"])(?:(?!\\?(?P=v))[^\n])*(?:\\?(?P=v))?|[^\s'\"]+)))"
 )
 
 # Hydra's hint for a sweep without --multirun (hydra/_internal/config_loader_impl.py): the
