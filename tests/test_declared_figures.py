@@ -32,7 +32,8 @@ TEXTS = (Path(os.environ["CAMPAIGN_REFERENCE_TEXT"]).parent if os.environ.get("C
 def _store(tmp_path: Path, cid: str, points: list[dict], db: str = "") -> str:
     """A store of one campaign: each point with one completed attempt and its rows (``ranks``:
     rank_timing rows; ``phases``: (rank, phase, total_s, mean_s, count); ``profile``: (rank,
-    cpu total s, device total s); ``losses``: per-iteration losses, rank 0; ``evaluation``:
+    cpu total s, device total s); ``losses``: per-iteration losses, rank 0's (a list) or each
+    rank's ({rank: list}); ``ranks`` may carry rank_timing's ``extra`` (a stop rule's keys); ``evaluation``:
     (epoch, loss, accuracy))."""
     url = f"sqlite:///{tmp_path}/{db or cid}.db"
     rows = [{k: v for k, v in p.items() if k not in ("ranks", "phases", "profile", "losses", "evaluation")}
@@ -55,8 +56,10 @@ def _store(tmp_path: Path, cid: str, points: list[dict], db: str = "") -> str:
                                                         top_ops={"cpu_time_total_s": c, "device_time_total_s": d})
                                                    for r, c, d in p["profile"]])
                 if p.get("losses"):
-                    conn.execute(insert(iteration), [dict(attempt_id=aid, rank=0, iter=i, warmup=i == 0, iter_s=0.5,
-                                                          loss=v) for i, v in enumerate(p["losses"])])
+                    by_rank = p["losses"] if isinstance(p["losses"], dict) else {0: p["losses"]}
+                    conn.execute(insert(iteration), [dict(attempt_id=aid, rank=r, iter=i, warmup=i == 0, iter_s=0.5,
+                                                          loss=v) for r, vals in by_rank.items()
+                                                     for i, v in enumerate(vals)])
                 if p.get("evaluation"):
                     conn.execute(insert(evaluation), [dict(attempt_id=aid, epoch=e, split="test", loss=lo, accuracy=a,
                                                            images=10000) for e, lo, a in p["evaluation"]])

@@ -12,7 +12,8 @@ accuracy and loss per epoch, its Figs 7, 10, 11) from what the jobs stored:
   (slowest rank), ``train_accuracy`` where the trainer stores it (vit: ``rank_timing.extra``
   epochs, the mean over ranks of equal shards), ``test_loss``/``test_accuracy`` from the
   ``evaluation`` table (``experiment.validation=true``);
-- ``window`` rows: the run cut into at most ``WINDOWS`` windows of equal iteration counts;
+- ``window`` rows: the run cut into at most ``WINDOWS`` windows of equal iteration counts
+  (``windows=None``: one row per iteration, the DataParallel study's loss at each iteration);
 - ``wall_s``: training seconds from the first iteration to the row's end, warm-up counted
   (each iteration's slowest rank; evaluation passes are not in it);
 - ``to_threshold_*``: the first WINDOW whose mean loss is below the threshold (the point's
@@ -95,7 +96,8 @@ def epoch_bounds(counts: dict[int, int]) -> list[tuple[int, int, int]]:
 
 
 def point_rows(loss: Sequence[Optional[float]], secs: Sequence[float], epochs: dict[int, dict],
-               threshold: Optional[float], windows: int = WINDOWS, stop: Optional[dict] = None) -> list[dict[str, Any]]:
+               threshold: Optional[float], windows: Optional[int] = WINDOWS,
+               stop: Optional[dict] = None) -> list[dict[str, Any]]:
     """The rows of one point (module docstring) from its per-iteration mean loss and
     seconds and ``epochs``: epoch -> {iterations, epoch_s, train_accuracy, test_loss,
     test_accuracy, test_images} (iterations: how many of the run's it holds). ``stop``:
@@ -112,7 +114,7 @@ def point_rows(loss: Sequence[Optional[float]], secs: Sequence[float], epochs: d
         return next((e for e, lo, hi in bounds if lo < end <= hi), None)
 
     rows: list[dict[str, Any]] = []
-    size = max(1, -(-n // windows)) if n else 1
+    size = max(1, -(-n // windows)) if n and windows else 1  # windows None: every iteration its row
     hit = None
     for lo in range(0, n, size):
         hi = min(n, lo + size)
@@ -205,9 +207,11 @@ def point_settings(points: Sequence[dict]) -> dict[Any, dict[str, Optional[str]]
     return out
 
 
-def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float] = None) -> tuple[pl.DataFrame, list[str]]:
+def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float] = None,
+                      windows: Optional[int] = WINDOWS) -> tuple[pl.DataFrame, list[str]]:
     """The campaign's convergence table and the warnings of deriving its points' states
-    (``loss_threshold``: --loss-threshold, else each point's trainer.params.loss_threshold)."""
+    (``loss_threshold``: --loss-threshold, else each point's trainer.params.loss_threshold;
+    ``windows``: the window rows per point, None: one per iteration)."""
     from campaign.common.text import printable
     from campaign.harvest.door import left_out
     from campaign.observe.state import completed_ids, effective_points
@@ -238,6 +242,6 @@ def convergence_table(store: Any, campaign: dict, loss_threshold: Optional[float
             threshold = loss_threshold if loss_threshold is not None else (float(own) if _number(own) else None)
             keys = {k: p.get(k) for k in ("idx", "trainer", "experiment", "gpus", "repeat")} | settings[p["id"]]
             epochs = _epochs(conn, aid, store.version >= EVALUATION_SINCE)
-            rows += [dict(keys, **r) for r in point_rows(loss, secs, epochs, threshold, stop=_stop(conn, aid))]
+            rows += [dict(keys, **r) for r in point_rows(loss, secs, epochs, threshold, windows, stop=_stop(conn, aid))]
     df = pl.DataFrame(rows, schema=COLUMNS) if rows else pl.DataFrame(schema=COLUMNS)
     return df.sort(["idx", "unit", "at"], descending=[False, True, False]), warnings

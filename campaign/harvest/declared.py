@@ -29,7 +29,9 @@ KINDS = ("figure", "table")
 # iteration or epoch (convergence), the columns of a table as rows (table)
 DRAWS = ("line", "stack", "phase", "comparison", "convergence", "table")
 LINE_TABLES = ("scaling", "utilisation", "throughput")
-VIEWS = ("iterations", "epochs", "accuracy")  # a convergence item's x and y
+# a convergence item's x and y: loss at each iteration, loss per epoch (with the epochs to its
+# threshold), test accuracy per epoch, loss and test accuracy per epoch side by side
+VIEWS = ("iterations", "epochs", "accuracy", "loss_accuracy")
 IDEALS = ("gpus", "one")  # a panel's dashed ideal: S = N, or 1
 # why an item is not made (index.json's status); "made" and "no_points" are found, not declared
 STATUS = {

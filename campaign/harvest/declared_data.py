@@ -14,6 +14,7 @@ from typing import Optional, Sequence
 
 import polars as pl
 
+from campaign.harvest.convergence import WINDOWS
 from campaign.harvest.query import POINT_IDS
 
 # a point's identity in a figure: two campaigns' points alike in these collide
@@ -72,7 +73,7 @@ class Harvest:
         self.names = {c["id"]: c.get("name") or "" for c in campaigns}
         self.warnings: list[str] = []
         self._tables: dict = {}
-        self._convergence: Optional[pl.DataFrame] = None
+        self._convergence: dict[Optional[int], pl.DataFrame] = {}  # per window count (None: every iteration)
 
     def tables(self, where: dict) -> tuple[dict[str, pl.DataFrame], list[str]]:
         """(harvest's tables of the points passing ``where``, the collision notes); {} without
@@ -106,24 +107,25 @@ class Harvest:
         out["points"] = points
         return out, notes
 
-    def convergence(self, where: dict) -> pl.DataFrame:
+    def convergence(self, where: dict, windows: Optional[int] = WINDOWS) -> pl.DataFrame:
         """The convergence rows (campaign.harvest.convergence) of the points passing ``where``,
-        with each point's varying settings as columns."""
+        with each point's varying settings as columns (``windows``: window rows per point,
+        None: one per iteration)."""
         from campaign.harvest.convergence import convergence_table
 
         tables, _ = self.tables(where)
         if not tables:
             return pl.DataFrame()
-        if self._convergence is None:
+        if windows not in self._convergence:
             frames = []
             for campaign in self.campaigns:
-                df, warnings = convergence_table(self.store, campaign)
+                df, warnings = convergence_table(self.store, campaign, windows=windows)
                 self.warnings += [w for w in warnings if w not in self.warnings]
                 frames.append(df.with_columns(pl.lit(campaign["id"]).alias("campaign_id")))
-            self._convergence = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+            self._convergence[windows] = pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
         points = tables["points"]
         keep = points.select("campaign_id", "idx", pl.col("dataset").alias("point_dataset")).unique(["campaign_id", "idx"])
-        rows = self._convergence.join(keep, on=["campaign_id", "idx"], how="inner")
+        rows = self._convergence[windows].join(keep, on=["campaign_id", "idx"], how="inner")
         from campaign.harvest.derive import VARYING
 
         if VARYING in points.columns:  # the settings that vary between the item's points, one column each

@@ -13,6 +13,7 @@ from typing import Optional
 
 import polars as pl
 
+from campaign.harvest.convergence import WINDOWS
 from campaign.harvest.declared import Item, Panel
 from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, pyplot, series_lines
 from campaign.harvest.xaxis import GPUS, draw_axis, varying_names
@@ -98,8 +99,12 @@ def stack_item(item: Item, stack: pl.DataFrame) -> Drawn:
     fig = breakdown_figure(stack, x)
     import textwrap
 
-    for ax in fig.axes[:1]:  # a few bars make a narrow figure: its title on several lines, not cut off
-        ax.set_title(textwrap.fill(ax.get_title(), 40), fontsize="medium")
+    for ax in fig.axes[:1]:  # a few bars make a narrow figure: the caption on several lines, not cut off
+        ax.set_title(textwrap.fill(item.caption, 40), fontsize="medium")
+        if max((len(t.get_text()) for t in ax.get_xticklabels()), default=0) > 6:  # names (squeezenet1_0) apart
+            ax.tick_params(axis="x", labelrotation=30)
+            for t in ax.get_xticklabels():
+                t.set_horizontalalignment("right")
     return Drawn(data=data.select([c for c in dict.fromkeys(cols) if c in data.columns]), figure=fig, notes=notes)
 
 
@@ -157,8 +162,83 @@ def _accuracy_figure(rows: pl.DataFrame, title: str):
     return fig
 
 
+def _caption_title(fig, caption: str) -> None:
+    """The item's caption over a convergence figure, wrapped (a panel's caption is long)."""
+    import textwrap
+
+    ax = fig.axes[0]
+    ax.set_title(textwrap.fill(caption, 64), fontsize="medium")
+    fig.tight_layout()
+
+
+def _integer_x(fig) -> None:
+    """Epochs and iterations are counted: ticks at whole numbers only."""
+    from matplotlib.ticker import MaxNLocator
+
+    for ax in fig.axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _threshold_marked(fig, rows: pl.DataFrame) -> None:
+    """The loss threshold as a dotted line and, in each run's legend entry, the epochs it took
+    to fall below it (``to_threshold_epochs``) or that it never did: the DataParallel study's
+    epochs until the loss fell below its threshold (Figs 2a, 3a, 5b)."""
+    from campaign.harvest.plots_convergence import line_labels
+
+    if "loss_threshold" not in rows.columns or rows["loss_threshold"].drop_nulls().len() == 0:
+        return
+    ax = fig.axes[0]
+    thresholds = sorted(set(rows["loss_threshold"].drop_nulls().to_list()))
+    suffix = {}
+    for run, label in line_labels(rows).items():
+        mine = rows.filter((pl.col("idx") == run[0]) & (pl.col("repeat").fill_null(0) == run[1])).row(0, named=True)
+        if mine["loss_threshold"] is None:
+            continue
+        k = mine["to_threshold_epochs"]
+        said = f"{k} epoch{'s' if k != 1 else ''} to loss < {mine['loss_threshold']:g}" if k is not None else \
+            f"not below {mine['loss_threshold']:g}" + (" (capped)" if mine.get("stopped") == "capped" else "")
+        suffix[label] = f"{label}: {said}"
+    for line in ax.get_lines():
+        if line.get_label() in suffix:
+            line.set_label(suffix[line.get_label()])
+    for t in thresholds:
+        ax.axhline(t, color="k", linestyle=":", alpha=0.6, label=f"loss threshold {t:g}")
+    ax.legend(fontsize="small")
+
+
+def _loss_accuracy_figure(rows: pl.DataFrame, caption: str):
+    """Training loss per epoch (mean over ranks) beside test accuracy after each epoch, one line
+    per run in both (the ViT study's Fig 11)."""
+    from campaign.harvest.plots_convergence import line_labels
+
+    rows = rows.filter(pl.col("unit") == "epoch")
+    if rows.height == 0 or rows["loss"].drop_nulls().len() == 0:
+        return None
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(2 * FIG_W, FIG_H))
+    labels = line_labels(rows)
+    for col, ax, ylabel in (("loss", axes[0], "training loss (mean over ranks and the epoch)"),
+                            ("test_accuracy", axes[1], "test accuracy (fraction correct)")):
+        for run in sorted(labels):
+            mine = rows.filter((pl.col("idx") == run[0]) & (pl.col("repeat").fill_null(0) == run[1])
+                               & pl.col(col).is_not_null()).sort("epoch")
+            ax.plot(mine["epoch"].to_list(), mine[col].to_list(), marker="o", label=labels[run])
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        handles, _ = ax.get_legend_handles_labels()
+        if handles:
+            ax.legend(fontsize="small")
+    axes[0].set_title("training loss per epoch")
+    axes[1].set_title("test accuracy after each epoch")
+    fig.suptitle(caption)
+    fig.tight_layout()
+    return fig
+
+
 def convergence_item(item: Item, rows: pl.DataFrame) -> Drawn:
-    """Loss per iteration or epoch, or test accuracy per epoch, one line per point."""
+    """Loss per iteration (``rows``: one window row per iteration) or per epoch, test accuracy
+    per epoch, or loss and test accuracy per epoch side by side; one line per point."""
     from campaign.harvest.plots_convergence import loss_epochs_figure, loss_iterations_figure
 
     if rows.height == 0:
@@ -167,10 +247,19 @@ def convergence_item(item: Item, rows: pl.DataFrame) -> Drawn:
         data, fig = rows.filter(pl.col("unit") == "window"), loss_iterations_figure(rows)
     elif item.view == "epochs":
         data, fig = rows.filter(pl.col("unit") == "epoch"), loss_epochs_figure(rows)
+    elif item.view == "loss_accuracy":
+        data, fig = rows.filter(pl.col("unit") == "epoch"), _loss_accuracy_figure(rows, item.caption)
     else:
         data, fig = rows.filter(pl.col("unit") == "epoch"), _accuracy_figure(rows, item.caption)
     if fig is None:
         return Drawn(missing=f"no {item.view} rows for its points")
+    if item.view == "iterations":
+        fig.axes[0].set_xlabel("iteration (its end, warm-up counted)")
+    if item.view in ("iterations", "epochs"):
+        _caption_title(fig, item.caption)
+    if item.view == "epochs":
+        _threshold_marked(fig, data)
+    _integer_x(fig)
     data = data.drop([c for c in data.columns if data[c].dtype == pl.Object or data[c].dtype == pl.Null])
     return Drawn(data=data, figure=fig)
 
@@ -185,7 +274,8 @@ def item_data(item: Item, harvest, twin: bool) -> Drawn:
     """Draw one declared item from the campaigns (``harvest``: declared_data.Harvest)."""
     where = item.filters(twin)
     if item.draw == "convergence":
-        drawn = convergence_item(item, harvest.convergence(where))
+        per_iteration = item.view == "iterations"  # the study's loss at each iteration, not windows of them
+        drawn = convergence_item(item, harvest.convergence(where, windows=None if per_iteration else WINDOWS))
         _, notes = harvest.tables(where)
         drawn.notes = notes + drawn.notes
         return drawn
