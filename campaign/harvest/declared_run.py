@@ -11,7 +11,7 @@ not_measured, ``why`` and ``notes``). A campaign of no study gets harvest's usua
 index of them. Without ``--out`` the index is printed and nothing is written.
 
 Several campaigns (ids, names: every campaign of a name) make one set, when they share one
-study; colliding points: the newer attempt wins (declared_data.newest_wins). Every file is
+study; colliding points: the newer attempt wins (campaign.harvest.several.newest_wins). Every file is
 written through campaign.common.outfile (a possibly shared folder); the store is only read.
 """
 
@@ -26,23 +26,10 @@ from campaign.common.errors import ConfigError
 from campaign.common.outfile import check_output, write_output
 from campaign.common.text import printable
 from campaign.harvest.declared import STATUS, Item, StudyFigures, for_text
+from campaign.harvest.several import resolve_campaigns
 
 FLAG = "--out"
 FORMATS = ("png", "svg")  # a figure's image files (--formats); none: the data and captions only
-
-
-def resolve_campaigns(store, refs: Sequence[str]) -> list[dict]:
-    """The campaigns ``refs`` name (none: the latest); a name several campaigns share is every
-    one of them (a sweep launched in parts), oldest first; each campaign once."""
-    from campaign.store import find_campaign_noted
-
-    found: dict[str, dict] = {}
-    for ref in refs or [None]:
-        shared = [c for c in store.candidates(ref) if c.get("name") == ref] if ref else []
-        for c in (sorted(shared, key=lambda c: (c.get("created_at") or 0, c["id"])) if len(shared) > 1
-                  else [find_campaign_noted(store, ref)]):
-            found.setdefault(c["id"], c)
-    return list(found.values())
 
 
 def study_points(store, campaigns: Sequence[dict]) -> tuple[Optional[str], Optional[str], list[str]]:
