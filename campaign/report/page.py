@@ -1,4 +1,5 @@
-"""``campaign report``: one self-contained HTML page of a campaign.
+"""``campaign report``: one self-contained HTML page of a campaign (or of several read as one:
+campaign.harvest.several; a study campaign's declared figures first: campaign.report.study).
 
 Everything is in the file: styles inline, figures as inline SVG (campaign.report.svg, drawn
 without matplotlib: text as ``<text>`` in a generic font family),
