@@ -140,7 +140,7 @@ def test_every_section_the_campaign_has_data_for(ws, store):
 
 
 def test_another_campaign_is_compared_when_given(ws, store):
-    res = _report(ws, CID, CID)
+    res = _report(ws, CID, "--compare", CID)  # several positional campaigns are read as one
     assert res.returncode == 0, res.stderr
     page = parse(res.stdout)
     assert f"this campaign (measured) beside {CID} (reference)" in res.stdout

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 
-from campaign.cli.parser import CAMPAIGN_HELP, INT64, command, store_arg
+from campaign.cli.parser import CAMPAIGNS_HELP, INT64, command, store_arg
 
 EPILOG = """examples:
   campaign harvest
   campaign harvest --to csv --out results/scaling.csv
   campaign harvest --to csv --raw --out results/scaling.csv   # text cells as stored (no ' before =, +, -, @)
   campaign harvest 20261121-1057 --to markdown --platform v100 --platform a100
+  campaign harvest vit-nodes-1 vit-nodes-2 --to csv    # several campaigns as one table (a sweep launched in parts)
+  campaign harvest vit-nodes                           # every campaign of that name, as one
   campaign harvest --table all --to parquet --out results/tables/
   campaign harvest --compare reference --where gpus=2,4
   campaign harvest --where image=3f2a9c1b7d4e    # points run in this container image
@@ -37,7 +39,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     hv = command(sub, "harvest", help="speedup, parallel efficiency, throughput tables and exports",
                  description="Derive T1/TN speedup and speedup/N efficiency from completed points.",
                  epilog=EPILOG, handler=harvest)
-    hv.add_argument("campaign", nargs="?", help=CAMPAIGN_HELP)
+    hv.add_argument("campaign", nargs="*", metavar="CAMPAIGN", help=CAMPAIGNS_HELP)
     store_arg(hv)
     hv.add_argument("--to", dest="fmt", default=None,
                     help=format_help() + "; without it, --out FILE's extension chooses (.csv, .json, .md, .parquet)")

@@ -13,6 +13,11 @@ from campaign.common.errors import EXIT_USAGE, ConfigError
 CAMPAIGN_HELP = ("campaign id, unique id prefix or name (a name several campaigns share: the latest of them; "
                  "default: the latest campaign)")
 
+# harvest, figures and report: several campaigns read as one (campaign.harvest.several)
+CAMPAIGNS_HELP = ("campaign ids, unique id prefixes or names, read as one (a name several campaigns share: all of "
+                  "them; where two campaigns' points are alike, the newer attempt wins, said in a note; default: "
+                  "the latest campaign)")
+
 
 class Parser(argparse.ArgumentParser):
     """argparse with its own usage errors as one line and exit status 2."""

@@ -5,7 +5,8 @@ utilisation, throughput, the study's timing stack), and the convergence rows of 
 
 Several campaigns make one frame: a node sweep launched one node count at a time is one
 figure. Where two campaigns' points collide (the same series, GPU count, nodes and repeat) the
-newer attempt wins and a note says which was left out. The store is read, never written.
+newer attempt wins and a note says which was left out (campaign.harvest.several, the rule
+harvest and report follow too). The store is read, never written.
 """
 
 from __future__ import annotations
@@ -16,52 +17,7 @@ import polars as pl
 
 from campaign.harvest.convergence import WINDOWS
 from campaign.harvest.query import POINT_IDS
-
-# a point's identity in a figure: two campaigns' points alike in these collide
-COLLIDE_ON = ("platform", "trainer", "experiment", "dataset", "variant", "gpus", "nodes", "repeat")
-
-
-def selected_ids(store, campaigns: Sequence[dict], where: dict) -> tuple[dict, list[str]]:
-    """``where`` split into the point-column filters and the ids of the campaigns' completed
-    points that hold its settings (campaign.harvest.run.completed_where, per campaign), with
-    the warnings of reading their states."""
-    from campaign.harvest.run import completed_where
-    from campaign.observe.state import completed_ids
-
-    ids: list[int] = []
-    warnings: list[str] = []
-    out: dict = {}
-    for campaign in campaigns:
-        mine, points, more = completed_where(store, campaign, where)
-        warnings += more
-        ids += mine[POINT_IDS] if POINT_IDS in mine else completed_ids(points)
-        out = {k: v for k, v in mine.items() if k != POINT_IDS}
-    out[POINT_IDS] = ids
-    return out, warnings
-
-
-def newest_wins(points: pl.DataFrame, names: dict[str, str]) -> tuple[pl.DataFrame, list[str]]:
-    """Points of several campaigns with colliding keys (COLLIDE_ON): the newest attempt's kept
-    (the larger attempt id: attempts are numbered as they are made), a note per point left out
-    (``names``: campaign id -> its name, for the note)."""
-    keys = [k for k in COLLIDE_ON if k in points.columns]
-    if points.height == 0 or "campaign_id" not in points.columns or points["campaign_id"].n_unique() < 2:
-        return points, []
-    ranked = points.with_columns(pl.col("attempt_id").rank("ordinal", descending=True).over(keys).alias("_rank"))
-    dropped = ranked.filter(pl.col("_rank") > 1)
-    notes = []
-    for row in dropped.iter_rows(named=True):
-        winner = ranked.filter(pl.all_horizontal([pl.col(k).eq_missing(row[k]) for k in keys])
-                               & (pl.col("_rank") == 1)).row(0, named=True)
-        what = " ".join(str(row[k]) for k in ("platform", "experiment", "dataset", "variant") if row.get(k))
-        notes.append(f"{what} at {row['gpus']} GPU(s): campaign {winner['campaign_id']}"
-                     f"{_named(names, winner['campaign_id'])}'s newer attempt wins over campaign "
-                     f"{row['campaign_id']}{_named(names, row['campaign_id'])}'s")
-    return ranked.filter(pl.col("_rank") == 1).drop("_rank"), notes
-
-
-def _named(names: dict[str, str], cid: str) -> str:
-    return f" ({names[cid]})" if names.get(cid) else ""
+from campaign.harvest.several import COLLIDE_ON, newest_wins, selected_ids  # noqa: F401 (one rule: several.py)
 
 
 class Harvest:

@@ -11,7 +11,7 @@ not_measured, ``why`` and ``notes``). A campaign of no study gets harvest's usua
 index of them. Without ``--out`` the index is printed and nothing is written.
 
 Several campaigns (ids, names: every campaign of a name) make one set, when they share one
-study; colliding points: the newer attempt wins (declared_data.newest_wins). Every file is
+study; colliding points: the newer attempt wins (campaign.harvest.several.newest_wins). Every file is
 written through campaign.common.outfile (a possibly shared folder); the store is only read.
 """
 
@@ -20,29 +20,16 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from campaign.common.errors import ConfigError
 from campaign.common.outfile import check_output, write_output
 from campaign.common.text import printable
 from campaign.harvest.declared import STATUS, Item, StudyFigures, for_text
+from campaign.harvest.several import resolve_campaigns
 
 FLAG = "--out"
 FORMATS = ("png", "svg")  # a figure's image files (--formats); none: the data and captions only
-
-
-def resolve_campaigns(store, refs: Sequence[str]) -> list[dict]:
-    """The campaigns ``refs`` name (none: the latest); a name several campaigns share is every
-    one of them (a sweep launched in parts), oldest first; each campaign once."""
-    from campaign.store import find_campaign_noted
-
-    found: dict[str, dict] = {}
-    for ref in refs or [None]:
-        shared = [c for c in store.candidates(ref) if c.get("name") == ref] if ref else []
-        for c in (sorted(shared, key=lambda c: (c.get("created_at") or 0, c["id"])) if len(shared) > 1
-                  else [find_campaign_noted(store, ref)]):
-            found.setdefault(c["id"], c)
-    return list(found.values())
 
 
 def study_points(store, campaigns: Sequence[dict]) -> tuple[Optional[str], Optional[str], list[str]]:
@@ -128,32 +115,43 @@ def _label(campaigns: Sequence[dict]) -> Optional[str]:
     return "; ".join(filter(None, (campaign_label(c) for c in campaigns))) or None
 
 
+def drawn_items(harvest, study: StudyFigures, twin: bool) -> Iterator[tuple[Item, str, str, Optional[object]]]:
+    """Every declared item of ``study`` drawn from ``harvest`` (declared_data.Harvest), in the
+    declaration's order: (item, status: made or why not, the why, what declared_draw.item_data
+    drew: None for an item the declaration leaves unmade). A drawn figure is open while its
+    item is being handled and closed before the next is drawn (one figure open at a time):
+    ``campaign figures`` and ``campaign report`` draw with this one loop."""
+    from campaign.harvest.declared_draw import item_data
+    from campaign.harvest.figure import pyplot
+
+    for item in study.items:
+        if item.unmade is not None:
+            yield item, item.unmade.status, f"{STATUS[item.unmade.status]}: {item.unmade.why}", None
+            continue
+        drawn = item_data(item, harvest, twin)
+        try:
+            if drawn.missing:
+                yield item, "no_points", f"{STATUS['no_points']}: {drawn.missing}", drawn
+            else:
+                yield item, "made", "", drawn
+        finally:
+            if drawn.figure is not None:
+                pyplot().close(drawn.figure)
+
+
 def declared_index(store, campaigns: Sequence[dict], study: StudyFigures, twin: bool,
                    out: Optional[Path], formats: Sequence[str] = FORMATS) -> list[dict]:
     """Every declared item of ``study`` drawn from ``campaigns`` (into ``out`` when given)."""
     from campaign.harvest.declared_data import Harvest
-    from campaign.harvest.declared_draw import item_data
 
     harvest = Harvest(store, campaigns)
     label = _label(campaigns)
     index = []
-    for item in study.items:
-        if item.unmade is not None:
-            index.append(entry(item, item.unmade.status, f"{STATUS[item.unmade.status]}: {item.unmade.why}"))
-            continue
-        drawn = item_data(item, harvest, twin)
-        if drawn.missing:
-            if drawn.figure is not None:
-                from campaign.harvest.figure import pyplot
-
-                pyplot().close(drawn.figure)
-            index.append(entry(item, "no_points", f"{STATUS['no_points']}: {drawn.missing}", notes=drawn.notes))
+    for item, status, why, drawn in drawn_items(harvest, study, twin):
+        if status != "made":
+            index.append(entry(item, status, why, notes=drawn.notes if drawn is not None else ()))
             continue
         files = _write_item(out, item, drawn, campaigns, label, formats) if out is not None else []
-        if out is None and drawn.figure is not None:
-            from campaign.harvest.figure import pyplot
-
-            pyplot().close(drawn.figure)
         index.append(entry(item, "made", files=files, notes=drawn.notes))
     for w in harvest.warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)

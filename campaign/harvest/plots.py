@@ -126,7 +126,7 @@ def platform_comparison_data(scaling: pl.DataFrame, util: pl.DataFrame) -> pl.Da
     one_node = pl.col("placement").str.starts_with("1x")
     return out.with_columns(pl.when(one_node).then(pl.col("gpus").cast(pl.Utf8)).otherwise(pl.col("placement"))
                             .alias("where")).sort(["gpus", pl.col("placement").str.split("x").list.first()
-                                                   .cast(pl.Int64)])
+                                                   .cast(pl.Int64), "platform"])  # one order: the group-by's is none
 
 
 def comparison_axis(merged: pl.DataFrame) -> tuple[list[str], str]:

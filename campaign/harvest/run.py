@@ -144,16 +144,29 @@ def _not_harvested(cid: str, points: list[dict]) -> Optional[str]:
 
 def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str],
             stack: bool = False, efficiency_floor: Optional[float] = None) -> dict[str, pl.DataFrame]:
-    """The campaign's tables; ``stack``: also the breakdown figure's stack (study_timing.timing_stack);
+    """One campaign's tables (merged_tables)."""
+    return merged_tables(store, [{"id": campaign_id}], where, wanted, stack, efficiency_floor)[0]
+
+
+def merged_tables(store, campaigns: Sequence[dict], where: Optional[dict], wanted: Sequence[str],
+                  stack: bool = False, efficiency_floor: Optional[float] = None
+                  ) -> tuple[dict[str, pl.DataFrame], list[str]]:
+    """The tables of the campaigns' completed points as one frame (colliding points: the newer
+    attempt wins, campaign.harvest.several.newest_wins) and the notes of the points left out;
+    ``stack``: also the breakdown figure's stack (study_timing.timing_stack);
     ``efficiency_floor``: the model table's knee at this floor, not its registered default."""
     from campaign.harvest.derive import engine_phases, point_frame
+    from campaign.harvest.several import names_of, newest_wins
     from campaign.harvest.study_timing import timing_stack
 
     if where is not None and where.get(POINT_IDS) == []:
-        return {}
-    points = point_frame(store, [campaign_id], where)
+        return {}, []
+    points = point_frame(store, [c["id"] for c in campaigns], where)
     if points.height == 0:
-        return {}
+        return {}, []
+    notes: list[str] = []
+    if len(campaigns) > 1:
+        points, notes = newest_wins(points, names_of(campaigns))
     # what comparisons and figures read, beside the tables asked for
     names = ["scaling", "throughput", "utilisation", *wanted]
     if stack:
@@ -170,19 +183,23 @@ def _tables(store, campaign_id: str, where: Optional[dict], wanted: Sequence[str
         out["model"] = fit_model(points, efficiency_floor)
     if stack:
         out["phase_stack"] = timing_stack(points, phases)  # the study's own timings where a point has them
-    return {name: with_varying(df, points) for name, df in out.items()}
+    return {name: with_varying(df, points) for name, df in out.items()}, notes
 
 
-def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Optional[str] = None,
+def harvest(ref: Optional[str] | Sequence[str], *, store_url: str, fmt: str = "table", out: Optional[str] = None,
             where: Optional[dict] = None, table: str = "scaling", compare: Optional[str] = None,
             plots: Optional[str] = None, where_items: Optional[Sequence[str]] = None,
             loss_threshold: Optional[float] = None, efficiency_floor: Optional[float] = None,
             x: Optional[str] = None, raw: bool = False) -> int:
-    """Harvest one campaign: print or write its tables (or a comparison), draw its figures
+    """Harvest a campaign, or several as one (``ref``: a reference or a list of them; a name
+    several campaigns share: all of them; campaign.harvest.several): print or write its tables
+    (or a comparison), draw its figures
     (``x``: what time, speedup, efficiency, throughput and the breakdown are drawn against;
     ``raw``: CSV and markdown text cells as stored, campaign.harvest.export)."""
+    from campaign.harvest.several import completed_over, label, resolve_campaigns
     from campaign.store import find_campaign_noted, open_store
 
+    refs = [] if ref is None else [ref] if isinstance(ref, str) else list(ref)
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format '{fmt}'; available: {', '.join(FORMATS)}")
     if table not in TABLE_CHOICES:
@@ -206,14 +223,20 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
         if "image" in where:  # an attempt's image is the point tables' filter (the attempt they read)
             raise ConfigError(f"--where image= narrows the tables of completed points, not --table {table}; "
                               f"use --where with {', '.join(k for k in FILTERS if k != 'image')}")
-        return _campaign_table(table, ref, store_url, fmt, out, options, plots, where, raw=raw)
+        return _campaign_table(table, refs, store_url, fmt, out, options, plots, where, raw=raw)
     wanted = registry.POINT_TABLES if table == "all" else (table,)  # read now: a table registered later counts
     other_id, other = None, {}
     with open_store(store_url, readonly=True) as store:
-        campaign = find_campaign_noted(store, ref)  # a name several share: the latest, said on stderr
-        cid = campaign["id"]
-        mine, points, warnings = completed_where(store, campaign, where)
-        tables = _tables(store, cid, mine, wanted, stack=plots is not None, efficiency_floor=efficiency_floor)
+        campaigns = resolve_campaigns(store, refs)  # a name several share: all of them, said on stderr
+        campaign = campaigns[0] if len(campaigns) == 1 else None
+        if campaign is not None:
+            mine, points, warnings = completed_where(store, campaign, where)
+            each = {campaign["id"]: points}
+        else:
+            mine, each, warnings = completed_over(store, campaigns, where)
+            points = [p for theirs in each.values() for p in theirs]
+        tables, collided = merged_tables(store, campaigns, mine, wanted, stack=plots is not None,
+                                         efficiency_floor=efficiency_floor)
         if compare is not None and compare not in COMPARE_BUILTIN:
             other_campaign = find_campaign_noted(store, compare)
             other_id = other_campaign["id"]
@@ -222,16 +245,20 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
             other = _tables(store, other_id, theirs, ())
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
-    spooled = sum(1 for p in points if p["state"] == "spooled")
-    if spooled:  # harvest reads only; campaign ingest folds spooled results in
-        print(printable(f"campaign {cid}: {spooled} point(s) have results waiting in spool files: "
-                        f"run campaign ingest {cid}"), file=sys.stderr)
-    note = _not_harvested(cid, points)
-    if note and tables:
-        print(printable(note), file=sys.stderr)
+    for cid, theirs in each.items():
+        spooled = sum(1 for p in theirs if p["state"] == "spooled")
+        if spooled:  # harvest reads only; campaign ingest folds spooled results in
+            print(printable(f"campaign {cid}: {spooled} point(s) have results waiting in spool files: "
+                            f"run campaign ingest {cid}"), file=sys.stderr)
+        note = _not_harvested(cid, theirs)
+        if note and tables:
+            print(printable(note), file=sys.stderr)
+    for note in collided:  # several campaigns: the points left out for a newer attempt
+        print(printable(f"note: {note}"), file=sys.stderr)
+    named = label(campaigns)
     if not tables:
-        print(printable(f"campaign {cid}: no completed point to harvest yet (see campaign status {cid})"),
-              file=sys.stderr)
+        print(printable(f"{named}: no completed point to harvest yet (see campaign status "
+                        f"{' / '.join(each)})"), file=sys.stderr)
         return 1
     x_column = None
     if plots is not None:  # refused before anything is written
@@ -249,18 +276,18 @@ def harvest(ref: Optional[str], *, store_url: str, fmt: str = "table", out: Opti
     if compare is not None:
         selected = [_comparison(compare, tables, other_id, other)]
         if selected[0][2].height == 0:
-            print(printable(f"campaign {cid}: nothing to compare with {compare} (no GPU count and series in common)"),
+            print(printable(f"{named}: nothing to compare with {compare} (no GPU count and series in common)"),
                   file=sys.stderr)
             return 1
     else:
         if table != "all" and TABLES[table].optional and tables[table].height == 0:
-            print(printable(f"campaign {cid}: {TABLES[table].empty}"), file=sys.stderr)
+            print(printable(f"{named}: {TABLES[table].empty}"), file=sys.stderr)
             return 1
         # --table all: an optional table (placement) only where it has rows
         selected = [(name, _title(name, efficiency_floor), tables[name]) for name in wanted
                     if name == table or not TABLES[name].optional or tables[name].height]
     if fmt == "table" and out is None:
-        print(printable(f"campaign {cid}"))
+        print(printable(named))
         if shows_reference and compare is None:
             selected.append(_comparison("reference", tables, None, {}))  # a study preset's: its figures beside
         selected = [(n, t, _terminal(n, df)) for n, t, df in selected]  # escaped by write_tables (stdout)
@@ -315,38 +342,57 @@ def _comparison(compare: str, tables: dict, other_id: Optional[str], other: dict
     return "campaign", TITLES["campaign"].format(other=other_id), df
 
 
-def _campaign_table(name: str, ref: Optional[str], store_url: str, fmt: str, out: Optional[str],
+def _campaign_table(name: str, refs: Sequence[str], store_url: str, fmt: str, out: Optional[str],
                     options: Optional[dict] = None, plots: Optional[str] = None, where: Optional[dict] = None,
                     raw: bool = False) -> int:
     """A table built from the store and the campaign, not its completed points (``attempts``:
     every attempt, whatever its state; campaign/harvest/attempts.py), narrowed to the points
-    ``where`` (--gpus, --platform, --where) selects, by their ``idx``."""
-    from campaign.harvest.query import point_indices_query
-    from campaign.harvest.where_settings import matching_ids, split
-    from campaign.store import find_campaign_noted, open_store
-    from campaign.store.typed import typed_points
+    ``where`` (--gpus, --platform, --where) selects, by their ``idx``. Several campaigns: one
+    table, each row with its ``campaign_id`` first (a point's idx is its campaign's)."""
+    from campaign.harvest.several import label, resolve_campaigns
+    from campaign.store import open_store
 
     title = TABLES[name].title
-    where, settings = split(where)
     with open_store(store_url, readonly=True) as store:
-        campaign = find_campaign_noted(store, ref)  # another user's said on stderr; typed at the door (campaign.store.typed)
-        df, warnings = table_function(name)(store, campaign, **(options or {}))
-        if where:
-            with store.engine.connect() as conn:
-                chosen = [r[0] for r in conn.execute(point_indices_query(campaign["id"], where))]
-            df = df.filter(pl.col("idx").is_in(chosen))
-        if settings:
-            points = typed_points(campaign["id"], store.points(campaign["id"]))[0]
-            df = df.filter(pl.col("idx").is_in(list(matching_ids(points, settings, campaign["id"], "idx"))))
+        campaigns = resolve_campaigns(store, refs)  # another user's said on stderr; typed at the door (campaign.store.typed)
+        frames, warnings = [], []
+        for campaign in campaigns:
+            df, more = _one_campaign_table(store, campaign, name, options, where)
+            frames.append(df)
+            warnings += more
+    if len(campaigns) == 1:
+        df = frames[0]
+    else:
+        frames = [f.select(pl.lit(c["id"]).alias("campaign_id"), pl.all()) for c, f in zip(campaigns, frames)]
+        df = pl.concat(frames, how="diagonal_relaxed")
     for w in warnings:
         print(f"warning: {printable(w)}", file=sys.stderr)
     if fmt == "table" and out is None:
-        print(printable(f"campaign {campaign['id']}"), title, "", sep="\n")
+        print(printable(label(campaigns)), title, "", sep="\n")
     for path in write_tables([(name, title, df)], fmt, out, raw=raw):
         print(printable(f"wrote {path}"), file=sys.stderr)
     if plots is not None:
         from campaign.harvest.figures import write_table_figures
 
-        paths = write_table_figures(plots, name, df, campaign=campaign)
+        paths = write_table_figures(plots, name, df, campaign=campaigns[0] if len(campaigns) == 1 else None)
         print(printable(f"wrote {len(paths)} figure files to {plots}"), file=sys.stderr)
     return 0
+
+
+def _one_campaign_table(store, campaign: dict, name: str, options: Optional[dict],
+                        where: Optional[dict]) -> tuple[pl.DataFrame, list[str]]:
+    """One campaign's ``name`` table (_campaign_table) and the warnings of reading it."""
+    from campaign.harvest.query import point_indices_query
+    from campaign.harvest.where_settings import matching_ids, split
+    from campaign.store.typed import typed_points
+
+    where, settings = split(where)
+    df, warnings = table_function(name)(store, campaign, **(options or {}))
+    if where:
+        with store.engine.connect() as conn:
+            chosen = [r[0] for r in conn.execute(point_indices_query(campaign["id"], where))]
+        df = df.filter(pl.col("idx").is_in(chosen))
+    if settings:
+        points = typed_points(campaign["id"], store.points(campaign["id"]))[0]
+        df = df.filter(pl.col("idx").is_in(list(matching_ids(points, settings, campaign["id"], "idx"))))
+    return df, list(warnings)

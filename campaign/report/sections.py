@@ -69,15 +69,26 @@ def summary(data: ReportData) -> str:
     rows = [
         ("campaign", esc(c["id"])), ("name", esc(c.get("name") or "-")),
         ("the sweep", f"<code>{esc(sweep_text or '-')}</code>"),
+    ] if not data.several else [(f"campaign {i + 1} of {len(data.campaigns)}", _one(x))
+                                for i, x in enumerate(data.campaigns)]
+    rows += [
         ("points", esc(summary_line(points)) if points else "0"),
         ("created", utc(c.get("created_at"))), ("first start", utc(min(starts, default=None))),
         ("last end", utc(max(ends, default=None))),
         ("GPU-hours estimated", esc(est) + " (the trainers' declarations, before anything ran)"),
         ("GPU-hours used", number(gpu_hours_used(data.attempts)) + " (every attempt's elapsed time x its GPUs)"),
     ]
-    states = pl.DataFrame([{k: p.get(k) for k in ("idx", "platform", "trainer", "experiment", "gpus", "nodes",
-                                                   "repeat", "state", "attempts")} for p in points])
+    keys = ("campaign_id",) * data.several + ("idx", "platform", "trainer", "experiment", "gpus", "nodes", "repeat",
+                                               "state", "attempts")
+    states = pl.DataFrame([{k: p.get(k) for k in keys} for p in points])
     return keyvalues(rows) + "<h3>states per point</h3>" + table("states", states)
+
+
+def _one(c: dict) -> str:
+    """One of several campaigns read as one: its id, name and sweep."""
+    sweep = c.get("overrides")
+    sweep_text = " ".join(str(o) for o in sweep) if isinstance(sweep, list) else (str(sweep) if sweep else "")
+    return f"{esc(c['id'])} ({esc(c.get('name') or '-')}) <code>{esc(sweep_text or '-')}</code>"
 
 
 def scaling(data: ReportData, svgs: dict[str, str]) -> str:
@@ -132,7 +143,7 @@ def failures(data: ReportData) -> str:
         if p["state"] == "completed":
             continue
         log = p.get("log_path")
-        rows.append({"idx": p["idx"], "platform": p["platform"], "trainer": p["trainer"], "gpus": p["gpus"],
+        rows.append({**({"campaign_id": p.get("campaign_id")} if data.several else {}), "idx": p["idx"], "platform": p["platform"], "trainer": p["trainer"], "gpus": p["gpus"],
                      "repeat": p["repeat"], "state": p["state"], "reason": p.get("reason"),
                      "log": failing_log(p.get("reason"), log) if log else None})
     many = any((p.get("attempts") or 0) > 1 for p in data.points)
@@ -140,14 +151,18 @@ def failures(data: ReportData) -> str:
         return ""
     out = ""
     if rows:
-        cols = {"idx": pl.Int64, "platform": pl.Utf8, "trainer": pl.Utf8, "gpus": pl.Int64, "repeat": pl.Int64,
+        cols = {**({"campaign_id": pl.Utf8} if data.several else {}), "idx": pl.Int64, "platform": pl.Utf8, "trainer": pl.Utf8, "gpus": pl.Int64, "repeat": pl.Int64,
                 "state": pl.Utf8, "reason": pl.Utf8, "log": pl.Utf8}
         out += "<h3>points that did not complete</h3>" + table("failures", pl.DataFrame(rows, schema=cols))
-        again = resumable(data.points)
-        cid = data.campaign["id"]
-        out += para(f"campaign resume {cid} would rerun {len(again)} point(s)"
-                    + (": " + ", ".join(f"#{p['idx']} ({p['state']})" for p in again) if again else "")
-                    + f"; campaign resume {cid} --dry-run shows its plan")
+        for c in data.campaigns or [data.campaign]:  # several read as one: each campaign resumes its own
+            cid = c["id"]
+            mine = [p for p in data.points if p.get("campaign_id", cid) == cid]
+            if data.several and all(p["state"] == "completed" for p in mine):
+                continue
+            again = resumable(mine)
+            out += para(f"campaign resume {cid} would rerun {len(again)} point(s)"
+                        + (": " + ", ".join(f"#{p['idx']} ({p['state']})" for p in again) if again else "")
+                        + f"; campaign resume {cid} --dry-run shows its plan")
     # started/ended: the attempts table's are local times; the summary's dates are UTC
     shown = [c for c in data.attempts.columns if c not in ("started", "ended")]
     out += "<h3>attempts</h3>" + table("attempts", data.attempts.select(shown))
@@ -166,10 +181,13 @@ def _distinct(values) -> str:
 def provenance(data: ReportData) -> str:
     """Versions, image digests, nodes, GPUs and the launch command, as the jobs recorded them."""
     c = data.campaign
+    if data.several:  # several read as one: each campaign's launch, one line each
+        c = {k: "; ".join(str(x.get(k) or "-") for x in data.campaigns) for k in ("command", "results_dir")}
+        c["user"] = "; ".join(f"{x.get('user') or '-'} on {x.get('host') or '-'}" for x in data.campaigns)
     provs = [a.get("provenance") or {} for a in data.raw_attempts]
     provs = [p for p in provs if isinstance(p, dict)]
     rows = [("launch command", f"<code>{esc(c.get('command') or '-')}</code>"),
-            ("launched by", esc(f"{c.get('user') or '-'} on {c.get('host') or '-'}")),
+            ("launched by", esc(c["user"] if data.several else f"{c.get('user') or '-'} on {c.get('host') or '-'}")),
             ("results folder", esc(c.get("results_dir") or "-"))]
     for label, key in PROVENANCE:
         text = _distinct(p.get(key) for p in provs)
@@ -195,4 +213,5 @@ def provenance(data: ReportData) -> str:
 
 
 def warnings(data: ReportData) -> Optional[str]:
-    return "".join(f"<p class=\"warn\">warning: {esc(w)}</p>" for w in data.warnings)
+    return ("".join(f"<p class=\"warn\">warning: {esc(w)}</p>" for w in data.warnings)
+            + "".join(f"<p>note: {esc(n)}</p>" for n in data.notes))
