@@ -283,7 +283,7 @@ def _under(module: str, prefixes: tuple[str, ...]) -> bool:
 
 def test_the_module_graph_sees_lazy_imports_and_registries():
     graph = _module_graph()
-    assert "campaign.observe.state" in graph["campaign.harvest.run"]  # a function-level import
+    assert "campaign.observe.state" in graph["campaign.harvest.completed"]  # a function-level import
     assert "campaign.backends.local" in graph["campaign.backends"]  # the executors' registry
 
 

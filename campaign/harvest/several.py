@@ -63,10 +63,10 @@ def label(campaigns: Sequence[dict]) -> str:
 
 def completed_over(store, campaigns: Sequence[dict], where: Optional[dict]
                    ) -> tuple[dict, dict[str, list[dict]], list[str]]:
-    """``where`` narrowed to the completed points of each campaign (run.completed_where), as
+    """``where`` narrowed to the completed points of each campaign (completed.completed_where), as
     one filter over them all (an id list), with each campaign's effective points and the
     warnings of reading them."""
-    from campaign.harvest.run import completed_where
+    from campaign.harvest.completed import completed_where
     from campaign.observe.state import completed_ids
 
     ids: list[int] = []
