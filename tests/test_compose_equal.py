@@ -126,3 +126,39 @@ def test_study_preset_points_compose_as_hydra_alone(hydra, study):
     assert composer.full_composes < len(points)
     for i in (0, -1):
         _same(got[i], hydra_alone(loader, master, points[i]), points[i])
+
+
+def test_a_section_is_redacted_and_checked_once_and_never_shared():
+    """campaign/common/memo.py: the answer for a section seen before is the same as the
+    first (a fresh copy each time), a section that differs in a value or only in a
+    value's type is worked out anew, and a refusal is not remembered as a pass."""
+    from campaign.common.errors import ConfigError
+    from campaign.common.memo import SectionMemo, fingerprint
+    from campaign.common.redact import redact_obj
+    from campaign.launch.validate import check_known_keys, check_sizes
+
+    calls = []
+    memo = SectionMemo(lambda v: calls.append(v) or {"n": len(calls)})
+    first, again = memo({"a": 1}), memo({"a": 1})
+    assert first == again == {"n": 1} and first is not again
+    assert memo({"a": True}) == {"n": 2} and memo({"a": 1.0}) == {"n": 3}  # 1, True and 1.0 differ
+    assert fingerprint({"a": object()}) is None and memo({"a": len}) == {"n": 4} and memo({"a": len}) == {"n": 5}
+
+    store = {"url": "postgresql://u:pw@h/db", "password": "pw", "busy_timeout_s": 30.0}
+    config = {"store": store, "seed": 1, "name": "x"}
+    for _ in range(2):
+        got = redact_obj(config)
+        assert got == {"store": {"url": "postgresql://u:***@h/db", "password": "***", "busy_timeout_s": 30.0},
+                       "seed": 1, "name": "x"}
+        got["store"]["url"] = "changed"  # a caller's change reaches neither the memo nor the next answer
+    assert store["url"] == "postgresql://u:pw@h/db"
+
+    good = {"experiment": {"iterations": 5}}
+    check_sizes(good)
+    check_sizes(good)
+    with pytest.raises(ConfigError, match="experiment.iterations"):
+        check_sizes({"experiment": {"iterations": 2**64}})
+    with pytest.raises(ConfigError, match="unknown config key 'platform.nosuch'"):
+        check_known_keys({"platform": {"nosuch": 1}})
+    with pytest.raises(ConfigError, match="unknown config key 'platform.nosuch'"):  # refused again, not remembered
+        check_known_keys({"platform": {"nosuch": 1}})

@@ -42,6 +42,7 @@ class _Base:
         self.interpolated: set[str] = set()
         self._scan(raw)
         self.values: dict[str, Any] = {}  # override line -> converted value (or the exception)
+        self._depends: dict[str, bool] = {}  # key -> whether an interpolation reads it
         # (key, value type) whose values the schema keeps as they are (see PointComposer._leaf)
         self.as_given: set[tuple[str, type]] = set()
 
@@ -56,7 +57,11 @@ class _Base:
             self.interpolated.update(m.strip() for m in _INTERP.findall(node))
 
     def depends_on(self, key: str) -> bool:
-        return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.interpolated)
+        got = self._depends.get(key)
+        if got is None:
+            got = self._depends[key] = any(k == key or k.startswith(key + ".") or key.startswith(k + ".")
+                                           for k in self.interpolated)
+        return got
 
 
 class PointComposer:
@@ -224,7 +229,8 @@ class PointComposer:
             node = plain
             for part in path:
                 node = node[part]
-            node[last] = plain_copy(self._value(base, o))
+            value = self._value(base, o)
+            node[last] = plain_copy(value) if isinstance(value, (dict, list)) else value  # a scalar is not shared
         return plain
 
 
