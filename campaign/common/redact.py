@@ -44,6 +44,8 @@ import functools
 import re
 from typing import Any, Optional
 
+from campaign.common.memo import SectionMemo
+
 SECRET = "***"
 STORE_URL_ENV = "CAMPAIGN_STORE_URL"  # the real store URL, for jobs (never on a command line)
 
@@ -203,11 +205,24 @@ def _mask(value: Any) -> Any:
 
 def redact_obj(value: Any) -> Any:
     """A copy of a plain config (dicts, lists, scalars): every string redacted, and the
-    value of every key named like a secret (``is_secret_key``) masked."""
+    value of every key named like a secret (``is_secret_key``) masked. Each distinct
+    section of a config (its ``platform``, ``trainer``...) is redacted once
+    (campaign/common/memo.py): a launch redacts each of its points' configs, which share
+    almost all of them."""
     if isinstance(value, dict):
-        return {k: _mask(v) if is_secret_key(k) else redact_obj(v) for k, v in value.items()}
+        return {k: _mask(v) if is_secret_key(k) else
+                (_redact_section(v) if isinstance(v, (dict, list)) else _redact_obj(v)) for k, v in value.items()}
+    return _redact_obj(value)
+
+
+def _redact_obj(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _mask(v) if is_secret_key(k) else _redact_obj(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(redact_obj(v) for v in value)
+        return type(value)(_redact_obj(v) for v in value)
     if isinstance(value, str):
         return redact(value)
     return value
+
+
+_redact_section = SectionMemo(_redact_obj)

@@ -23,6 +23,12 @@ from typing import Any, Sequence
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 
 _INTERP = re.compile(r"\$\{([^}:]+)\}")
+# a subset of Hydra's override grammar: a dotted key of IDs (no package, no group path), a
+# decimal integer as Hydra's INT reads it (no '_', no leading zero: '012' is a string there)
+_PLAIN_INT = re.compile(r"(?P<key>[A-Za-z_][\w\-]*(?:\.[A-Za-z_][\w\-]*)*)=(?P<value>-?(?:0|[1-9][0-9]*))\Z")
+# value types a schema's leaf keeps as they are when one of them is kept: an OmegaConf node
+# converts by type (IntegerNode takes every int unchanged, StringNode every str, AnyNode all)
+_KEPT_TYPES = (int, float, bool, str)
 
 
 class _Base:
@@ -36,6 +42,9 @@ class _Base:
         self.interpolated: set[str] = set()
         self._scan(raw)
         self.values: dict[str, Any] = {}  # override line -> converted value (or the exception)
+        self._depends: dict[str, bool] = {}  # key -> whether an interpolation reads it
+        # (key, value type) whose values the schema keeps as they are (see PointComposer._leaf)
+        self.as_given: set[tuple[str, type]] = set()
 
     def _scan(self, node: Any) -> None:
         if isinstance(node, dict):
@@ -48,7 +57,11 @@ class _Base:
             self.interpolated.update(m.strip() for m in _INTERP.findall(node))
 
     def depends_on(self, key: str) -> bool:
-        return any(k == key or k.startswith(key + ".") or key.startswith(k + ".") for k in self.interpolated)
+        got = self._depends.get(key)
+        if got is None:
+            got = self._depends[key] = any(k == key or k.startswith(key + ".") or key.startswith(k + ".")
+                                           for k in self.interpolated)
+        return got
 
 
 class PointComposer:
@@ -65,9 +78,22 @@ class PointComposer:
         self.full_composes = 0
 
     def _parse(self, line: str):
-        if line not in self._parsed:
-            self._parsed[line] = self.parser.parse_overrides([line])[0]
-        return self._parsed[line]
+        got = self._parsed.get(line)
+        if got is None:
+            got = self._parsed[line] = self._plain_int(line) or self.parser.parse_overrides([line])[0]
+        return got
+
+    def _plain_int(self, line: str) -> Any:
+        """``key=123`` (a dotted key, a decimal integer: what ``seed=range(0,1250)`` sweeps)
+        as the Override Hydra's parser makes of it, without the parser (a millisecond a
+        line); None for anything else."""
+        m = _PLAIN_INT.match(line)
+        if m is None:
+            return None
+        from hydra.core.override_parser.types import Override, OverrideType, ValueType
+
+        return Override(type=OverrideType.CHANGE, key_or_group=m["key"], value_type=ValueType.ELEMENT,
+                        _value=int(m["value"]), input_line=line, config_loader=self.loader)
 
     def _group(self, ov: Any) -> bool:
         """Whether the override picks a config group option (composed by Hydra) rather than
@@ -122,6 +148,9 @@ class PointComposer:
         """The override's value as the schema converts it (checked once per distinct override)."""
         line = ov.input_line
         if line not in base.values:
+            value = ov.value()
+            if (ov.key_or_group, type(value)) in base.as_given and _plain_scalar(value):
+                return value
             leaf = self._leaf(base, ov)
             if leaf is not None:
                 base.values[line] = leaf
@@ -174,6 +203,9 @@ class PointComposer:
             raise ConfigError(f"{ov.input_line}: {msg}") from None
         finally:
             parent[last] = old
+        if type(converted) is type(value) and converted == value and _plain_scalar(value):
+            # kept as given: so is every value of its type at this leaf (_KEPT_TYPES), unchecked
+            base.as_given.add((ov.key_or_group, type(value)))
         return (converted.name if isinstance(converted, enum.Enum) else converted,)
 
     def compose(self, overrides: Sequence[str]) -> dict[str, Any]:
@@ -197,8 +229,15 @@ class PointComposer:
             node = plain
             for part in path:
                 node = node[part]
-            node[last] = plain_copy(self._value(base, o))
+            value = self._value(base, o)
+            node[last] = plain_copy(value) if isinstance(value, (dict, list)) else value  # a scalar is not shared
         return plain
+
+
+def _plain_scalar(value: Any) -> bool:
+    """A value an OmegaConf leaf of its type keeps unchanged: an int, float, bool, or a str
+    that is no interpolation and not ``???`` (missing)."""
+    return type(value) in _KEPT_TYPES and not (type(value) is str and ("$" in value or value == "???"))
 
 
 def plain_copy(value: Any) -> Any:

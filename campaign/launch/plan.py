@@ -70,13 +70,18 @@ class PointPlan:
         return (f"platform={self.platform} gpus={self.gpus}{nodes} trainer={c['trainer']['name']} "
                 f"experiment={c['experiment']['name']}{rep}")
 
-    def store_row(self) -> dict[str, Any]:
+    def store_row(self, resolved: Optional[dict[str, str]] = None) -> dict[str, Any]:
         """The point as the store registers it (secrets redacted; ``Store.register`` signs
         it), its ``results_dir`` absolute as the campaign's (a resubmission checks that
-        they agree)."""
+        they agree); ``resolved``: results_dir -> its absolute path, shared by the points of
+        one launch (a folder resolved once, not once a point)."""
         c = redact_obj(self.config)
         if c.get("results_dir"):
-            c["results_dir"] = str(Path(c["results_dir"]).resolve())  # as register_and_submit resolves it
+            memo = {} if resolved is None else resolved
+            given = c["results_dir"]
+            if given not in memo:
+                memo[given] = str(Path(given).resolve())  # as register_and_submit resolves it
+            c["results_dir"] = memo[given]
         return {
             "idx": self.idx,
             "platform": self.platform,

@@ -106,7 +106,8 @@ def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: 
                       refusals=time_limit_refusals(points, cost), design=design + said)
         for line in writes:  # after the table (on stderr beside --json's lines, as its notes)
             print(f"note: {printable(line)}", file=sys.stderr if dry == "json" else sys.stdout)
-        result.returns = [_job_return(p, hydra_cfg, JobStatus.UNKNOWN) for p in points]
+        task = task_name(hydra_cfg)
+        result.returns = [_job_return(p, hydra_cfg, task, JobStatus.UNKNOWN) for p in points]
         return result
     for line in said:  # what the command line did to the study's design, before it is stored
         print(printable(line), file=sys.stderr)
@@ -183,9 +184,14 @@ class PointReturn(JobReturn):
         self._cfg = value
 
 
-def _job_return(p: PointPlan, hydra_cfg: Any, status: JobStatus, value: Any = None,
+def task_name(hydra_cfg: Any) -> str:
+    """Hydra's job name, the task name of every point's ``JobReturn`` (looked up once a
+    launch, not once a point)."""
+    return str(OmegaConf.select(hydra_cfg, "hydra.job.name", default="campaign")) if hydra_cfg else "campaign"
+
+
+def _job_return(p: PointPlan, hydra_cfg: Any, task: str, status: JobStatus, value: Any = None,
                 working_dir: Optional[str] = None) -> JobReturn:
-    task = str(OmegaConf.select(hydra_cfg, "hydra.job.name", default="campaign")) if hydra_cfg else "campaign"
     ret = PointReturn(overrides=list(p.overrides), hydra_cfg=hydra_cfg, working_dir=working_dir, task_name=task,
                       status=status)
     ret._config = p.config
@@ -213,21 +219,22 @@ def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
     from campaign.backends.joblogs import last_exception
 
     reasons = _reasons(result) if waited else {}
+    task = task_name(hydra_cfg)
     for p, s in zip(result.points, result.submitted):
         where = dict(campaign_id=result.campaign_id, idx=p.idx, overrides=p.overrides)
         if s.job_id is None and s.waiting:  # held back for room: not submitted yet, not failed
-            result.returns.append(_job_return(p, hydra_cfg, JobStatus.UNKNOWN))
+            result.returns.append(_job_return(p, hydra_cfg, task, JobStatus.UNKNOWN))
         elif s.job_id is None:
             exc = PointFailed(f"#{p.idx} {p.label()}: not submitted: {s.error}", submitted=False, **where)
             result.failures.append(exc)
-            result.returns.append(_job_return(p, hydra_cfg, JobStatus.FAILED, exc, s.job_folder))
+            result.returns.append(_job_return(p, hydra_cfg, task, JobStatus.FAILED, exc, s.job_folder))
         elif not waited:
-            result.returns.append(_job_return(p, hydra_cfg, JobStatus.UNKNOWN, working_dir=s.job_folder))
+            result.returns.append(_job_return(p, hydra_cfg, task, JobStatus.UNKNOWN, working_dir=s.job_folder))
         else:
             error = s.job.exception() if s.job is not None else None
             if error is None:
                 value = s.job.results()[0] if s.job is not None else None
-                result.returns.append(_job_return(p, hydra_cfg, JobStatus.COMPLETED, value, s.job_folder))
+                result.returns.append(_job_return(p, hydra_cfg, task, JobStatus.COMPLETED, value, s.job_folder))
                 continue
             text = str(error)
             lines = [ln for ln in text.strip().splitlines() if ln.strip()]
@@ -235,7 +242,7 @@ def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
             exc = PointFailed(f"#{p.idx} {p.label()}: {redact(reason)}", submitted=True, **where)
             exc.__cause__ = error
             result.failures.append(exc)
-            result.returns.append(_job_return(p, hydra_cfg, JobStatus.FAILED, exc, s.job_folder))
+            result.returns.append(_job_return(p, hydra_cfg, task, JobStatus.FAILED, exc, s.job_folder))
 
 
 def _named(failures: Sequence[PointFailed]) -> str:

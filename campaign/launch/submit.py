@@ -138,6 +138,7 @@ def register_and_submit(
     if os.path.lexists(folder):  # made by someone else before this launch: refused before anything is stored
         raise ConfigError(f"job folder {folder} exists already: this launch did not make it, so it is not used; "
                           f"remove it (rm -r {folder}) and launch again")
+    resolved: dict[str, str] = {}  # each point's results_dir, resolved once a launch
     with private_files(), open_store(store_url, create=True) as store:
         ids = store.register(
             {
@@ -150,7 +151,7 @@ def register_and_submit(
                 "host": socket.gethostname(),
                 "user": getpass.getuser(),
             },
-            [p.store_row() for p in points],
+            [p.store_row(resolved) for p in points],
         )
         wave = wave_for(points)
         by_id: dict[int, Submitted] = {}

@@ -17,7 +17,7 @@ import importlib.util
 import typing
 from collections import abc
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from campaign.catalogue.config import CampaignConfig
 from campaign.catalogue.dataset_label import names_dataset
@@ -49,6 +49,26 @@ def _fields(schema: type) -> tuple[tuple[str, ...], dict[str, type | None]]:
     return names, {name: _schema_of(hints[name]) for name in names}
 
 
+# fingerprints (campaign/common/memo.py) of (check, key, section) found valid: the points of
+# a sweep share their sections, each distinct one is checked once; a refusal is never kept
+_PASSED: set[bytes] = set()
+
+
+def _once(check: str, path: str, section: Any, run: Callable[..., None], *args: Any) -> None:
+    """``run(section, *args)`` (which raises for an invalid ``section`` at ``path``) unless this very
+    section passed this check before."""
+    from campaign.common.memo import LIMIT, fingerprint
+
+    key = fingerprint((check, path, section))
+    if key is not None and key in _PASSED:
+        return
+    run(section, *args)
+    if key is not None:
+        if len(_PASSED) >= LIMIT:
+            _PASSED.clear()
+        _PASSED.add(key)
+
+
 def check_known_keys(config: Mapping[str, Any], schema: type = CampaignConfig, where: str = "") -> None:
     """Refuse a key ``schema`` does not declare, naming the nearest valid one; recurses into
     the fields that are dataclasses themselves (free-form dicts such as ``trainer.params``
@@ -62,7 +82,7 @@ def check_known_keys(config: Mapping[str, Any], schema: type = CampaignConfig, w
                               f"valid keys {scope}: {', '.join(valid)}")
         sub = subs[key]
         if sub is not None and isinstance(value, Mapping):
-            check_known_keys(value, sub, f"{path}.")
+            _once(f"keys of {sub.__module__}.{sub.__qualname__}", path, value, check_known_keys, sub, f"{path}.")
 
 
 # ------------------------------------------------------------------ numbers and sizes
@@ -86,7 +106,8 @@ def check_numbers(config: Mapping[str, Any], where: str = "") -> None:
 
     for key, value in config.items():
         if isinstance(value, dict) or isinstance(value, abc.Mapping):  # (dict first: typing's Mapping check
-            check_numbers(value, f"{where}{key}.")                     # cost 4 us a value, 10,000 points x 110)
+            _once("numbers", f"{where}{key}", value, check_numbers,    # cost 4 us a value, 10,000 points x 110)
+                  f"{where}{key}.")
         elif isinstance(value, (list, tuple)):
             for i, item in enumerate(value):
                 if isinstance(item, dict) or isinstance(item, abc.Mapping):
