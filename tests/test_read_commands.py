@@ -290,3 +290,37 @@ def test_a_ctrl_c_a_finalizer_swallowed_still_ends_a_loop():
             interrupt.sleep(5)  # raises, not 5 s later
     assert signal.getsignal(signal.SIGINT) is before  # the process as it was
     interrupt.sleep(0)  # and no Ctrl-C noted any more
+
+
+def test_a_ctrl_c_a_finalizer_loses_prints_no_traceback(monkeypatch):
+    """SIGINT landing in a finalizer (SQLAlchemy's weakref callbacks: seen in a whole run) is
+    lost as "Exception ignored ... Traceback" on stderr: inside ``catching()`` it is not
+    reported (the command's one line follows from ``heard()``); any other exception a
+    finalizer raises goes to the hook before, which is the hook again afterwards."""
+    import gc
+    import weakref
+
+    from campaign.common import interrupt
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_type))
+
+    class Thing:
+        pass
+
+    def lose(exc):
+        thing = Thing()
+        refs.append(weakref.ref(thing, lambda ref: (_ for _ in ()).throw(exc)))  # the ref lives on: its callback runs
+        del thing
+        gc.collect()
+
+    refs: list = []
+    before = sys.unraisablehook
+    with interrupt.catching():
+        lose(KeyboardInterrupt())
+        assert reported == []
+        lose(ValueError("kept"))
+        assert reported == [ValueError]
+    assert sys.unraisablehook is before
+    lose(KeyboardInterrupt())  # outside: reported, as Python does
+    assert reported == [ValueError, KeyboardInterrupt]

@@ -7,12 +7,16 @@ exception is printed as "Exception ignored" and lost, and a loop such as ``campa
 campaign.cli.exits.guarded) notes each SIGINT too, and ``sleep`` (the loops' wait) raises
 ``KeyboardInterrupt`` for a noted one that was lost, so the command still ends with its
 one-line "interrupted" (exit 130). A command that knows more to say on Ctrl-C (what goes on
-without it, how to stop that) raises ``Interrupted`` with that line instead."""
+without it, how to stop that) raises ``Interrupted`` with that line instead. While
+``catching()`` runs, such a lost ``KeyboardInterrupt`` is not printed either (its "Exception
+ignored ... Traceback" would stand before the one line): ``sys.unraisablehook`` passes over it
+and hands every other unraisable exception to the hook before it."""
 
 from __future__ import annotations
 
 import contextlib
 import signal
+import sys
 import threading
 from typing import Iterator
 
@@ -40,6 +44,16 @@ def _on_sigint(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _quiet_hook(previous):
+    """An unraisable hook that drops a ``KeyboardInterrupt`` (a Ctrl-C a finalizer lost, noted
+    by ``_on_sigint``) and hands anything else to ``previous``."""
+    def hook(unraisable) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) or unraisable.exc_type is KeyboardInterrupt:
+            return
+        previous(unraisable)
+    return hook
+
+
 @contextlib.contextmanager
 def catching() -> Iterator[None]:
     """Note every SIGINT while the block runs (main thread, Python's own handler only);
@@ -49,11 +63,14 @@ def catching() -> Iterator[None]:
         yield
         return
     _seen.clear()
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_hook(previous_hook)
     signal.signal(signal.SIGINT, _on_sigint)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        sys.unraisablehook = previous_hook
         _seen.clear()
 
 
