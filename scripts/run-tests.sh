@@ -13,7 +13,7 @@
 # SLURM tests one group, every other module its own, the costliest first by
 # tests/durations.json): on 2 cores, 19.7 min of tests for 1,734 (2026-11-28), 38.5 for 1,907 on a quiet
 # machine (2026-11-29; bound by CPU, docs/performance.md: goal missed)
-# (most of a test's time is a job's start-up, sleep or a scheduler's answer). -n 0 after the
+# (most of a test's time is its jobs' and commands' start-up, which is CPU). -n 0 after the
 # command runs it in this process, as plain pytest. It prints the 25 slowest tests and the total.
 #
 # The cluster's knobs (LOCAL_SLURM_BASE, LOCAL_SLURM_PORT, ...: scripts/LOCAL-SLURM.md)
