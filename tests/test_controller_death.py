@@ -58,7 +58,7 @@ def test_a_sigkilled_controller_ends_its_ranks_within_seconds_and_fails_the_poin
     reported = ("ControllerGone: the job's controller (pid " in p["reason"]
                 and "ended while this rank ran (killed?); the rank ended itself (log: " in p["reason"])
     watcher = re.match(r"rank \d: the job's controller \(pid \d+\) ended and this rank did not end within 2.5 s "
-                       r"of noticing; ending it \(the job ended without reporting it\)$", p["reason"])
+                       r"of noticing; ending it \(the job ended without reporting it\)( \(log: [^)]+\))?$", p["reason"])
     assert reported or watcher, p["reason"]
     harvest = ws.campaign("harvest", cid, "--to", "csv")
     assert harvest.returncode == 1 and "no completed point to harvest yet" in harvest.stderr, harvest.stderr
