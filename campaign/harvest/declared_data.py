@@ -17,7 +17,7 @@ import polars as pl
 
 from campaign.harvest.convergence import WINDOWS
 from campaign.harvest.query import POINT_IDS
-from campaign.harvest.several import COLLIDE_ON, newest_wins, selected_ids  # noqa: F401 (one rule: several.py)
+from campaign.harvest.several import names_of, newest_wins, selected_ids
 
 
 class Harvest:
@@ -26,7 +26,7 @@ class Harvest:
     def __init__(self, store, campaigns: Sequence[dict]):
         self.store = store
         self.campaigns = list(campaigns)
-        self.names = {c["id"]: c.get("name") or "" for c in campaigns}
+        self.names = names_of(self.campaigns)
         self.warnings: list[str] = []
         self._tables: dict = {}
         self._convergence: dict[Optional[int], pl.DataFrame] = {}  # per window count (None: every iteration)
