@@ -1,4 +1,5 @@
-"""Shared fixtures: run the real CLI in a subprocess, in a fresh folder, on a fresh store."""
+"""Shared fixtures: run the real CLI in a process of its own (forked from one that imported
+campaign once: tests/forkserver.py), in a fresh folder, on a fresh store."""
 
 from __future__ import annotations
 
@@ -20,6 +21,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from forkserver import ForkServer
+
+# `python -m campaign[.launch]` forked from a process that imported campaign once (tests/forkserver.py)
+FORKS = ForkServer(os.environ)
 
 # Small, fast settings for the synthetic trainer on this 2-core machine.
 TINY = [
@@ -75,6 +81,9 @@ class Workspace:
         return self
 
     def run(self, *argv: str, timeout: float = 300, cwd: Path | None = None) -> Result:
+        forked = FORKS.run(list(argv), self.env, cwd or self.path, timeout)  # campaign's own commands
+        if forked is not None:
+            return Result(*forked)
         proc = subprocess.run(list(argv), cwd=cwd or self.path, env=self.env, capture_output=True, text=True,
                               timeout=timeout)
         return Result(proc.returncode, proc.stdout, proc.stderr)
@@ -240,6 +249,7 @@ def _cluster_now() -> str:
 
 
 def pytest_unconfigure(config):
+    FORKS.stop()
     if not hasattr(config, "workerinput") and getattr(config.option, "testrunuid", None):
         _groups_file(config.option.testrunuid).unlink(missing_ok=True)
 

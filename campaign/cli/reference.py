@@ -61,6 +61,8 @@ ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
     ("CAMPAIGN_SETUP_AGAIN", "scripts/setup.sh", "set by setup.sh itself when it reinstalls once"),
     ("CAMPAIGN_TEST_WORKERS", "you", "scripts/run-tests.sh: pytest workers (default 3)"),
     ("CAMPAIGN_TEST_SERVICES", "you", "scripts/run-tests.sh: 0 starts no SLURM or PostgreSQL (their tests skip)"),
+    ("CAMPAIGN_TEST_BASETEMP", "you", "scripts/run-tests.sh: the tests' folders (default: in /dev/shm when it has room)"),
+    ("CAMPAIGN_TEST_FORK", "you", "tests/forkserver.py: 0 runs every campaign command of the suite as a new interpreter"),
     ("CAMPAIGN_STORE_URL", "the launch", "a job's store URL, password included (never on a command line)"),
     ("CAMPAIGN_ID", "the launch", "a job's campaign id"),
     ("CAMPAIGN_ID_FORM", "the launch", "the campaign id form a job checks its folder against"),
