@@ -21,7 +21,8 @@ JSON or not a plan, one not signed by this user's key (saved under another key, 
 since), one made by another code version or from other configs, and one the cluster can no
 longer hold (the backend asked again as a launch asks it: ``preflight``,
 ``placement_refusals``). The campaign it stores records ``# from plan sha256:<digest>``
-after its command line; ``campaign status`` and ``campaign report`` name it (``plan_of``).
+after its command line; ``campaign status`` and ``campaign report`` name it
+(campaign/common/plan_origin.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import sys
 import time
@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from campaign.common.errors import CampaignError, ConfigError
+from campaign.common.plan_origin import origin_suffix, short
 from campaign.launch.launchplan import LaunchPlan, as_launch
 
 FORMAT = "campaign-launch-plan"
 FORMAT_VERSION = 1
 MAX_BYTES = 512 * 1024 * 1024  # a plan of 100,000 points is far less; a bigger file is refused unread
-_ORIGIN = re.compile(r"# from plan (sha256:[0-9a-f]{64})\s*$")
 _SAVE_TO: contextvars.ContextVar[Optional[Path]] = contextvars.ContextVar("save_plan_to", default=None)
 
 
@@ -67,11 +67,6 @@ def save_requested(plan: LaunchPlan) -> None:
     digest = save_plan(plan, path)
     print(f"note: plan saved to {path} ({short(digest)}): submit it with campaign submit {path}",
           file=sys.stderr if plan.dry == "json" else sys.stdout, flush=True)
-
-
-def short(digest: str) -> str:
-    """``sha256:abcd1234ef56…``: a digest as lines name it."""
-    return digest[:len("sha256:") + 12] + "…"
 
 
 def catalogue_digest() -> str:
@@ -249,12 +244,6 @@ def submit_plan(path: Path, store_url: Optional[str] = None) -> Any:
         for line in notes + list(writes):
             print(f"note: {line}", file=sys.stderr)
         print(f"submitting {where} ({short(digest)}): {len(plan.points)} point(s)", file=sys.stderr, flush=True)
-        return send_plan(plan, origin=f"  # from plan {digest}")
+        return send_plan(plan, origin=origin_suffix(digest))
     finally:
         os.chdir(here)
-
-
-def plan_of(campaign: Mapping[str, Any]) -> Optional[str]:
-    """The digest of the plan a stored campaign was submitted from (``sha256:...``), or None."""
-    found = _ORIGIN.search(str(campaign.get("command") or ""))
-    return found.group(1) if found else None
