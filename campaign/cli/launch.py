@@ -1,7 +1,7 @@
 """``campaign launch`` (and ``python -m campaign.launch``), ``campaign resume``, the
 alias ``campaign launch --retry`` and ``campaign submit``: adapters over
 ``campaign.launch.main.launch``, ``campaign.launch.resume.resume`` and
-``campaign.launch.savedplan.submit_plan``.
+``campaign.launch.submitplan.submit_plan``.
 
 Exit status of a launch (README, "Exit codes"; campaign/common/errors.py): 0 submitted, 2 refused
 before anything was stored, 3 stored but some point not submitted or failed, 130
@@ -77,7 +77,7 @@ def submit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``campaign submit FILE [--store URL]``: submit the plan, then its launch's exit status."""
     from campaign.backends.entry import private_umask
     from campaign.launch.run import check_outcome
-    from campaign.launch.savedplan import submit_plan
+    from campaign.launch.submitplan import submit_plan
 
     private_umask()
     check_outcome(submit_plan(args.file, args.plan_store))

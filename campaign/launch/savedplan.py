@@ -16,7 +16,7 @@ The file (0600, written whole then renamed into place; JSON, never pickle) holds
 - ``key_id`` and ``signature``: HMAC-SHA256 with the user's signing key
   (campaign/common/signing.py) over the canonical JSON of everything else.
 
-``campaign submit`` refuses (``ConfigError``, exit 2, nothing stored) a file that is not
+``campaign submit`` (campaign/launch/submitplan.py) refuses (``ConfigError``, exit 2, nothing stored) a file that is not
 JSON or not a plan, one not signed by this user's key (saved under another key, or edited
 since), one made by another code version or from other configs, and one the cluster can no
 longer hold (the backend asked again as a launch asks it: ``preflight``,
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from campaign.common.errors import CampaignError, ConfigError
-from campaign.common.plan_origin import origin_suffix, short
+from campaign.common.plan_origin import short
 from campaign.launch.launchplan import LaunchPlan, as_launch
 
 FORMAT = "campaign-launch-plan"
@@ -211,39 +211,3 @@ def check_cluster(plan: LaunchPlan, recorded: Mapping[str, Any], where: str) -> 
                          f"({json.dumps((recorded or {}).get(backend.name))} then, {json.dumps(now)} now); "
                          f"it still holds every point")
     return notes
-
-
-def submit_plan(path: Path, store_url: Optional[str] = None) -> Any:
-    """``campaign submit FILE``: refuse the plan (``read_plan``, ``check_cluster``, the site's
-    checks as a launch makes them) or register and submit exactly its points, printing what a
-    launch prints; returns the ``LaunchResult`` (``check_outcome`` says whether all went)."""
-    from dataclasses import replace
-
-    from campaign.launch.launchplan import site_checks
-    from campaign.launch.run import send_plan
-    from campaign.launch.submit import absolute_store_url
-    from campaign.launch.timelimit import check_time_limits
-
-    path = Path(path)
-    plan, doc, digest = read_plan(path)
-    where = f"plan {path}"
-    if store_url:  # the store named now: each point's record of it too, as a launch with store.url= has
-        store_url = absolute_store_url(store_url)
-        points = tuple(replace(p, config={**p.config, "store": {**p.config["store"], "url": store_url}})
-                       for p in plan.points)
-        plan = replace(plan, points=points, store_url=store_url)
-    folder = str(doc.get("folder") or "")
-    if not os.path.isdir(folder):
-        raise ConfigError(f"{where} was made in {folder or '?'}, which is gone; save the plan again")
-    here = os.getcwd()
-    os.chdir(folder)  # its relative paths (results_dir, the store) mean what they meant to the launch
-    try:
-        notes = check_cluster(plan, doc.get("cluster") or {}, where)
-        check_time_limits(list(plan.points), plan.cost)
-        _, writes = site_checks(list(plan.points), dry_run=False)
-        for line in notes + list(writes):
-            print(f"note: {line}", file=sys.stderr)
-        print(f"submitting {where} ({short(digest)}): {len(plan.points)} point(s)", file=sys.stderr, flush=True)
-        return send_plan(plan, origin=origin_suffix(digest))
-    finally:
-        os.chdir(here)
