@@ -44,6 +44,7 @@ def submit_plan(path: Path, store_url: Optional[str] = None) -> Any:
         for line in notes + list(writes):
             print(f"note: {line}", file=sys.stderr)
         print(f"submitting {where} ({short(digest)}): {len(plan.points)} point(s)", file=sys.stderr, flush=True)
-        return send_plan(plan, origin=origin_suffix(digest))
+        # never waited for, as a sweep is not (a plan of the foreground point too): followed with campaign status
+        return send_plan(replace(plan, multirun=True), origin=origin_suffix(digest))
     finally:
         os.chdir(here)
