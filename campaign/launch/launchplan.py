@@ -83,7 +83,8 @@ class LaunchPlan:
                 values[f.name] = value
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(f"a launch plan with a missing or malformed field ({type(exc).__name__}: {exc})") from None
+            why = f"{type(exc).__name__}: {exc}"
+            raise ConfigError(f"a launch plan with a missing or malformed field ({why})") from None
 
 
 def point_json(p: PointPlan) -> dict[str, Any]:
