@@ -25,9 +25,12 @@ EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
 
 
 def store_commands() -> list[str]:
-    """The subcommands that read or write a store (those with --store), whoever added them."""
+    """The subcommands that read or write a store (those with --store), whoever added them;
+    ``submit`` as ``launch``: it reads its plan first and opens a store only as a launch does
+    (tests/test_launch_plan.py)."""
     sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
-    return sorted(name for name, p in sub.choices.items() if any("--store" in a.option_strings for a in p._actions))
+    return sorted(name for name, p in sub.choices.items() if any("--store" in a.option_strings for a in p._actions)
+                  and name not in ("submit", "launch"))
 
 
 COMMANDS = store_commands()

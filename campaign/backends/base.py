@@ -117,6 +117,12 @@ class Backend(Protocol):
         does not answer (``preflight`` says why)."""
         return {}
 
+    def cluster_facts(self, plans: Sequence[Any]) -> dict[str, Any]:
+        """What the scheduler says now of the resources ``plans`` rely on, as JSON values (SLURM:
+        each partition's nodes, GPUs and cores a node), recorded in a saved plan and compared
+        when it is submitted. Nothing by default."""
+        return {}
+
     def dry_run_groups(self, plans: Sequence[Any], campaign_id: str) -> list[JobGroup]:
         """The jobs ``plans`` go in, as ``submit`` makes them; by default one job per point,
         grouped by resources for reading and labelled with the executor's initial."""

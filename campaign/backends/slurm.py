@@ -242,11 +242,9 @@ class SlurmBackend(Backend):
                 raise ConfigError(f"platform {p.platform}: SLURM has no partition '{part}'; "
                                   f"available: {', '.join(partitions)} (set platform.partition)")
 
-    def placement_refusals(self, plans: Sequence[Any]) -> dict[int, str]:
-        """Points their partition can never place (``sinfo``: its nodes, with their GPUs
-        and cores): more nodes than it has, or more GPUs or cores a node than enough of its
-        nodes have. sbatch would only say "Node count specification invalid" or "Requested
-        node configuration is not available"."""
+    def _partition_groups(self, plans: Sequence[Any]) -> dict[str, list]:
+        """The partitions ``plans`` use -> their node groups (``sinfo``: nodes, GPUs and cores
+        a node); {} where no partition is named or sinfo is missing or does not answer."""
         wanted = {p.resources.partition for p in plans if p.resources.partition}
         if not wanted or shutil.which("sinfo") is None:
             return {}
@@ -255,7 +253,20 @@ class SlurmBackend(Backend):
                       env=sb.scrubbed_environ(os.environ)).stdout
         except CommandError:
             return {}
-        groups = sn.partition_nodes(out, wanted)  # partition -> [(nodes, GPUs, cores) per node group]
+        return sn.partition_nodes(out, wanted)
+
+    def cluster_facts(self, plans: Sequence[Any]) -> dict[str, Any]:
+        """Each partition ``plans`` use: its node groups as ``[nodes, GPUs a node, cores a
+        node]`` (a saved plan records them: campaign/launch/savedplan.py)."""
+        return {"partitions": {part: [list(g) for g in groups]
+                               for part, groups in sorted(self._partition_groups(plans).items())}}
+
+    def placement_refusals(self, plans: Sequence[Any]) -> dict[int, str]:
+        """Points their partition can never place (``sinfo``: its nodes, with their GPUs
+        and cores): more nodes than it has, or more GPUs or cores a node than enough of its
+        nodes have. sbatch would only say "Node count specification invalid" or "Requested
+        node configuration is not available"."""
+        groups = self._partition_groups(plans)  # partition -> [(nodes, GPUs, cores) per node group]
         refusals = {}
         for i, p in enumerate(plans):
             why = sn.placement_problem(p.resources, groups.get(p.resources.partition))

@@ -10,7 +10,7 @@ campaign.launch`` end through ``exits.exit_with``.
 Exit status of the read commands (README, "Exit status"): ``status`` 0 (``--wait``: 1 when a point did not
 complete, 124 when ``--timeout`` ran out first); ``harvest`` 0, 1 when nothing completed to
 harvest; ``figures`` 0, 1 when nothing completed to draw from; ``plan`` 0, 1 when nothing completed or no choice fits; ``report`` 0; ``cancel`` 0; ``ingest`` 0, 1 when a malformed spool file was quarantined;
-any of them 2 for bad input or a store it cannot use, 130 on Ctrl-C. A launch's and a
+any of them 2 for bad input or a store it cannot use, 130 on Ctrl-C. A launch's, a submit's and a
 resume's: campaign.cli.launch.
 """
 

@@ -26,7 +26,7 @@ TAKES_CAMPAIGN = ("status", "harvest", "figures", "plan", "report", "cancel", "i
 SAFE_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,127}")
 MAX_CAMPAIGNS = 50  # the latest ones: what a completion offers
 # Launch words besides the group options: the sweep flag, the retry and common keys.
-LAUNCH_WORDS = ("-m", "--multirun", "--retry", "--max-retries", "--help", "--cfg", "--dry-run", "--show-scripts", "--json", "gpus=",
+LAUNCH_WORDS = ("-m", "--multirun", "--retry", "--max-retries", "--help", "--cfg", "--dry-run", "--show-scripts", "--json", "--save-plan", "gpus=",
                 "nodes=", "repeats=", "seed=", "name=", "dry_run=true", "dry_run=scripts", "dry_run=json",
                 "max_gpu_hours=", "results_dir=", "store.url=", "store.heartbeat_s=", "hydra.launcher.wait=true",
                 "hydra.searchpath=")

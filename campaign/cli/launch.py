@@ -1,6 +1,7 @@
-"""``campaign launch`` (and ``python -m campaign.launch``), ``campaign resume`` and the
-alias ``campaign launch --retry``: adapters over ``campaign.launch.main.launch`` and
-``campaign.launch.resume.resume``.
+"""``campaign launch`` (and ``python -m campaign.launch``), ``campaign resume``, the
+alias ``campaign launch --retry`` and ``campaign submit``: adapters over
+``campaign.launch.main.launch``, ``campaign.launch.resume.resume`` and
+``campaign.launch.submitplan.submit_plan``.
 
 Exit status of a launch (README, "Exit codes"; campaign/common/errors.py): 0 submitted, 2 refused
 before anything was stored, 3 stored but some point not submitted or failed, 130
@@ -43,6 +44,44 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rs.add_argument("--store")
     rs.add_argument("--state")
     rs.add_argument("--dry-run", action="store_true")
+    add_submit(sub)
+
+
+SUBMIT_EPILOG = """examples:
+  campaign launch -m platform=v100 gpus=1,2,4 --dry-run --save-plan plan.json   # review plan.json
+  campaign submit plan.json                          # submit exactly what was reviewed
+  campaign submit plan.json --store postgresql://db.example/campaigns
+
+Exit status (a launch's): 0 submitted, 2 refused (nothing stored: not a plan, not signed by
+you, changed since it was saved, another code version or catalogue, a cluster that can no
+longer hold it), 3 stored but some point not submitted, 130 interrupted."""
+
+
+def add_submit(sub: argparse._SubParsersAction) -> None:
+    """``campaign submit FILE``: a saved plan (campaign/launch/savedplan.py) submitted as it is."""
+    from campaign.cli.parser import command
+
+    p = command(sub, "submit", help="submit exactly a plan saved by campaign launch ... --dry-run --save-plan FILE",
+                description="Register and submit exactly the points of a plan saved by a dry run (campaign launch "
+                            "... --dry-run --save-plan FILE): nothing is composed again. A plan not signed by you, "
+                            "changed since it was saved, made by another code version or from other configs, or "
+                            "that the cluster can no longer hold is refused in one line, nothing stored.",
+                epilog=SUBMIT_EPILOG, handler=submit)
+    p.add_argument("file", metavar="FILE", help="the plan (JSON) that --save-plan wrote")
+    # not `store`: campaign's default store is not this command's; the plan names its own
+    p.add_argument("--store", dest="plan_store", metavar="URL", default=None,
+                   help="register the campaign in this store instead of the plan's own")
+
+
+def submit(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``campaign submit FILE [--store URL]``: submit the plan, then its launch's exit status."""
+    from campaign.backends.entry import private_umask
+    from campaign.launch.run import check_outcome
+    from campaign.launch.submitplan import submit_plan
+
+    private_umask()
+    check_outcome(submit_plan(args.file, args.plan_store))
+    return 0
 
 
 def launch_main(argv: Optional[Sequence[str]] = None, prog: str = PROG) -> int:

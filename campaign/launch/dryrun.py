@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 
 from campaign.backends import JobGroup, by_executor, get_backend
@@ -38,6 +38,9 @@ from campaign.launch.modes import dry_run_mode  # noqa: F401  (run.py, the sweep
 from campaign.launch.plan import PointPlan, job_plan
 from campaign.common.redact import SECRET, is_secret_key, redact, redact_obj
 from campaign.common.varying import varying
+
+if TYPE_CHECKING:
+    from campaign.launch.launchplan import LaunchPlan
 
 PLACEHOLDER_ID = "DRYRUN"  # where the campaign id goes in a dry run's folders and job names
 
@@ -287,17 +290,19 @@ def json_lines(points: Sequence[PointPlan], cost: CampaignCost, arrs: Sequence[J
     return out
 
 
-def print_dry_run(points: Sequence[PointPlan], cost: CampaignCost, mode: str, *, python: Optional[str] = None,
-                  notes: Sequence[str] = (), refusals: Sequence[str] = (), design: Sequence[str] = ()) -> None:
-    """Print the dry run in ``mode`` (module docstring); ``notes``: what this machine lacks
-    for the jobs (the preflight's, campaign.launch.preflight); ``refusals``: what a launch
-    would refuse on any machine, shown beside the estimates (campaign.launch.timelimit);
-    ``design``: a study preset's design and what the overrides did to it, before the points
+def print_dry_run(plan: "LaunchPlan") -> None:
+    """Print ``plan`` (campaign/launch/launchplan.py) in its dry run's mode (module docstring):
+    its points and estimates; ``plan.notes``: what this machine lacks for the jobs (the
+    preflight's, campaign.launch.preflight); ``plan.refusals``: what a launch would refuse on
+    any machine, shown beside the estimates (campaign.launch.timelimit); ``plan.design`` and
+    ``plan.said``: a study preset's design and what the overrides did to it, before the points
     (campaign.launch.design; on stderr beside --json's lines)."""
     import sys
 
     from campaign.common.text import printable, shown
 
+    points, cost, mode, python = list(plan.points), plan.cost, plan.dry, plan.job_python()
+    notes, refusals, design = plan.notes, plan.refusals, plan.design + plan.said
     arrs = arrays(points)
     if mode == "json":
         for line in json_lines(points, cost, arrs):

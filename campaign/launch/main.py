@@ -5,7 +5,8 @@ With ``-m`` the campaign launcher plugin composes every point, validates them al
 registers the campaign, submits the jobs and returns. Without ``-m`` one point runs
 in the foreground and its status is printed. ``--max-retries K`` is the override
 ``max_retries=K``; ``--dry-run``, ``--show-scripts`` and ``--json`` are
-``dry_run=true|scripts|json``.
+``dry_run=true|scripts|json``; ``--save-plan FILE`` beside one of them keeps the dry run's plan
+for ``campaign submit FILE`` (campaign/launch/savedplan.py).
 
 Library code: it raises (``CampaignError``: a refusal, exit 2; ``LaunchIncomplete``:
 stored but not all submitted, exit 3; ``Interrupted``: 130); the CLI reports.
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Sequence
+from pathlib import Path
+from typing import Optional, Sequence
 
 from campaign.common.errors import CampaignError, ConfigError
+from campaign.launch.modes import _OFF as DRY_OFF
 
 # campaign's own flags, given as the overrides they stand for (a dry run: campaign/launch/dryrun.py)
 FLAGS = {"--dry-run": "dry_run=true", "--show-scripts": "dry_run=scripts", "--json": "dry_run=json"}
@@ -51,9 +54,35 @@ def check_plugin_visible() -> None:
 def launch(argv: Sequence[str], prog: str) -> None:
     """Run the launch that ``argv`` (campaign's flags and Hydra's arguments) asks for, as
     ``prog``; raises ``CampaignError`` (its exit code says what was stored)."""
-    argv = expand_flags(max_retries_override(list(argv)))
+    from campaign.launch.savedplan import saving_to
+
+    argv, save_to = save_plan_option(list(argv))
+    argv = expand_flags(max_retries_override(argv))
     check_digit_runs(argv)
-    _hydra_app(argv, prog)
+    if save_to is not None and not any(a.startswith("dry_run=") and a.partition("=")[2].lower() not in DRY_OFF
+                                       for a in argv):
+        raise ConfigError(f"--save-plan {save_to} keeps a dry run's plan: add --dry-run (then submit it with "
+                          f"campaign submit {save_to})")
+    with saving_to(save_to):
+        _hydra_app(argv, prog)
+
+
+def save_plan_option(argv: list[str]) -> tuple[list[str], Optional[Path]]:
+    """``--save-plan FILE`` (or ``--save-plan=FILE``) taken out of ``argv``: (the rest, FILE
+    made absolute, or None). Hydra takes no option of ours."""
+    out, path, i = [], None, 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--save-plan" or arg.startswith("--save-plan="):
+            value = arg.partition("=")[2] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
+            i += 1 if "=" in arg else 2
+            if not value or value.startswith("-"):
+                raise ConfigError("--save-plan takes the file to write the plan to (--save-plan plan.json)")
+            path = Path(value).expanduser().absolute()
+            continue
+        out.append(arg)
+        i += 1
+    return out, path
 
 
 def check_digit_runs(argv: Sequence[str]) -> None:

@@ -24,7 +24,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
@@ -33,6 +33,9 @@ from campaign.backends import Submitted
 from campaign.common.errors import InfeasiblePoint, Interrupted, LaunchIncomplete, PointFailed, one_line
 from campaign.launch.plan import PointPlan
 from campaign.common.redact import redact
+
+if TYPE_CHECKING:
+    from campaign.launch.launchplan import LaunchPlan
 
 POLL_S = 0.5  # how often a waiting launch asks whether its jobs ended
 SHOWN = 3  # points named in one error line before "and N more"
@@ -55,72 +58,56 @@ class LaunchResult:
 
 def launch_campaign(points: Sequence[PointPlan], base: Any, *, sweep_overrides: Sequence[str], multirun: bool,
                     wait: bool, on_stored: Optional[Callable[[], None]] = None) -> LaunchResult:
-    """Check what the points need (``preflight``), store and submit them, wait with ``wait``;
-    ``on_stored`` is called once they are stored and submitted (the sweeper's record).
+    """Plan the points once (campaign/launch/launchplan.py ``make_plan``: checks, cost,
+    preflight), then print the plan (a dry run; with ``--save-plan``, saved too) or store
+    and submit it (``send_plan``), waiting with ``wait``; ``on_stored`` is called once they
+    are stored and submitted (the sweeper's record).
 
     ``base`` is the launch's composed config (Hydra's node, if any, gives the returns'
     ``hydra_cfg`` and task name). Raises ``CampaignError`` before anything is stored when
     a point cannot run; returns the ``LaunchResult`` once it is stored and submitted.
     """
-    from campaign.observe.estimate import campaign_cost, check_budget
-    from campaign.observe.measured import launch_measured
-    from campaign.launch.dryrun import dry_run_mode, print_dry_run
-    from campaign.launch.preflight import preflight
-    from campaign.common.text import printable
-    from campaign.launch.study import study_datasets, write_standins
-    from campaign.launch.report import print_submitted
-    from campaign.launch.timelimit import check_time_limits, time_limit_refusals
-    from campaign.launch.submit import command_line, job_python, register_and_submit
-    from campaign.launch.weights import fetch_weights
+    from campaign.launch.launchplan import make_plan
 
-    points = list(points)
-    from campaign.launch.design import design_lines, override_lines, relabel, untouched_lines
-    from campaign.launch.unread import check_read_somewhere
-
-    check_read_somewhere(points)  # a key the user typed that no point reads: refused
-    said = ([f"override: {line}" for line in override_lines(points, sweep_overrides)]
-            + [f"override: {line}" for line in untouched_lines(points)])
-    design = design_lines(points, sweep_overrides)
-    said += [f"override: {line}" for line in relabel(points, sweep_overrides)]  # after the design: it renames points
-    said += [f"note: {line}" for line in dict.fromkeys(d for p in points for d in p.notes)]
-    first = points[0].config
-    result = LaunchResult(None, points, str(first["store"]["url"]), str(first["results_dir"]), multirun)
-    dry = dry_run_mode(first.get("dry_run"))
-    # what it will cost (the store's measured rates, else the trainers' declarations); over budget: refused
-    cost = campaign_cost(points, launch_measured(points))
-    check_budget(cost, first.get("max_gpu_hours"))
-    if dry is None:  # a dry run shows them beside the estimates instead
-        check_time_limits(points, cost)
-    # a study preset's data rules; the stand-ins it writes wait for the preflight (nothing written before it)
-    study_notes, writes, moot, pending = study_datasets(points, dry_run=dry is not None)
-    deferred = {root for _, root, _, _ in pending}
-    notes = study_notes + [n for n in preflight(points, dry_run=dry is not None, deferred=deferred)
-                           if not n.startswith(tuple(moot))]
-    if pending:
-        write_standins(points, pending)
-    lacks, fetches = fetch_weights(points, dry_run=dry is not None)  # weights: checked (fetched once), here
-    notes, writes = notes + lacks, writes + fetches
+    plan = make_plan(points, sweep_overrides=sweep_overrides, multirun=multirun)
     hydra_cfg = OmegaConf.create({"hydra": base.hydra}) if OmegaConf.is_config(base) and "hydra" in base else None
-    if dry is not None:
-        print_dry_run(points, cost, dry, python=job_python(points), notes=notes,
-                      refusals=time_limit_refusals(points, cost), design=design + said)
-        for line in writes:  # after the table (on stderr beside --json's lines, as its notes)
-            print(f"note: {printable(line)}", file=sys.stderr if dry == "json" else sys.stdout)
-        task = task_name(hydra_cfg)
-        result.returns = [_job_return(p, hydra_cfg, task, JobStatus.UNKNOWN) for p in points]
-        return result
-    for line in said:  # what the command line did to the study's design, before it is stored
+    if plan.dry is None:
+        return send_plan(plan, hydra_cfg=hydra_cfg, wait=wait, on_stored=on_stored)
+    from campaign.common.text import printable
+    from campaign.launch.dryrun import print_dry_run
+    from campaign.launch.savedplan import save_requested
+
+    print_dry_run(plan)
+    for line in plan.writes:  # after the table (on stderr beside --json's lines, as its notes)
+        print(f"note: {printable(line)}", file=sys.stderr if plan.dry == "json" else sys.stdout)
+    save_requested(plan)  # --save-plan FILE: the plan kept for campaign submit
+    result = LaunchResult(None, list(plan.points), plan.store_url, plan.results_dir, multirun)
+    task = task_name(hydra_cfg)
+    result.returns = [_job_return(p, hydra_cfg, task, JobStatus.UNKNOWN) for p in plan.points]
+    return result
+
+
+def send_plan(plan: "LaunchPlan", *, hydra_cfg: Any = None, wait: bool = False,
+              on_stored: Optional[Callable[[], None]] = None, origin: str = "") -> LaunchResult:
+    """Register and submit exactly ``plan``'s points, print what was submitted, wait with
+    ``wait``; ``origin`` (`` # from plan sha256:...``) is recorded after its command line."""
+    from campaign.common.text import printable
+    from campaign.launch.report import print_submitted
+    from campaign.launch.submit import register_and_submit
+
+    points = list(plan.points)
+    result = LaunchResult(None, points, plan.store_url, plan.results_dir, plan.multirun)
+    for line in plan.said:  # what the command line did to the study's design, before it is stored
         print(printable(line), file=sys.stderr)
-    python = job_python(points)
     result.campaign_id, result.submitted = register_and_submit(
-        points, store_url=result.store_url, results_dir=result.results_dir, name=first.get("name"),
-        overrides=list(sweep_overrides), command=command_line(sweep_overrides, multirun=multirun), python=python,
+        points, store_url=result.store_url, results_dir=result.results_dir, name=plan.name,
+        overrides=list(plan.sweep_overrides), command=plan.command + origin, python=plan.job_python(),
     )
     if on_stored is not None:
         on_stored()
     try:
-        print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=multirun,
-                        cost=cost)
+        print_submitted(result.campaign_id, points, result.submitted, store_option(result), multirun=plan.multirun,
+                        cost=plan.cost)
         if wait:
             wait_for_campaign(result)
     except KeyboardInterrupt:

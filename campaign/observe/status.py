@@ -29,6 +29,7 @@ from campaign.common import interrupt
 from campaign.common.errors import EXIT_TIMEOUT
 from campaign.observe.estimate import fmt_duration
 from campaign.common.jobfolder import sibling_task_log
+from campaign.common.plan_origin import launched_from
 from campaign.observe.progress import NOT_STARTED, CampaignETA, PointETA, annotate, campaign_eta, json_safe, read_beats
 from campaign.observe.state import FAILED_STATES, SPOOLED, effective_points, is_final
 from campaign.store import find_campaign_noted, open_store
@@ -177,6 +178,8 @@ def render(campaign: dict, views: list[dict], ceta: Optional[CampaignETA] = None
                  _fmt_s(v["elapsed_s"]), v["job_id"] or "-", v["reason"] or ""]
         rows.append([printable(c) for c in cells])
     head = f"campaign {campaign['id']}" + (f" ({campaign['name']})" if campaign.get("name") else "")
+    origin = launched_from(campaign)  # campaign submit FILE: the saved plan it sent
+    head += f" [{origin}]" if origin else ""
     if shared:
         head += ": " + " ".join(shared)
     table = tables.render(rows, headers=headers)

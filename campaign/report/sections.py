@@ -14,6 +14,7 @@ from typing import Optional
 
 import polars as pl
 
+from campaign.common.plan_origin import plan_of
 from campaign.report.data import ReportData, gpu_hours_estimated, gpu_hours_used, resumable
 from campaign.report.html import esc, figure, keyvalues, number, para, table, utc
 
@@ -189,6 +190,9 @@ def provenance(data: ReportData) -> str:
     rows = [("launch command", f"<code>{esc(c.get('command') or '-')}</code>"),
             ("launched by", esc(c["user"] if data.several else f"{c.get('user') or '-'} on {c.get('host') or '-'}")),
             ("results folder", esc(c.get("results_dir") or "-"))]
+    plans = [plan_of(x) for x in (data.campaigns if data.several else [c])]
+    if any(plans):  # campaign submit FILE: the saved plan each was sent from
+        rows.insert(1, ("launched from plan", esc("; ".join(p or "-" for p in plans))))
     for label, key in PROVENANCE:
         text = _distinct(p.get(key) for p in provs)
         if text:
