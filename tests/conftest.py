@@ -401,6 +401,19 @@ def study_twins(tmp_path_factory):
 
 
 @pytest.fixture
+def default_sigint():
+    """SIGINT as a command started from a terminal has it (Python's KeyboardInterrupt), for the
+    tests that send one to this process: a suite started in the background (``cmd &`` in a
+    script) inherits it ignored, and ``interrupt.catching()`` then rightly leaves it so."""
+    before = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+@pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
 

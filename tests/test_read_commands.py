@@ -274,7 +274,7 @@ def test_read_commands_open_postgresql_read_only(pg_url, tmp_path):  # noqa: F81
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed one, on purpose
-def test_a_ctrl_c_a_finalizer_swallowed_still_ends_a_loop():
+def test_a_ctrl_c_a_finalizer_swallowed_still_ends_a_loop(default_sigint):
     # Python prints a KeyboardInterrupt raised inside a __del__ as "Exception ignored" and
     # goes on; the noted SIGINT ends the loop at its next sleep anyway (campaign.common.interrupt)
     import os
@@ -295,7 +295,7 @@ def test_a_ctrl_c_a_finalizer_swallowed_still_ends_a_loop():
     interrupt.sleep(0)  # and no Ctrl-C noted any more
 
 
-def test_a_ctrl_c_a_finalizer_loses_prints_no_traceback(monkeypatch):
+def test_a_ctrl_c_a_finalizer_loses_prints_no_traceback(monkeypatch, default_sigint):
     """SIGINT landing in a finalizer (SQLAlchemy's weakref callbacks: seen in a whole run) is
     lost as "Exception ignored ... Traceback" on stderr: inside ``catching()`` it is not
     reported (the command's one line follows from ``heard()``); any other exception a

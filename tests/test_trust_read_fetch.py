@@ -48,7 +48,7 @@ def test_the_bulk_fetch_ends_at_the_query_budget_in_one_line(tmp_path, monkeypat
                                  "very large one: set CAMPAIGN_QUERY_TIMEOUT_S higher to wait longer\n")
 
 
-def test_ctrl_c_during_the_bulk_fetch_ends_in_one_line(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_during_the_bulk_fetch_ends_in_one_line(tmp_path, monkeypatch, capsys, default_sigint):
     url = _store(tmp_path)
     monkeypatch.setenv("CAMPAIGN_QUERY_TIMEOUT_S", "20")  # should the Ctrl-C be lost: the budget, not a hang
     timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
