@@ -74,5 +74,11 @@ set +e
 .venv/bin/python -m pytest "${lane[@]}" "${args[@]}"
 rc=$?
 set -e
+# pytest-xdist's workers leave their folders (module fixtures' ones too) under the base: in
+# memory, so gone after a run that passed; kept, and named, after one that did not.
+if [[ -n ${CAMPAIGN_TEST_BASETEMP:-} && -d $CAMPAIGN_TEST_BASETEMP ]]; then
+  if ((rc == 0)); then rm -rf "$CAMPAIGN_TEST_BASETEMP"
+  else echo "[tests] the failed tests' folders: $CAMPAIGN_TEST_BASETEMP (in memory: rm -rf it when done)"; fi
+fi
 # pytest exits 5 when it collected nothing: that is a failure here, not a pass.
 exit $rc
