@@ -133,6 +133,11 @@ def _make_key(path: Path) -> None:
             pass
 
 
+def canonical(doc: Mapping[str, Any]) -> bytes:
+    """The canonical JSON a signature is made over: sorted keys, no spaces, ASCII."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
 def payload(campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any]) -> bytes:
     """What a signature covers, as canonical JSON: the campaign, its results folder, and
     the point's stored config, overrides and ``SIGNED_COLUMNS``, as they are stored."""
@@ -145,7 +150,7 @@ def payload(campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any]
         **{c: row.get(c) for c in SIGNED_COLUMNS},
     }
     doc["repeat"] = int(doc["repeat"] or 0)  # the column's default when a row leaves it out
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return canonical(doc)
 
 
 def sign(key: bytes, campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any]) -> str:
@@ -178,7 +183,7 @@ def job_payload(campaign_id: str, point_id: Any, executor: Any, job_id: Any, job
     the executor that would signal the job, its id and its folder, as they are stored."""
     doc = {"v": JOB_SIGNED_VERSION, "kind": "job", "campaign": campaign_id, "point": point_id,
            "executor": executor, "job_id": job_id, "job_folder": job_folder}
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return canonical(doc)
 
 
 def sign_job(key: bytes, campaign_id: str, point_id: int, executor: str, job_id: str,

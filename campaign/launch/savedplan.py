@@ -2,7 +2,8 @@
 run's plan (campaign/launch/launchplan.py) as signed JSON; ``campaign submit FILE`` submits
 exactly it, or refuses in one line saying why.
 
-The file (0600, written whole then renamed into place; JSON, never pickle) holds:
+The file (0600, through campaign/common/outfile.py's ``write_output``: written whole then
+renamed into place, never through a link nor over a store; JSON, never pickle) holds:
 
 - ``plan``: the launch the dry run stands for (``as_launch``: its ``dry_run`` dropped);
 - ``code_version``: campaign's version (campaign/version.py) that made it;
@@ -33,14 +34,15 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import sys
 import time
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 from campaign.common.errors import CampaignError, ConfigError
+from campaign.common.outfile import write_output
 from campaign.common.plan_origin import short
+from campaign.common.signing import canonical
 from campaign.launch.launchplan import LaunchPlan, as_launch
 
 FORMAT = "campaign-launch-plan"
@@ -89,10 +91,6 @@ def cluster_facts(plan: LaunchPlan) -> dict[str, Any]:
     return {backend.name: backend.cluster_facts(mine) for backend, mine in by_executor(plan.points)}
 
 
-def canonical(doc: Mapping[str, Any]) -> bytes:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
 def key_id(key: bytes) -> str:
     """Which key signed a plan (not the key: a digest of it), so that a plan saved under
     another key is told from one edited since."""
@@ -112,27 +110,11 @@ def save_plan(plan: LaunchPlan, path: Path) -> str:
             "made_at": time.time(), "key_id": key_id(key), "plan": as_launch(plan).to_json()}
     data = canonical(body)
     doc = {**body, "signature": hmac.new(key, data, hashlib.sha256).hexdigest()}
-    _write_private(path, (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode())
+    # the one door for files in folders others may write (campaign/common/outfile.py): never
+    # through a link, never over a store; 0600 (it holds the points' configs as they are)
+    write_output(path, (json.dumps(doc, sort_keys=True, indent=1, ensure_ascii=True) + "\n").encode(),
+                 flag="--save-plan", mode=0o600, hint="; give --save-plan a file in a folder of yours")
     return "sha256:" + hashlib.sha256(data).hexdigest()
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    """``data`` to ``path``, 0600: written whole to a fresh file beside it, then renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ConfigError(f"cannot write the plan to {path} ({exc.strerror}); give --save-plan a file in a "
-                          "folder of yours") from None
 
 
 def read_plan(path: Path) -> tuple[LaunchPlan, dict[str, Any], str]:
