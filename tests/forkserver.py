@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -71,7 +72,7 @@ class ForkServer:
                 return Path(ready).read_text() == "ok"
             if self._proc.poll() is not None:
                 return False
-            threading.Event().wait(0.05)
+            time.sleep(0.05)
         return False
 
     def run(self, argv: list[str], env: dict, cwd: Path, timeout: float):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from campaign.common.errors import CampaignError, ConfigError
-from campaign.launch.modes import _OFF as DRY_OFF
+from campaign.launch.modes import is_off
 
 # campaign's own flags, given as the overrides they stand for (a dry run: campaign/launch/dryrun.py)
 FLAGS = {"--dry-run": "dry_run=true", "--show-scripts": "dry_run=scripts", "--json": "dry_run=json"}
@@ -59,7 +59,7 @@ def launch(argv: Sequence[str], prog: str) -> None:
     argv, save_to = save_plan_option(list(argv))
     argv = expand_flags(max_retries_override(argv))
     check_digit_runs(argv)
-    if save_to is not None and not any(a.startswith("dry_run=") and a.partition("=")[2].lower() not in DRY_OFF
+    if save_to is not None and not any(a.startswith("dry_run=") and not is_off(a.partition("=")[2])
                                        for a in argv):
         raise ConfigError(f"--save-plan {save_to} keeps a dry run's plan: add --dry-run (then submit it with "
                           f"campaign submit {save_to})")

@@ -12,10 +12,15 @@ _OFF = ("false", "0", "no", "off", "none", "")
 _ON = ("true", "1", "yes", "on", "table")
 
 
+def is_off(value: Any) -> bool:
+    """Whether ``dry_run``'s value means a launch, not a dry run (``false``, ``0``, ...)."""
+    return str(value).strip().lower() in _OFF
+
+
 def dry_run_mode(value: Any) -> Optional[str]:
     """``dry_run``'s value as a mode: None (a launch), ``table``, ``scripts`` or ``json``."""
     text = str(value).strip().lower()
-    if text in _OFF:
+    if is_off(text):
         return None
     if text in _ON:
         return "table"
