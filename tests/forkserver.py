@@ -53,13 +53,14 @@ class ForkServer:
     def __init__(self, env: dict) -> None:
         self._base = dict(env)  # the worker's environment before any test changed it
         self._proc: Optional[subprocess.Popen] = None
+        self._folder = ""  # its socket, ready mark and log: removed when it stops
         self._sock = ""
         self._env: dict = {}
         self._lock = threading.Lock()
         self._broken = env.get("CAMPAIGN_TEST_FORK", "1") == "0"
 
     def _start(self) -> bool:
-        folder = tempfile.mkdtemp(prefix="campaign-fork-")
+        folder = self._folder = tempfile.mkdtemp(prefix="campaign-fork-")
         self._sock = os.path.join(folder, "s")
         self._env = self._base
         log = open(os.path.join(folder, "server.log"), "wb")
@@ -110,6 +111,10 @@ class ForkServer:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
+        if self._folder:
+            import shutil
+
+            shutil.rmtree(self._folder, ignore_errors=True)
 
 
 def _kill(pid: int) -> None:
