@@ -249,3 +249,35 @@ def test_the_launch_table_shows_the_swept_keys(capsys):
         [str(i), "local", "1", "synthetic", "smoke", opt, "***", str(rep), str(100 + i), "-", "-", "submitted"]
         for i, (opt, rep) in enumerate([("sgd", 0), ("sgd", 1), ("adamw", 0), ("adamw", 1)])]
     assert "hf_" not in "\n".join(lines)
+
+
+def test_a_large_launch_prints_a_row_a_group_and_says_where_each_point_is(capsys, monkeypatch):
+    """Above ROWS_SHOWN points, a launch prints a row per (platform, GPUs, trainer, experiment,
+    state): the points' numbers and count, their jobs, the longest estimate and the GPU-hours of
+    all, then where every point is listed (issue 50: the 10,000-row table was a twelfth of a
+    launch's time, and no reader's)."""
+    from types import SimpleNamespace
+
+    import campaign.launch.report as report
+    from campaign.launch.plan import PointPlan
+    from conftest import point_config
+
+    monkeypatch.setattr(report, "ROWS_SHOWN", 4)
+    res = Resources(nodes=1, tasks_per_node=1, gpus_per_node=0, cpus_per_task=1, timeout_min=60)
+    config = point_config()
+    points = [PointPlan(idx=i, overrides=[f"seed={i}"], config=config, resources=res) for i in range(6)]
+    done = [SimpleNamespace(job_id=f"7_{i}" if i != 3 else None, waiting=None, error="bad partition" if i == 3 else None)
+            for i in range(6)]
+    cost = SimpleNamespace(points=[SimpleNamespace(wall_s=60.0 * (i + 1), gpu_hours=0.5) for i in range(6)])
+    import campaign.launch.dryrun as dryrun
+
+    monkeypatch.setattr(dryrun, "estimate_lines", lambda c: [])
+    report.print_submitted("20260101-000000-aaaa", points, done, "", cost=cost)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "campaign 20260101-000000-aaaa: 5 of 6 point(s) submitted"
+    assert lines[1].split() == ["#", "platform", "gpus", "trainer", "experiment", "points", "jobs", "est.", "time",
+                                "(longest)", "GPU-h", "state"]
+    assert [ln.split() for ln in lines[3:5]] == [
+        ["0,1,..,5", "local", "1", "synthetic", "smoke", "5", "7_0", "..", "7_5", "6:00", "2.5", "submitted"],
+        ["3", "local", "1", "synthetic", "smoke", "1", "-", "4:00", "0.5", "rejected:", "bad", "partition"]]
+    assert lines[5] == "(6 points in 2 group(s): campaign status 20260101-000000-aaaa lists each)"
