@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -99,7 +100,7 @@ class CampaignSlurmExecutor(SlurmExecutor):
             delayed = DelayedSubmission(entry)
             delayed.set_timeout(self.parameters.get("time", 5), self.max_num_timeout)
             path = folder / f"{uuid.uuid4().hex}.pkl"
-            delayed.dump(path)
+            _dump(delayed, path)
             pickles.append(path)
         self.parameters["map_count"] = len(entries)
         try:
@@ -115,6 +116,21 @@ class CampaignSlurmExecutor(SlurmExecutor):
         for job, path in zip(jobs, pickles):
             job.paths.move_temporary_file(path, "submitted_pickle")
         return jobs
+
+
+def _dump(delayed: DelayedSubmission, path: Path) -> None:
+    """The job's pickle as ``DelayedSubmission.dump`` writes it (the job reads it with
+    ``cloudpickle.load``, which is pickle's own), by the C pickler: an entry is a module-level
+    class, pickled by reference, several times sooner than cloudpickle's pickler written in
+    Python (a tenth of a 10,000-point launch). Whatever the C pickler refuses goes through
+    cloudpickle as before."""
+    try:
+        data = pickle.dumps(delayed, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        delayed.dump(path)
+        return
+    with open(path, "wb") as fh:
+        fh.write(data)
 
 
 @functools.lru_cache(maxsize=8)

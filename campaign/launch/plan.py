@@ -70,12 +70,20 @@ class PointPlan:
         return (f"platform={self.platform} gpus={self.gpus}{nodes} trainer={c['trainer']['name']} "
                 f"experiment={c['experiment']['name']}{rep}")
 
+    def redacted_config(self) -> dict[str, Any]:
+        """The config with its secrets redacted (``redact_obj``), worked out once a point:
+        the store's row and the job's spec both read it, so a caller must not change it."""
+        got = self.__dict__.get("_redacted")
+        if got is None:
+            got = self.__dict__["_redacted"] = redact_obj(self.config)
+        return got
+
     def store_row(self, resolved: Optional[dict[str, str]] = None) -> dict[str, Any]:
         """The point as the store registers it (secrets redacted; ``Store.register`` signs
         it), its ``results_dir`` absolute as the campaign's (a resubmission checks that
         they agree); ``resolved``: results_dir -> its absolute path, shared by the points of
         one launch (a folder resolved once, not once a point)."""
-        c = redact_obj(self.config)
+        c = dict(self.redacted_config())  # its own top level: results_dir is made absolute here
         if c.get("results_dir"):
             memo = {} if resolved is None else resolved
             given = c["results_dir"]

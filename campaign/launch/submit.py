@@ -36,7 +36,7 @@ def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, fold
     environment (``CAMPAIGN_STORE_URL``). ``attempt_base``: the attempt this submission
     opened (its requeues number on from it); ``image``: the container image's provenance
     (``_image_provenance``), recorded in each attempt's provenance."""
-    config = redact_obj(p.config)
+    config = p.redacted_config()
     container = None if config["container"]["runtime"] == "none" else {**config["container"], **(image or {})}
     return JobSpec(
         campaign_id=campaign_id,
