@@ -238,7 +238,7 @@ def test_thesis_hours_equations_3_1_to_3_3_and_platform_comparison_by_hand(tmp_p
 # ------------------------------------------------------------------ the DataParallel study (its twin's grid)
 
 DP = {"name": "dataparallel_a6000_small", "text": "dataparallel-frozen-backbones-a6000.txt"}
-DEFAULTS = {"gpus": 4, "experiment.global_batch": 16, "trainer.params.backbone": "resnet18",
+DEFAULTS = {"gpus": 2, "experiment.global_batch": 16, "trainer.params.backbone": "resnet18",
             "trainer.params.hidden": 64, "trainer.params.mode": "train", "trainer.params.engine": "ddp"}
 # one factor at a time from the twin's defaults (conf/study/dataparallel_a6000_small.yaml's grids)
 DP_GRID = ([{"gpus": n} for n in (1, 2, 4)] + [{"experiment.global_batch": 8}]

@@ -1,25 +1,22 @@
-"""The companion studies' pages (docs/studies/) run: every reduced launch line (a campaign
-named ``*-small``) runs for real on the local default, then every harvest command of the
-page that names its campaign, in page order; each must exit 0 without a traceback, print
-a table holding the campaign's points and write the figures it says it writes. And every
-table and figure the studies' texts list has a checklist entry with a command on its page.
+"""The companion studies' pages (docs/studies/): every table and figure the studies' texts
+list has a checklist entry with a command on its page, and every reduced run a page shows
+is its study's twin (``dp-twin``, ``vit-twin``): tests/test_study_twins_slurm.py runs each
+twin on the local SLURM cluster and then every harvest command of the page that names it,
+in page order (each must exit 0 without a traceback, show the twin's points and write the
+figures it says it writes). A page launches no reduced campaign of its own (``*-small``):
+one would run nowhere.
 
 The commands are parsed from the pages (as tests/test_study_docs.py parses launch lines),
-so the pages cannot rot. All reduced campaigns are launched first (one store, two private
-local locks: two points run at a time) and harvested as each ends.
+so the pages cannot rot.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 import shlex
 from pathlib import Path
 
 import pytest
-
-from conftest import Workspace, campaign_id_from
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = {p.name: p for p in sorted((ROOT / "docs" / "studies").glob("*.md"))}
@@ -41,10 +38,6 @@ def _argv(command: str) -> list[str]:
     """A page command's arguments after ``campaign`` (``campaign launch``'s after ``launch``)."""
     argv = shlex.split(command.split("#", 1)[0])
     return argv[1:] if argv[0] == "campaign" else argv[2:]
-
-
-def _option(argv: list[str], name: str) -> str | None:
-    return argv[argv.index(name) + 1] if name in argv else None
 
 
 def page_commands(page: Path) -> list[list[str]]:
@@ -69,10 +62,6 @@ def small_campaigns(page: Path) -> dict[str, list[str]]:
     return out
 
 
-def harvests_of(page: Path, name: str) -> list[list[str]]:
-    return [a for a in page_commands(page) if a[:2] == ["harvest", name]]
-
-
 def checklist(page: Path) -> dict[str, str]:
     """Text item ("Fig 3a", "Table I") -> its checklist cell (a command in backticks, or
     "none: why")."""
@@ -87,35 +76,6 @@ def checklist(page: Path) -> dict[str, str]:
         for item in items.split(","):
             out[item.strip()] = cell
     return out
-
-
-def _sweep(overrides: list[str], key: str) -> set[str]:
-    value = next((o.split("=", 1)[1] for o in overrides if o.startswith(key + "=")), "")
-    return set(value.split(",")) if value else set()
-
-
-def table_column(printed: str, column: str) -> list[str]:
-    """The values of ``column`` in the first table printed (header, dashes, rows up to a
-    blank line or a line that is not a row)."""
-    lines = printed.splitlines()
-    for i, line in enumerate(lines[1:], 1):
-        if re.fullmatch(r"-+(\s+-+)*", line.strip()) and line.strip():
-            spans = [m.span() for m in re.finditer(r"-+", line)]
-            names = [lines[i - 1][a:b if j < len(spans) - 1 else None].strip() for j, (a, b) in enumerate(spans)]
-            if column not in names:
-                return []
-            a, b = spans[names.index(column)]
-            rows = []
-            for row in lines[i + 1:]:
-                if not row.strip() or row.startswith(("wrote ", "campaign ")):
-                    break
-                rows.append(row[a:b].strip())
-            return rows
-    return []
-
-
-def _figures(folder: Path) -> dict[Path, int]:
-    return {f: f.stat().st_mtime_ns for f in folder.rglob("*") if f.is_file()} if folder.is_dir() else {}
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
@@ -134,8 +94,8 @@ def test_every_listed_table_and_figure_has_a_command_on_its_page(page):
             argv = _argv(command)
             assert shlex.join(argv) in commands, f"{page}: {item}: `{command}` is not a command on the page"
             assert argv[0] in ("harvest", "figures"), f"{page}: {item}: `{command}` is not a harvest or figures command"
-            # a harvest of a reduced campaign (run below) or of a published one (dry-run by
-            # tests/test_study_docs.py): either way, a launch line on the page makes it
+            # a harvest of the twin (run by tests/test_study_twins_slurm.py) or of a published
+            # campaign (dry-run by tests/test_study_docs.py): either way, a launch line on the page makes it
             launched = {next((a[5:] for a in c if a.startswith("name=")), None) for c in page_commands(path)
                         if c[0] == "launch"}
             assert argv[1] in launched, f"{page}: {item}: no launch line makes campaign {argv[1]}"
@@ -155,35 +115,15 @@ def test_the_lists_are_the_texts_captions():
     assert [p[-1] for p in LISTED["dataparallel.md"]] == panels
 
 
-@pytest.fixture(scope="module")
-def launched(tmp_path_factory) -> tuple[Workspace, dict[str, tuple[str, list[str]]]]:
-    """Every reduced campaign of every page, launched into one fresh results folder with
-    private local locks: name -> (page, launch overrides)."""
-    ws = Workspace(tmp_path_factory.mktemp("studies"))
-    ws.env.pop("SLURM_CONF", None)  # the local default, not the test SLURM
-    out = {}
-    for page, path in PAGES.items():
-        for name, overrides in small_campaigns(path).items():
-            # two local job locks, the campaigns dealt between them in turn: two points run
-            # at a time (a CI machine's two cores), one store (the module's budget: 5 minutes)
-            ws.env["CAMPAIGN_LOCK_DIR"] = str(ws.path / f"lock{len(out) % 2}")
-            res = ws.campaign("launch", *overrides, timeout=300)
-            assert res.returncode == 0, f"{page}: campaign launch {shlex.join(overrides)}\n{res.stderr}{res.stdout}"
-            assert "Traceback" not in res.stderr + res.stdout
-            campaign_id_from(res.stdout)
-            out[name] = (page, overrides)
-    return ws, out
-
-
-def small_ids() -> list[tuple[str, str]]:
-    return [(page, name) for page, path in PAGES.items() for name in small_campaigns(path)]
-
-
 TWINS = {"dataparallel.md": "dp-twin", "vit.md": "vit-twin"}  # run by tests/test_study_twins_slurm.py
 
 
-def test_every_page_has_a_reduced_campaign_or_a_twin_to_run():
-    assert all(small_campaigns(path) or TWINS[page] in launched_names(path) for page, path in PAGES.items())
+def test_every_pages_reduced_run_is_its_studys_twin():
+    """Each page launches its study's twin, whose every harvest tests/test_study_twins_slurm.py
+    runs, and no reduced campaign of its own (its harvests would run nowhere)."""
+    for page, path in PAGES.items():
+        assert TWINS[page] in launched_names(path), page
+        assert not small_campaigns(path), f"{page}: a reduced campaign beside the twin: {sorted(small_campaigns(path))}"
 
 
 def test_the_dataparallel_figures_come_from_the_studys_own_twin():
@@ -199,59 +139,6 @@ def test_the_dataparallel_figures_come_from_the_studys_own_twin():
 
 def launched_names(page: Path) -> set:
     return {next((a[5:] for a in c if a.startswith("name=")), None) for c in page_commands(page) if c[0] == "launch"}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("page,name", small_ids(), ids=lambda v: v)
-def test_a_reduced_campaign_runs_and_its_harvests_print_and_draw(page, name, launched):
-    ws, campaigns = launched
-    overrides = campaigns[name][1]
-    status = ws.campaign("status", name, "--wait", timeout=600)
-    assert status.returncode == 0, f"{page}: {name} did not complete\n{status.stdout}{status.stderr}"
-    harvests = harvests_of(PAGES[page], name)
-    assert harvests, f"{page}: no harvest command names {name}"
-    gpus = _sweep(overrides, "gpus")
-    for argv in harvests:
-        shown = f"{page}: campaign {shlex.join(argv)}"
-        plots = _option(argv, "--plots")
-        folder = ws.path / plots if plots else None
-        before = _figures(folder) if folder else {}
-        res = ws.campaign(*argv)
-        printed = res.stdout + res.stderr
-        assert res.returncode == 0, f"{shown}\n{printed}"
-        assert "Traceback" not in printed, f"{shown}\n{printed}"
-        # the table holds the campaign's points: a row for every GPU count swept (that the
-        # command keeps: --gpus)
-        column = table_column(res.stdout, "gpus")
-        assert column, f"{shown}: no table printed\n{res.stdout}"
-        kept = {_option(argv, "--gpus")} if "--gpus" in argv else gpus
-        assert set(column) == kept, f"{shown}: GPU counts {sorted(set(column))}, swept {sorted(kept)}"
-        x = _option(argv, "--x")
-        if x and x != "nodes" and _sweep(overrides, x):  # the x axis's values are a column too
-            assert set(table_column(res.stdout, x)) == _sweep(overrides, x), f"{shown}\n{res.stdout}"
-        if folder:
-            wrote = re.search(r"^wrote (\d+) figure files to (.+)$", printed, re.M)
-            assert wrote and wrote.group(2) == plots, f"{shown}: no figure written\n{printed}"
-            after = _figures(folder)
-            fresh = [f for f, t in after.items() if before.get(f) != t]
-            assert len(fresh) == int(wrote.group(1)) > 0, f"{shown}: {wrote.group(0)}, found {fresh}"
-            assert all(f.stat().st_size > 0 for f in fresh), f"{shown}: an empty figure file"
-            assert any(f.suffix == ".png" for f in fresh) and any(f.suffix == ".svg" for f in fresh)
-    if "experiment.validation=true" in overrides:  # a test pass per epoch: accuracy in every point's epochs
-        res = ws.campaign("harvest", name, "--table", "convergence", "--to", "csv")
-        rows = [r for r in csv.DictReader(io.StringIO(res.stdout)) if r["unit"] == "epoch"]
-        assert rows and {r["gpus"] for r in rows} == gpus, f"{page}: {name}: epoch rows\n{res.stdout}{res.stderr}"
-        accuracy = [float(r["test_accuracy"]) for r in rows if r["test_accuracy"] not in ("", None)]
-        assert accuracy and all(0.0 <= a <= 1.0 for a in accuracy), f"{page}: {name}: test accuracy\n{res.stdout}"
-
-
-def test_table_column_reads_a_printed_table():
-    printed = ("campaign 1\nscaling\n\nplatform    gpus  time_s\n----------  ----  ------\nlocal          1  1.0\n"
-               "local          2  0.6\n\nwrote 2 figure files to f\n")
-    assert table_column(printed, "gpus") == ["1", "2"]
-    assert table_column(printed, "time_s") == ["1.0", "0.6"]
-    assert table_column(printed, "nope") == []
-
 
 
 def test_an_efficiency_figure_without_any_efficiency_draws():

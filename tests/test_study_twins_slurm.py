@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import shlex
 from pathlib import Path
 
@@ -103,12 +104,18 @@ def twin_harvests(page: str, name: str) -> list[list[str]]:
     return [c for c in page_commands(PAGES / page) if c[:2] == ["harvest", name]]
 
 
+def _files(folder: Path) -> dict[Path, int]:
+    return {f: f.stat().st_mtime_ns for f in folder.rglob("*") if f.is_file()} if folder.is_dir() else {}
+
+
 @pytest.mark.parametrize("study", sorted(TWINS))
 def test_the_pages_harvests_of_the_twin_run(twins, study, tmp_path):
     """Every harvest command of the page that names the twin, as the page writes it (its
     figures into this test's folder), exits 0 without a traceback, shows the twin's points
-    and writes the figures it asks for; one that holds a factor's other settings at the
-    twin's defaults (``--where`` on settings) shows that factor's points alone."""
+    and writes the figures it asks for (as many fresh, non-empty files as it says, PNG and
+    SVG); one that holds a factor's other settings at the twin's defaults (``--where`` on
+    settings) shows that factor's points alone. (The pages' reduced lines are the twins':
+    tests/test_study_pages_run.py checks no page launches a reduced campaign of its own.)"""
     ws, ids = twins
     page, name = TWINS[study]
     harvests = twin_harvests(page, name)
@@ -116,11 +123,18 @@ def test_the_pages_harvests_of_the_twin_run(twins, study, tmp_path):
     assert block and all(c[1] == name for c in block) and all(c in harvests for c in block)
     for argv in harvests:
         argv = [str(tmp_path / a) if a.startswith("results/figures") else a for a in argv]
+        folder = Path(argv[argv.index("--plots") + 1]) if "--plots" in argv else None
+        before = _files(folder) if folder else {}
         res = ws.campaign(*argv)
         assert res.returncode == 0 and "Traceback" not in res.stderr, (argv, res.stderr)
         assert f"campaign {ids[study]}" in res.stdout, argv
-        if "--plots" in argv:
-            assert list(Path(argv[argv.index("--plots") + 1]).glob("*.svg")), argv
+        if folder:
+            assert list(folder.glob("*.svg")), argv
+            wrote = re.search(r"^wrote (\d+) figure files to (.+)$", res.stderr, re.M)
+            assert wrote and wrote.group(2) == str(folder), (argv, res.stderr)
+            fresh = [f for f, t in _files(folder).items() if before.get(f) != t]
+            assert len(fresh) == int(wrote.group(1)) > 0 and all(f.stat().st_size > 0 for f in fresh), (argv, fresh)
+            assert {".png", ".svg"} <= {f.suffix for f in fresh}, (argv, fresh)
         if "--where" in argv and "--x" in argv and argv[argv.index("--table") + 1] == "breakdown":
             x = argv[argv.index("--x") + 1]
             drop = {argv.index("--plots"), argv.index("--plots") + 1, argv.index("--x"), argv.index("--x") + 1}
