@@ -1,7 +1,7 @@
 """The parts of benchmarks/overhead.py that stand apart from its A/B loop: the model's
 config, the Recorder that does nothing, the accounted costs (the Recorder's calls alone,
 a hook over DDP's builtin all-reduce on a one-layer model), the plain DDP step, the
---step-ms calibration and the per-set figures of the A/B."""
+--step-ms calibration, the per-set figures of the A/B and what its line says of its interval."""
 
 from __future__ import annotations
 
@@ -157,6 +157,15 @@ def per_set(values: list[float], starts: list[int]) -> list[float]:
         if xs:
             out.append(trimmed_mean_ci(xs)[0])
     return out
+
+
+def ab_interval(pairs: int, sets: int, lo: float, hi: float, pair_lo: float, pair_hi: float) -> str:
+    """What the A/B line says of its interval: over the sets of copies where there are three
+    or more (the pairs' own beside it), else over the pairs, saying what that leaves out."""
+    if sets >= 3:
+        return (f"{pairs:,} pairs over {sets} sets of fresh copies; 95% CI over the sets {lo:.3f}-{hi:.3f} "
+                f"(over the pairs alone {pair_lo:.3f}-{pair_hi:.3f})")
+    return f"{pairs:,} pairs, {sets} set(s) of copies; 95% CI {lo:.3f}-{hi:.3f}, the copies' own difference not in it"
 
 
 def bare_steps(t):

@@ -67,13 +67,13 @@ from typing import Any, Optional
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _common import figure, load_average, save, trimmed_mean_ci
-    from _overhead_parts import (CALIBRATION_SIZES, NullRecorder, bare_steps, calibrate, choose_size,  # noqa: F401
-                                 config, hook_cost_s, passthrough_hook, per_set, recorder_cost_s)
+    from _overhead_parts import (CALIBRATION_SIZES, NullRecorder, ab_interval, bare_steps, calibrate,  # noqa: F401
+                                 choose_size, config, hook_cost_s, passthrough_hook, per_set, recorder_cost_s)
 else:
     from benchmarks._common import figure, load_average, save, trimmed_mean_ci
-    from benchmarks._overhead_parts import (CALIBRATION_SIZES, NullRecorder, bare_steps, calibrate,  # noqa: F401
-                                            choose_size, config, hook_cost_s, passthrough_hook, per_set,
-                                            recorder_cost_s)
+    from benchmarks._overhead_parts import (CALIBRATION_SIZES, NullRecorder, ab_interval, bare_steps,  # noqa: F401
+                                            calibrate, choose_size, config, hook_cost_s, passthrough_hook,
+                                            per_set, recorder_cost_s)
 
 CHUNK = 100  # pairs between two looks at the interval
 
@@ -98,13 +98,14 @@ def _rank(rank: int, args) -> None:
         dist.init_process_group(backend, rank=rank, world_size=args.ranks)
     ctx = DistContext(rank=rank, world_size=args.ranks, local_rank=rank, local_world_size=args.ranks, num_nodes=1,
                       device=device, backend=backend, emulated=False, host=socket.gethostname())
-    if getattr(args, "calibrate", False):
+    if getattr(args, "calibrate", False):  # --step-ms: the size first, then the run on it, in these processes
         found = calibrate(ctx, args)
+        size = torch.tensor([found["image_size"]])
+        if backend != "none":  # every rank runs on rank 0's answer
+            dist.broadcast(size, src=0)
+        args.image_size = int(size.item())
         if rank == 0:
-            Path(args.result_file).write_text(json.dumps(found))
-        if backend != "none":
-            dist.destroy_process_group()
-        return
+            print(_calibrated(args, found), flush=True)
     cfg, plan = config(args)
     rec = (Recorder(device, warmup=0, expected_iterations=(2 * args.pairs + 1) * args.steps)
            if not (args.no_recorder or args.passthrough) else NullRecorder())
@@ -257,10 +258,7 @@ def _rank(rank: int, args) -> None:
         half = (hi - lo) / 2 / est
         _, plo, phi = (math.exp(v) for v in trimmed_mean_ci(wall))
         n_sets = len(starts())
-        over = (f"{len(wall):,} pairs over {n_sets} sets of fresh copies; 95% CI over the sets {lo:.3f}-{hi:.3f} "
-                f"(over the pairs alone {plo:.3f}-{phi:.3f})" if n_sets >= 3 else
-                f"{len(wall):,} pairs, {n_sets} set(s) of copies; 95% CI {lo:.3f}-{hi:.3f}, the copies' own "
-                f"difference not in it")
+        over = ab_interval(len(wall), n_sets, lo, hi, plo, phi)
         print(f"instrumented/bare step time: {est:.3f} ({over}; "
               f"half-width {100 * half:.2f} %, {why}; bare {step_s * 1e3:.2f} ms/step; "
               f"{args.ranks} rank(s) on {args.device}, width {args.width}, depth {args.depth}, "
@@ -333,9 +331,16 @@ PRESETS = {  # CPU step sizes (2 gloo ranks, one thread each; ~ms per step on th
 _SPAWNS = [0]
 
 
-def _spawn(args, calibrate: bool = False) -> Optional[dict]:
+def _calibrated(args, found: dict) -> str:
+    """The --step-ms line: the image size the calibration chose, and what it tried."""
+    return (f"calibrated: --image-size {found['image_size']} gives a {1e3 * found['step_s']:.2f} ms bare step here "
+            f"(target {args.step_ms:g} ms; tried " + ", ".join(f"{s}: {1e3 * t:.2f}" for s, t in found["tried"])
+            + ")" + ("" if abs(found["step_s"] * 1e3 / args.step_ms - 1) <= 0.2 else
+                     "; not within 20 % of it: another --depth, --batch or --width gets nearer"))
+
+
+def _spawn(args) -> Optional[dict]:
     """Run ``_rank`` on ``args.ranks`` processes (a fresh port each time); rank 0's result."""
-    args.calibrate = calibrate
     os.environ["MASTER_PORT"] = str(29500 + (os.getpid() + 7 * _SPAWNS[0]) % 1000)
     _SPAWNS[0] += 1
     with tempfile.NamedTemporaryFile(suffix=".json") as fh:
@@ -347,7 +352,6 @@ def _spawn(args, calibrate: bool = False) -> Optional[dict]:
 
             mp.spawn(_rank, args=(args,), nprocs=args.ranks)
         text = Path(fh.name).read_text()
-    args.calibrate = False
     return json.loads(text) if text.strip() else None
 
 
@@ -390,6 +394,7 @@ def main(argv=None) -> None:
                          "the instrumented loop with nothing timed (what two copies differ by untimed)")
     ap.add_argument("--save", action="store_true", help="write benchmarks/results/overhead.json")
     args = ap.parse_args(argv)
+    args.calibrate = False
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     if any(k not in ("cpp", "python", "none") for k in args.also):
@@ -416,20 +421,15 @@ def main(argv=None) -> None:
         if not args.calibration_sizes:
             raise SystemExit(f"error: --step-ms with --depth {args.depth}: its images would need more than "
                              f"{CALIBRATION_SIZES[-1]} pixels; take --depth <= 7")
-        found = _spawn(args, calibrate=True)
-        if not found:
-            raise SystemExit("error: --step-ms: the calibration ranks gave no answer")
-        args.image_size = found["image_size"]
-        print(f"calibrated: --image-size {args.image_size} gives a {1e3 * found['step_s']:.2f} ms bare step here "
-              f"(target {args.step_ms:g} ms; tried " + ", ".join(f"{s}: {1e3 * t:.2f}" for s, t in found["tried"])
-              + ")" + ("" if abs(found["step_s"] * 1e3 / args.step_ms - 1) <= 0.2 else
-                       "; not within 20 % of it: another --depth, --batch or --width gets nearer"), flush=True)
+        # the ranks time the bare step on each size first, then run on the one they chose: the
+        # same processes (a second start of each would cost more than the calibration)
+        args.calibrate = True
         args.label = args.label or f"{args.step_ms:g}ms"
         custom = True
     args.label = args.label or "custom"
     if custom or args.device == "cuda":
-        runs = {args.label: {"width": args.width or 32, "depth": args.depth or 3, "image_size": args.image_size or 32,
-                           "batch": args.batch or 8}}
+        runs = {args.label: {"width": args.width or 32, "depth": args.depth or 3,  # --step-ms: the ranks choose it
+                             "image_size": None if args.calibrate else args.image_size or 32, "batch": args.batch or 8}}
     else:
         names = [n.strip() for n in (args.presets or ",".join(PRESETS)).split(",") if n.strip()]
         if not names or any(n not in PRESETS for n in names):

@@ -26,7 +26,6 @@ from conftest import EMULATED_GPUS, hydra_version_base_kept
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
-CAMPAIGN = str(Path(PYTHON).with_name("campaign"))
 SLEEP = 0.2  # injected into one process's update: large beside a tiny backbone's CPU iteration on a loaded machine
 TINY = ["trainer=frozen_backbone", "trainer.params.backbone=squeezenet1_0", "trainer.params.image_size=32",
         "dataset=synthetic", "dataset.length=16"]
@@ -90,47 +89,55 @@ from trainers.dist import DistContext
 from trainers.frozen_backbone import FrozenBackboneTrainer
 from trainers.instrument import Recorder
 
-rank, port, out, sleep, reading = int(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+rank, port, out, readings = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4:]
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
 ctx = DistContext(rank=rank, world_size=2, local_rank=rank, local_world_size=2, num_nodes=1,
                   device=torch.device("cpu"), backend="gloo", emulated=False, host="test")
-cfg = {"gpus": 1, "experiment": {}, "dataset": {"name": "synthetic", "num_classes": 10, "length": 16},
-       "trainer": {"name": "frozen_backbone", "optimizer": "sgd", "lr": 0.01,
-                   "params": {"backbone": "squeezenet1_0", "classifier": "linear", "image_size": 32,
-                              "engine": "dataparallel", "procs_per_node": 2, "study_timing": True,
-                              "procs_split": reading}}}
-trainer = FrozenBackboneTrainer(ctx, cfg, {"batch_per_gpu": 4, "iterations": 3, "warmup": 1, "seed": 0})
-if rank == 1:  # the study's fifth computation step, slow in one process only
-    step = trainer.optimizer.step
-    trainer.optimizer.step = lambda *a, **k: (time.sleep(sleep), step(*a, **k))[1]
-rec = Recorder(torch.device("cpu"), warmup=1)
-loop.train(trainer, rec, 4)
-torch.save({"study": trainer.study.seconds, "losses": [float(x) for x in trainer._losses],
-            "epoch": trainer.epoch, "type": type(trainer.model).__name__, "gpu_images": trainer.gpu_images,
-            "gpu_ids": trainer.gpu_ids}, Path(out) / f"p{rank}.pt")
+for reading, sleep in (r.split(":") for r in readings):  # one trainer after the other, in the same pair
+    cfg = {"gpus": 1, "experiment": {}, "dataset": {"name": "synthetic", "num_classes": 10, "length": 16},
+           "trainer": {"name": "frozen_backbone", "optimizer": "sgd", "lr": 0.01,
+                       "params": {"backbone": "squeezenet1_0", "classifier": "linear", "image_size": 32,
+                                  "engine": "dataparallel", "procs_per_node": 2, "study_timing": True,
+                                  "procs_split": reading}}}
+    trainer = FrozenBackboneTrainer(ctx, cfg, {"batch_per_gpu": 4, "iterations": 3, "warmup": 1, "seed": 0})
+    if rank == 1:  # the study's fifth computation step, slow in one process only
+        step = trainer.optimizer.step
+        trainer.optimizer.step = lambda *a, _step=step, _s=float(sleep), **k: (time.sleep(_s), _step(*a, **k))[1]
+    rec = Recorder(torch.device("cpu"), warmup=1)
+    loop.train(trainer, rec, 4)
+    torch.save({"study": trainer.study.seconds, "losses": [float(x) for x in trainer._losses],
+                "epoch": trainer.epoch, "type": type(trainer.model).__name__, "gpu_images": trainer.gpu_images,
+                "gpu_ids": trainer.gpu_ids}, Path(out) / f"p{rank}-{reading}.pt")
+    dist.barrier()
 dist.destroy_process_group()
 """
 
 
-def _pair(tmp_path: Path, reading: str, sleep: float) -> tuple[dict, dict]:
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory) -> dict[str, tuple[dict, dict]]:
     """Two processes of one node, one GPU (the twin's single-process points), 16 images at a
-    batch of 4, read as ``reading``: what each saved."""
+    batch of 4, run once for both readings (one trainer after the other: each process
+    starts and imports torch once): reading -> what each process saved. Literal: process
+    1's update slowed by SLEEP; split: no delay."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchvision")
+    out = tmp_path_factory.mktemp("procs-pair")
     port, env = str(_free_port()), dict(os.environ, PYTHONPATH=os.pathsep.join(
         [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + [str(REPO)]))
-    procs = [subprocess.Popen([PYTHON, "-c", PROCESS, str(rank), port, str(tmp_path), str(sleep), reading], env=env,
+    readings = {"literal": SLEEP, "split": 0.0}
+    procs = [subprocess.Popen([PYTHON, "-c", PROCESS, str(rank), port, str(out),
+                               *(f"{r}:{s}" for r, s in readings.items())], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]
     for p in procs:
-        out, _ = p.communicate(timeout=300)
-        assert p.returncode == 0, out
-    return tuple(torch.load(tmp_path / f"p{r}.pt", weights_only=False) for r in (0, 1))
+        got, _ = p.communicate(timeout=300)
+        assert p.returncode == 0, got
+    return {r: tuple(torch.load(out / f"p{rank}-{r}.pt", weights_only=False) for rank in (0, 1)) for r in readings}
 
 
 @pytest.mark.slow
-def test_a_slow_process_is_the_others_barrier(tmp_path):
-    p0, p1 = _pair(tmp_path, "literal", SLEEP)
+def test_a_slow_process_is_the_others_barrier(pair):
+    p0, p1 = pair["literal"]
     assert p0["type"] == p1["type"] == "DataParallel"
     # each read the whole split (16 images in batches of 4: 4 iterations, one epoch) in the same
     # order from the same head: the two models, and their losses, are equal
@@ -145,11 +152,11 @@ def test_a_slow_process_is_the_others_barrier(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_split_reading_gives_each_process_half_the_batch_and_of_the_split(tmp_path):
+def test_the_split_reading_gives_each_process_half_the_batch_and_of_the_split(pair):
     """procs_split=split on the same pair: one GPU, which both processes share (fewer GPUs than
     processes), each with half the batch from its own half of the split, so the GPU does one
     process's 4 images a step, and the two models see different images."""
-    p0, p1 = _pair(tmp_path, "split", 0.0)
+    p0, p1 = pair["split"]
     assert p0["gpu_ids"] == p1["gpu_ids"] == [0]
     assert [a[0] + b[0] for a, b in zip(p0["gpu_images"], p1["gpu_images"])] == [4] * 4
     assert [s[0] for s in p0["gpu_images"]] == [s[0] for s in p1["gpu_images"]] == [2] * 4
@@ -159,19 +166,15 @@ def test_the_split_reading_gives_each_process_half_the_batch_and_of_the_split(tm
 
 
 @pytest.mark.slow
-def test_a_local_campaign_runs_two_processes_and_stores_the_study_communication(tmp_path):
+def test_a_local_campaign_runs_two_processes_and_stores_the_study_communication(ws):
     pytest.importorskip("torch")
     pytest.importorskip("torchvision")
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([PYTHON, "-m", "campaign.launch", "platform=local", f"results_dir={tmp_path / 'res'}",
-                          "name=procs", "gpus=1", *TINY, "trainer.params.classifier=linear", "experiment=smoke",
-                          "trainer.params.engine=dataparallel", "trainer.params.procs_per_node=2",
-                          "trainer.params.study_timing=true"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    res = ws.launch("platform=local", "name=procs", "gpus=1", *TINY, "trainer.params.classifier=linear",
+                    "experiment=smoke", "trainer.params.engine=dataparallel", "trainer.params.procs_per_node=2",
+                    "trainer.params.study_timing=true", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    store = tmp_path / "res" / "campaign.db"
-    done = subprocess.run([CAMPAIGN, "status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    store = ws.db
+    done = ws.campaign("status", "--wait", "--interval", "0.5", "--store", ws.store_url, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         (world, provenance), = db.execute("SELECT world_size, provenance FROM attempt")
@@ -182,9 +185,8 @@ def test_a_local_campaign_runs_two_processes_and_stores_the_study_communication(
     assert sorted(ranks) == [0, 1] and ranks[0] == ranks[1]  # both stored; the same model in each
     assert sorted(barrier) == [0, 1] and all(s >= 0 for s in barrier.values())
     assert [e["procs_per_node"] for e in extra] == [2, 2]
-    out = tmp_path / "breakdown.csv"
-    got = subprocess.run([CAMPAIGN, "harvest", "procs", "--store", f"sqlite:///{store}", "--table", "breakdown",
-                          "--out", str(out)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    out = ws.path / "breakdown.csv"
+    got = ws.campaign("harvest", "procs", "--store", ws.store_url, "--table", "breakdown", "--out", str(out))
     assert got.returncode == 0, got.stdout + got.stderr
     import csv
 

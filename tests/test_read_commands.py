@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from campaign.cli import build_parser
-from test_postgres import ADMIN_URL, pg_url  # noqa: F401  (fixture: a fresh database on the test server)
+from test_postgres import ADMIN_URL
 from test_states import CID, build
 
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
@@ -202,16 +202,41 @@ def test_ctrl_c_while_waiting(ws, waiting, argv):
     assert _digest(ws.db) == before
 
 
+@pytest.fixture(scope="module")
+def pg_built(tmp_path_factory):
+    """One database on the test server holding test_states.build's campaign, read by every
+    test below that only reads it or is interrupted before it reads (each made its own)."""
+    import uuid
+
+    from pg import drop_database
+
+    sqlalchemy = pytest.importorskip("sqlalchemy")
+    pytest.importorskip("psycopg2")
+    try:
+        admin = sqlalchemy.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            name = f"campaign_test_{uuid.uuid4().hex[:8]}"
+            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    except Exception as exc:  # no server: say how to start one
+        pytest.skip(f"no PostgreSQL at {ADMIN_URL} ({type(exc).__name__}); start it with bash scripts/local-postgres.sh start")
+    url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    results = tmp_path_factory.mktemp("pg-built") / "results"
+    build(url, results)
+    yield url
+    drop_database(admin, name)
+    admin.dispose()
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
 @pytest.mark.parametrize("command", COMMANDS)
-def test_ctrl_c_while_the_database_holds_the_command(ws, pg_url, command, driver):  # noqa: F811
+def test_ctrl_c_while_the_database_holds_the_command(ws, pg_built, command, driver):
     """A command waiting on a PostgreSQL lock is interrupted at once (the query is
     cancelled), whichever driver."""
     if driver == "psycopg":
         pytest.importorskip("psycopg")
     sqlalchemy = pytest.importorskip("sqlalchemy")
-    build(pg_url, ws.results)
+    pg_url = pg_built
     url = pg_url.replace("postgresql+psycopg2://", f"postgresql+{driver}://")
     holder = sqlalchemy.create_engine(pg_url)
     with holder.connect() as conn:
@@ -247,10 +272,10 @@ def test_postgresql_without_a_driver_names_the_extra(ws):
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("hidden", [(), ("psycopg2",)], ids=["both-installed", "psycopg-only"])
-def test_a_plain_postgresql_url_takes_the_installed_driver(ws, pg_url, hidden):  # noqa: F811
+def test_a_plain_postgresql_url_takes_the_installed_driver(ws, pg_built, hidden):
     if hidden:
         pytest.importorskip("psycopg")
-    build(pg_url, ws.results)
+    pg_url = pg_built
     plain = "postgresql://" + pg_url.split("://", 1)[1]
     res = ws.run(*_without(*hidden), "status", "--store", plain, "--json") if hidden else \
         ws.campaign("status", "--store", plain, "--json")
@@ -258,13 +283,13 @@ def test_a_plain_postgresql_url_takes_the_installed_driver(ws, pg_url, hidden): 
 
 
 @pytest.mark.postgres
-def test_read_commands_open_postgresql_read_only(pg_url, tmp_path):  # noqa: F811
+def test_read_commands_open_postgresql_read_only(pg_built):
     from sqlalchemy import text
     from sqlalchemy.exc import DBAPIError
 
     from campaign.store import open_store
 
-    build(pg_url, tmp_path)
+    pg_url = pg_built
     with open_store(pg_url, readonly=True) as s:
         with pytest.raises(DBAPIError, match="read-only transaction"):
             with s.engine.begin() as conn:

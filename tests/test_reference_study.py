@@ -229,16 +229,20 @@ def test_the_reference_estimate_uses_the_declared_flops():
     assert "FLOPs" in source or "flops" in source
 
 
-def _count(*args: str) -> int:
-    """``python -m trainers.mmseg.flops ARGS``: the table's own command, in a child process
-    (importing mmseg sets process-wide state this suite checks every test leaves alone)."""
+def _count(*runs: tuple[str, ...]) -> list[int]:
+    """``python -m trainers.mmseg.flops ARGS`` for each of ``runs``: the table's own command
+    (its ``main``), all in one child process (importing mmseg sets process-wide state this
+    suite checks every test leaves alone; one import of it serves every count)."""
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-m", "trainers.mmseg.flops", *args], cwd=REPO, capture_output=True,
-                         text=True, timeout=300)
+    code = ("import sys; from trainers.mmseg.flops import main\n"
+            f"for argv in {[list(r) for r in runs]!r}:\n    assert main(argv) == 0\n    sys.stdout.flush()")
+    res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
-    return int(res.stdout.split()[-1])
+    counts = [int(line) for line in res.stdout.splitlines() if line.strip().isdigit()]  # beside MMEngine's log lines
+    assert len(counts) == len(runs), res.stdout
+    return counts
 
 
 @pytest.mark.slow
@@ -248,6 +252,7 @@ def test_the_flops_table_is_what_torchs_counter_counts():
     class correction fails here."""
     if importlib.util.find_spec("mmseg") is None:
         pytest.skip("mmseg is not installed (bash scripts/setup.sh train)")
-    assert _count("--variant", "micro", "--crop", "64", "--device", "cpu") == FLOPS_PER_ITERATION[("micro", 64)]
-    ten = _count("--variant", "micro", "--crop", "64", "--classes", "10")
+    micro, ten = _count(("--variant", "micro", "--crop", "64", "--device", "cpu"),
+                        ("--variant", "micro", "--crop", "64", "--classes", "10"))
+    assert micro == FLOPS_PER_ITERATION[("micro", 64)]
     assert ten == flops_per_image(_config(variant="micro", crop=64, classes=10)) * FLOPS_BATCH

@@ -50,6 +50,8 @@ CASES = {
     "mathtext": ([("UPDATE point SET platform = ? WHERE id = ?", "$\\sqrt{$", P0)], None),
 }
 
+PLOTTED = ("gpus-escape", "reason-5mb", "mathtext")  # the cases whose harvest draws its figures too
+
 
 def _clean(res, *codes: int) -> str:
     text = res.stdout + res.stderr
@@ -65,19 +67,23 @@ def test_a_stored_value_of_the_wrong_type_leaves_its_point_out_not_a_traceback(w
     warning = LEFT_OUT.format(id=info["ids"][0], what=what) if what else None
     kept = 1 if what else 2  # completed points harvested: point 1 (2 GPUs) always
 
-    status = _clean(ws.campaign("status", "--store", ws.store_url), 0)
+    shown = ws.campaign("status", "--store", ws.store_url)
+    status = _clean(shown, 0)
     assert len(status) < 30_000  # a 5 MB reason is cut when shown
-    harvest = ws.campaign("harvest", "--store", ws.store_url, "--to", "csv")
+    # the table and, where the crafted value can reach them, the figures in one harvest (--plots:
+    # "also write the figures"); a point left out at the door is out of the table above (its rows
+    # checked), so its figures are those of any other case that leaves one out: gpus-escape's
+    plots = ws.path / "plots"
+    drawn = case in PLOTTED
+    harvest = ws.campaign("harvest", "--store", ws.store_url, "--to", "csv", *(["--plots", str(plots)] if drawn else []))
     _clean(harvest, 0)
     rows = list(csv.DictReader(io.StringIO(harvest.stdout)))
     assert sorted(r["gpus"] for r in rows) == ["1", "2"][2 - kept:]
-    plots = ws.path / "plots"
-    _clean(ws.campaign("harvest", "--store", ws.store_url, "--plots", str(plots)), 0)
-    assert list(plots.glob("*.png"))
+    assert list(plots.glob("*.png")) or not drawn
     report = ws.path / "report.html"
     _clean(ws.campaign("report", "--store", ws.store_url, "--out", str(report)), 0)
     assert report.stat().st_size < 2_000_000
-    for res in (ws.campaign("status", "--store", ws.store_url), harvest):
+    for res in (shown, harvest):
         lines = [w for w in res.stderr.splitlines() if w.endswith("; left out")]
         assert lines == ([warning] if warning else []), res.stderr
     if case == "reason-5mb":

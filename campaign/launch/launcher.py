@@ -21,14 +21,15 @@ turned into exit codes here: that is the CLI's job.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from omegaconf import OmegaConf
 
 from campaign.catalogue.config import is_campaign_config
 from campaign.common.errors import ConfigError, InfeasiblePoint
-from campaign.launch.plan import PointPlan, leave_out_unplaceable, plan_point, point_where
-from campaign.launch.validate import check_point_count
+
+if TYPE_CHECKING:
+    from campaign.launch.plan import PointPlan
 
 
 def uses_campaign_sweeper(config: Any) -> bool:
@@ -79,8 +80,12 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    # a campaign's planning, imported here: any other Hydra app's launch (and each of its
+    # jobs, which unpickle their task through this module's neighbours) never needs it
     from campaign.launch.compose import PointComposer
     from campaign.launch.hydra_errors import as_config_error
+    from campaign.launch.plan import leave_out_unplaceable, plan_point, point_where
+    from campaign.launch.validate import check_point_count
 
     composer = PointComposer(launcher.hydra_context.config_loader, launcher.config)
     points: list[PointPlan] = []
