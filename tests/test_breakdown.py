@@ -161,6 +161,15 @@ def test_profile_rows_are_the_trace_readers_figures_of_the_traces_beside_the_log
 
 
 @pytest.mark.slow
+def test_a_timing_run_does_not_checkpoint(plain):
+    """experiment.checkpoint is off unless asked (tests/test_checkpoint.py runs jobs that are)."""
+    (cid,), = plain.query("select distinct campaign_id from point")
+    assert (plain.results / "jobs" / cid).is_dir() and not (plain.results / "jobs" / cid / "checkpoints").exists()
+    extras = [json.loads(e) for (e,) in plain.query("select extra from rank_timing")]
+    assert len(extras) == 2 and not any("checkpoint" in x for x in extras)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_injected_delays_are_found_where_they_were_put(delayed, rank):
     ph = _phases(delayed, rank)
