@@ -340,6 +340,16 @@ def probe(trainer: str, cfg: dict, jp: dict) -> dict:
 
 
 _REFERENCES: dict = {}  # a context's reference point is probed once for all the keys walked on it
+_REFERENCE_PLANS: dict = {}  # ... and composed and planned once (a copy handed to each case)
+
+
+def _reference_plan(compose, trainer: str, context: list[str]):
+    import copy
+
+    key = (trainer, tuple(context))
+    if key not in _REFERENCE_PLANS:
+        _REFERENCE_PLANS[key] = plan(compose, trainer, context)
+    return copy.deepcopy(_REFERENCE_PLANS[key])
 
 
 def _reference_probe(trainer: str, ref) -> dict:
@@ -371,7 +381,7 @@ def test_every_key_is_refused_or_changes_what_runs(case, compose, request):
         assert "\n" not in message and message.startswith(f"{key}=") and " does nothing with " in message, message
         assert message.split("); ")[-1].startswith(("drop it", "set ")), message  # names the fix
         return
-    ref = plan(compose, trainer, context)
+    ref = _reference_plan(compose, trainer, context)
     point = plan(compose, trainer, [*context, setting])
     # what the job receives differs at the key (its config or its schedule)
     assert lookup(point.config, key) != lookup(ref.config, key) or job_plan(point) != job_plan(ref)
