@@ -436,11 +436,7 @@ def test_the_python_hook_when_asked_times_the_same_buckets(tmp_path_factory):
 
 
 def test_a_comm_hook_that_is_not_one_is_refused_before_anything_runs(tmp_path):
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", "campaign.launch", "experiment.comm_hook=fortran", "--cfg", "job"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    out = Workspace(tmp_path).launch("experiment.comm_hook=fortran", "--cfg", "job")  # forked: tests/forkserver.py
     assert out.returncode != 0 and "comm_hook" in out.stderr and "Traceback" not in out.stderr
 
 
