@@ -15,9 +15,6 @@ few keys with only a plan-level proof are listed in ``PLAN_ONLY``.
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +29,7 @@ try:
     from tests.conftest import hydra_version_base_kept
 except ImportError:  # tests/ on sys.path as a rootdir folder rather than a package
     from conftest import hydra_version_base_kept
+from conftest import Workspace  # pytest's own conftest module: its fork server is the one pytest stops
 
 # The trainers' code, imported at collection as their own tests do: import-time side effects
 # (cv2's environment variables, mmseg's registries) are not a test's doing.
@@ -56,7 +54,6 @@ except ImportError:  # campaign without its train extra: the launch-side tests s
 needs_training = pytest.mark.skipif(not TRAINING, reason="needs campaign[train] (torch, torchvision, timm, mmseg)")
 
 REPO = Path(__file__).resolve().parents[1]
-PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
 TRAINERS = ("synthetic", "frozen_backbone", "vit", "swinv2_upernet", "sleep")
 
 # Each trainer's walk starts from a tiny point whose own settings are honoured.
@@ -416,10 +413,8 @@ def test_no_built_in_preset_sets_what_its_trainer_ignores(compose):
 
 
 def test_a_refusal_on_the_command_line_is_one_line_and_stores_nothing(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([PYTHON, "-m", "campaign.launch", "platform=local", f"results_dir={tmp_path / 'res'}",
-                          "trainer=vit", "trainer.momentum=0.5"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    res = Workspace(tmp_path).launch("platform=local", f"results_dir={tmp_path / 'res'}", "trainer=vit",
+                                     "trainer.momentum=0.5")  # forked from the preloaded server: tests/forkserver.py
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.strip().splitlines() == [
         "error: trainer.momentum=0.5 does nothing with trainer.optimizer=adamw (AdamW has no momentum; its betas "
