@@ -487,22 +487,22 @@ def one_rank_group():
 
 @needs_training
 def test_grad_accum_trains_the_same_images_as_one_micro_batch(compose):
-    """experiment.epochs=2 of 32 images at 4 a batch: grad_accum=2 plans half the iterations,
+    """experiment.epochs=2 of 16 images at 4 a batch: grad_accum=2 plans half the iterations,
     each of two micro-batches, and the run takes every image grad_accum=1 takes."""
     from trainers import loop
     from trainers.instrument import Recorder
 
     taken = {}
     for accum in (1, 2):
-        point = plan(compose, "frozen_backbone", ["experiment.epochs=2", "experiment.warmup_iterations=1",
-                                                  f"experiment.grad_accum={accum}"])
+        point = plan(compose, "frozen_backbone", ["dataset.length=16", "experiment.epochs=2",
+                                                  "experiment.warmup_iterations=1", f"experiment.grad_accum={accum}"])
         jp = job_plan(point)
         trainer = trainers.frozen_backbone.build(_ctx(), point.config, jp)
         seen = _counted(trainer)
         loop.train(trainer, Recorder(torch.device("cpu"), warmup=jp["warmup"]), jp["warmup"] + jp["iterations"])
         taken[accum] = (jp["warmup"] + jp["iterations"], sum(seen), trainer.images_per_step)
         trainer.close()
-    assert taken[1] == (16, 64, 4) and taken[2] == (8, 64, 8)  # 2 epochs of 32 images either way
+    assert taken[1] == (8, 32, 4) and taken[2] == (4, 32, 8)  # 2 epochs of 16 images either way
 
 
 @needs_training
