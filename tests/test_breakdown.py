@@ -161,6 +161,15 @@ def test_profile_rows_are_the_trace_readers_figures_of_the_traces_beside_the_log
 
 
 @pytest.mark.slow
+def test_a_timing_run_does_not_checkpoint(plain):
+    """experiment.checkpoint is off unless asked (tests/test_checkpoint.py runs jobs that are)."""
+    (cid,), = plain.query("select distinct campaign_id from point")
+    assert (plain.results / "jobs" / cid).is_dir() and not (plain.results / "jobs" / cid / "checkpoints").exists()
+    extras = [json.loads(e) for (e,) in plain.query("select extra from rank_timing")]
+    assert len(extras) == 2 and not any("checkpoint" in x for x in extras)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_injected_delays_are_found_where_they_were_put(delayed, rank):
     ph = _phases(delayed, rank)
@@ -427,11 +436,7 @@ def test_the_python_hook_when_asked_times_the_same_buckets(tmp_path_factory):
 
 
 def test_a_comm_hook_that_is_not_one_is_refused_before_anything_runs(tmp_path):
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", "campaign.launch", "experiment.comm_hook=fortran", "--cfg", "job"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    out = Workspace(tmp_path).launch("experiment.comm_hook=fortran", "--cfg", "job")  # forked: tests/forkserver.py
     assert out.returncode != 0 and "comm_hook" in out.stderr and "Traceback" not in out.stderr
 
 

@@ -10,11 +10,8 @@ that the study's two training figures tile the iteration minus its data wait."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sqlite3
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -24,15 +21,13 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 
 from campaign.harvest.convergence import point_rows  # noqa: E402
+from conftest import Workspace  # noqa: E402
 from trainers import loop  # noqa: E402
 from trainers.dist import DistContext  # noqa: E402
 from trainers.dp_study import ThresholdStop  # noqa: E402
 from trainers.frozen_backbone import FrozenBackboneTrainer  # noqa: E402
 from trainers.instrument import Recorder  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
-CAMPAIGN = str(Path(PYTHON).with_name("campaign"))
 SLEEP = 0.03  # an injected delay: large beside a tiny backbone's CPU iteration, small for a test
 PEER_SLEEP = 0.2  # two ranks: a slow peer's delay, long beside anything a loaded CPU adds to the other
 TOL = 0.01  # between two marks on a loaded machine (a third of SLEEP: a misplaced delay still shows)
@@ -244,17 +239,10 @@ def test_two_ranks_a_slow_peer_is_the_barrier_and_they_stop_together(tmp_path):
 # ---------------------------------------------------------------------------- through campaign
 
 
-def _launch(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([PYTHON, "-m", "campaign.launch", "-m", "platform=local", f"results_dir={cwd / 'res'}",
-                           *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
-
-
 def _harvest(cwd: Path, *args: str) -> list[dict]:
     store = f"sqlite:///{cwd / 'res' / 'campaign.db'}"
     out = cwd / "table.csv"
-    res = subprocess.run([CAMPAIGN, "harvest", "dpdefs", "--store", store, *args, "--out", str(out)],
-                         cwd=cwd, capture_output=True, text=True, timeout=300)
+    res = Workspace(cwd).campaign("harvest", "dpdefs", "--store", store, *args, "--out", str(out))
     assert res.returncode == 0, res.stdout + res.stderr
     import csv
 
@@ -266,15 +254,17 @@ def _harvest(cwd: Path, *args: str) -> list[dict]:
 def test_a_local_campaign_stores_both_and_harvest_shows_them(tmp_path):
     """gpus=1, 16 synthetic images in batches of 4, a cap of 3 epochs: a threshold every
     loss is below stops after epoch 1; 0 (cross-entropy is never below) runs to the cap."""
-    res = _launch(tmp_path, "name=dpdefs", "gpus=1", "trainer=frozen_backbone", "dataset=synthetic",
-                  "dataset.length=16", "trainer.params.backbone=squeezenet1_0", "trainer.params.classifier=mlp", "trainer.params.hidden=16",
-                  "trainer.params.image_size=32", "experiment=smoke",
-                  "experiment.epochs=3", "trainer.params.study_timing=true", "trainer.params.stop_at_threshold=true",
-                  "trainer.params.loss_threshold=100,0")
+    ws = Workspace(tmp_path)  # campaign's commands forked from the suite's preloaded server (tests/forkserver.py)
+    res = ws.launch("-m", "platform=local", f"results_dir={tmp_path / 'res'}", "name=dpdefs", "gpus=1",
+                    "trainer=frozen_backbone", "dataset=synthetic", "dataset.length=16",
+                    "trainer.params.backbone=squeezenet1_0", "trainer.params.classifier=mlp",
+                    "trainer.params.hidden=16",
+                    "trainer.params.image_size=32", "experiment=smoke", "experiment.epochs=3",
+                    "trainer.params.study_timing=true", "trainer.params.stop_at_threshold=true",
+                    "trainer.params.loss_threshold=100,0", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     store = tmp_path / "res" / "campaign.db"
-    done = subprocess.run([CAMPAIGN, "status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = ws.campaign("status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}", timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         counts = {json.loads(c)["trainer"]["params"]["loss_threshold"]: n for c, n in db.execute(

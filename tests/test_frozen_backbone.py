@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -21,6 +20,7 @@ try:
     from tests.datagen import write_mnist
 except ImportError:  # tests/ on sys.path as a rootdir folder rather than a package
     from datagen import write_mnist
+from conftest import Result, Workspace
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("torchvision")
@@ -32,7 +32,6 @@ from trainers.parallel import HandDataParallel, dp_forward  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
-CAMPAIGN = str(Path(PYTHON).with_name("campaign"))
 # What each backbone hands its ImageNet head (torchvision's architectures).
 FEATURES = {"alexnet": 256 * 6 * 6, "densenet121": 1024, "resnet18": 512, "squeezenet1_0": 512, "vgg16": 512 * 7 * 7}
 # The smallest backbone (1.2M parameters) at 32x32: end-to-end runs cost start-up, not compute.
@@ -61,16 +60,17 @@ STUDY_COUNTS = {"squeezenet1_0": 5_130, "alexnet": 54_575_114, "resnet18": 5_130
 
 @pytest.mark.parametrize("backbone", sorted(STUDY_COUNTS))
 def test_default_heads_reproduce_the_studys_five_parameter_counts(backbone):
-    """The real torchvision models, built on CPU (weights=None: random, never downloaded),
-    with the trainer's default head (classifier=study) and hidden size."""
+    """The real torchvision architectures (weights=None: never downloaded) with the trainer's
+    default head (classifier=study) and hidden size, on the meta device: counting needs no
+    memory and no initialisation (vgg16's head alone is 119M parameters)."""
     from dataclasses import asdict
 
     from trainers.specs.frozen_backbone import FrozenBackboneParams, head_of
 
     params = {k: getattr(v, "value", v) for k, v in asdict(FrozenBackboneParams()).items()} | {"backbone": backbone}
-    model = build_classifier(backbone, hidden=params["hidden"], classifier=head_of(params), weights=None)
+    with torch.device("meta"):
+        model = build_classifier(backbone, hidden=params["hidden"], classifier=head_of(params), weights=None)
     assert trainable_params(model) == STUDY_COUNTS[backbone]
-    del model
 
 
 def test_vgg16_with_4096_hidden_has_the_reference_count():
@@ -212,11 +212,10 @@ def test_an_uneven_split_is_the_whole_global_batch_and_counts_its_own_iterations
 def test_the_studys_gpu_counts_at_1024_run_dataparallel_at_3_and_refuse_ddp_there_alone(tmp_path):
     """gpus=1,2,3,4 at a global batch of 1,024 (the study's): DataParallel takes 3 GPUs
     (uneven split), DDP's 3-GPU point is refused with its reason and the rest is planned."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (os.environ.get("PYTHONPATH"), str(REPO)))))
-    res = subprocess.run([PYTHON, "-m", "campaign.launch", "-m", "platform=a100", f"results_dir={tmp_path / 'res'}",
-                          "trainer=frozen_backbone", "experiment=strong_scaling", "experiment.global_batch=1024",
-                          "gpus=1,2,3,4", "trainer.params.engine=dataparallel,ddp", "dry_run=true"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    res = Workspace(tmp_path).launch("-m", "platform=a100", f"results_dir={tmp_path / 'res'}",
+                                     "trainer=frozen_backbone", "experiment=strong_scaling",
+                                     "experiment.global_batch=1024", "gpus=1,2,3,4",
+                                     "trainer.params.engine=dataparallel,ddp", "dry_run=true", timeout=300)
     assert res.returncode == 0, res.stderr
     refused = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.startswith("refused:")]
     assert len(refused) == 1 and "gpus=3 trainer.params.engine=ddp" in refused[0]
@@ -278,18 +277,18 @@ def test_engine_rules_import_no_torch():
 # ---------------------------------------------------------------------------- through campaign
 
 
-def launch(cwd: Path, *overrides: str) -> subprocess.CompletedProcess:
-    """``python -m campaign.launch -m platform=local ...`` in ``cwd``, store in cwd/res."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([PYTHON, "-m", "campaign.launch", "-m", "platform=local", f"results_dir={cwd / 'res'}",
-                           "experiment=smoke", *overrides], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+def launch(cwd: Path, *overrides: str) -> Result:
+    """``python -m campaign.launch -m platform=local ...`` in ``cwd`` (forked from the suite's
+    preloaded server: tests/forkserver.py), store in cwd/res."""
+    return Workspace(cwd).launch("-m", "platform=local", f"results_dir={cwd / 'res'}", "experiment=smoke", *overrides,
+                                 timeout=300)
 
 
 def wait_and_read(cwd: Path) -> list[dict]:
     """Wait for the campaign; its iteration rows joined with their point's engine and gpus."""
     store = cwd / "res" / "campaign.db"
-    done = subprocess.run([CAMPAIGN, "status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}"],
-                          cwd=cwd, capture_output=True, text=True, timeout=900)
+    done = Workspace(cwd).campaign("status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}",
+                                   timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         db.row_factory = sqlite3.Row
@@ -302,55 +301,73 @@ def engines_seen(rows: list[dict]) -> set:
     return {(json.loads(r["config"])["trainer"]["params"]["engine"], r["gpus"]) for r in rows}
 
 
+def phases_of(cwd: Path) -> set[str]:
+    with sqlite3.connect(cwd / "res" / "campaign.db") as db:
+        return {r[0] for r in db.execute("SELECT phase FROM breakdown")}
+
+
+# The module's campaigns, launched together (their jobs overlap) and read by the tests below.
+# A 2-rank point where the check is about two ranks (ddp's); the single-process engines train
+# on the trainer's own unnamed dataset; DDP at one rank runs in tests/test_dataparallel_definitions.py's
+# campaign and tests/test_convergence_e2e.py's.
+CAMPAIGNS = {
+    "ddp": ["gpus=2", "trainer=frozen_backbone", "dataset=mnist", "dataset.root={mnist}", "trainer.params.engine=ddp",
+            "trainer.params.loss_threshold=100", *TINY],
+    "single": ["gpus=1", "trainer=frozen_backbone", "dataset.length=32", "trainer.params.engine=dataparallel,vanilla",
+               *TINY],  # no dataset named
+    "inference": ["gpus=1", "trainer=frozen_backbone", "dataset=synthetic", "dataset.length=32",
+                  "trainer.params.engine=vanilla", "trainer.params.mode=inference", "experiment.images_per_gpu=2,4",
+                  *TINY],
+}
+
+
+@pytest.fixture(scope="module")
+def engine_runs(tmp_path_factory) -> dict[str, tuple[Path, list[dict]]]:
+    """name -> (its folder, its iteration rows), for each of CAMPAIGNS."""
+    root = tmp_path_factory.mktemp("engines")
+    write_mnist(root / "mnist", n=32)
+    for name, overrides in CAMPAIGNS.items():
+        (root / name).mkdir()
+        res = launch(root / name, *(o.format(mnist=root / "mnist") for o in overrides))
+        assert res.returncode == 0, res.stderr
+    return {name: (root / name, wait_and_read(root / name)) for name in CAMPAIGNS}
+
+
 @pytest.mark.slow
-def test_ddp_on_mnist_one_and_two_ranks(tmp_path):
-    write_mnist(tmp_path / "mnist", n=32)
-    res = launch(tmp_path, "gpus=1,2", "trainer=frozen_backbone", "dataset=mnist", f"dataset.root={tmp_path / 'mnist'}",
-                 "trainer.params.engine=ddp", "trainer.params.loss_threshold=100", *TINY)
-    assert res.returncode == 0, res.stderr
-    rows = wait_and_read(tmp_path)
-    assert engines_seen(rows) == {("ddp", 1), ("ddp", 2)}
-    assert {r["rank"] for r in rows if r["gpus"] == 2} == {0, 1}
+def test_ddp_on_mnist_two_ranks(engine_runs):
+    folder, rows = engine_runs["ddp"]
+    assert engines_seen(rows) == {("ddp", 2)}
+    assert {r["rank"] for r in rows} == {0, 1}
     assert all(r["forward_s"] is not None and r["comm_s"] is not None and r["loss"] is not None for r in rows)
-    with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
-        phases = {r[0] for r in db.execute("SELECT phase FROM breakdown")}
-    assert {"ddp.forward", "ddp.backward", "ddp.step"} <= phases
+    assert {"ddp.forward", "ddp.backward", "ddp.step"} <= phases_of(folder)
 
 
 @pytest.mark.slow
-def test_single_process_engines_on_synthetic_and_inference(tmp_path):
-    res = launch(tmp_path, "gpus=1", "trainer=frozen_backbone", "dataset=synthetic", "dataset.length=32",
-                 "trainer.params.engine=dataparallel,vanilla", *TINY)
-    assert res.returncode == 0, res.stderr
-    rows = wait_and_read(tmp_path)
+def test_single_process_engines_train(engine_runs):
+    folder, rows = engine_runs["single"]
     assert engines_seen(rows) == {("dataparallel", 1), ("vanilla", 1)}
     assert all(r["forward_s"] is not None and r["comm_s"] is not None for r in rows)
-    with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
-        phases = {r[0] for r in db.execute("SELECT phase FROM breakdown")}
     assert {"vanilla.replicate", "vanilla.parallel_apply", "vanilla.gather", "vanilla.reduce_gradients",
-            "dataparallel.scatter", "dataparallel.parallel_apply", "dataparallel.gather"} <= phases
+            "dataparallel.scatter", "dataparallel.parallel_apply", "dataparallel.gather"} <= phases_of(folder)
 
-    inf = tmp_path / "inference"
-    inf.mkdir()
-    res = launch(inf, "gpus=1", "trainer=frozen_backbone", "dataset=synthetic", "dataset.length=32",
-                 "trainer.params.engine=vanilla", "trainer.params.mode=inference", "experiment.images_per_gpu=2,4", *TINY)
-    assert res.returncode == 0, res.stderr
-    rows = wait_and_read(inf)
+
+@pytest.mark.slow
+def test_inference_runs_forward_only_one_point_per_batch_size(engine_runs):
+    _, rows = engine_runs["inference"]
     assert len({r["config"] for r in rows}) == 2  # one point per batch size
     assert all(r["forward_s"] is not None and r["comm_s"] is not None and r["backward_s"] is None for r in rows)
 
 
 @pytest.mark.slow
-def test_its_study_dataset_unnamed_trains_on_synthetic_grey_digits(tmp_path):
+def test_its_study_dataset_unnamed_trains_on_synthetic_grey_digits(engine_runs):
     """No dataset named: MNIST's shapes (1 channel, 28x28, 10 classes) as synthetic
     batches, which the trainer resizes to its backbone's 3-channel input, and it trains."""
-    res = launch(tmp_path, "gpus=1", "trainer=frozen_backbone", "dataset.length=32", *TINY)
-    assert res.returncode == 0, res.stderr
-    rows = wait_and_read(tmp_path)
+    folder, rows = engine_runs["single"]
     assert rows and all(r["loss"] is not None and r["forward_s"] is not None for r in rows)
-    data = json.loads(rows[0]["config"])["dataset"]
-    assert (data["name"], data["channels"], data["image_size"], data["num_classes"]) == ("synthetic", 1, 28, 10)
-    with sqlite3.connect(tmp_path / "res" / "campaign.db") as db:
+    for row in rows:
+        data = json.loads(row["config"])["dataset"]
+        assert (data["name"], data["channels"], data["image_size"], data["num_classes"]) == ("synthetic", 1, 28, 10)
+    with sqlite3.connect(folder / "res" / "campaign.db") as db:
         assert {r[0] for r in db.execute("SELECT dataset FROM point")} == {"synthetic"}
 
 

@@ -1,17 +1,20 @@
 """trainer=swinv2_upernet: SwinV2 + UPerNet with MMSegmentation 1.x, on CPU.
 
 Model sizes, the compat fixes, the real ADE20K pipeline on generated files, a training
-step single-process and on 2 gloo ranks, and the whole campaign path on the local
-executor. Small shapes (the micro variant, 128x128 crops) keep it quick on 2 cores.
+step single-process and on 2 gloo ranks (both loops), and the whole campaign path on
+the local executor (the stock loop, then the lean one profiled). Small shapes (the micro
+variant, 128x128 or 64x64 crops) keep it quick on 2 cores.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -287,6 +290,8 @@ def _free_port() -> int:
 
 
 def _rank_main(rank: int, world: int, port: int, out: str) -> None:
+    """Both loops, one after the other, in one process group: the lean one (the default) and
+    MMEngine's stock iteration (MMDistributedDataParallel.train_step, through run_iter)."""
     os.environ.pop("SUBMITIT_EXECUTOR", None)
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -295,26 +300,31 @@ def _rank_main(rank: int, world: int, port: int, out: str) -> None:
 
     ctx = dist.setup(want_device="cpu", timeout_s=120)
     try:
-        trainer = build(ctx, job_cfg(), {"batch_per_gpu": 2, "iterations": 3, "warmup": 0, "seed": 0})
-        assert type(trainer.model).__name__ == "MMDistributedDataParallel"
-        rows = run_steps(trainer, 3)
-        trainer.close()
-        params = {n: p.detach().clone() for n, p in trainer.module.named_parameters()}
-        torch.save({"params": params, "losses": [r["loss"] for r in rows]}, Path(out) / f"rank{rank}.pt")
+        saved = {}
+        for loop in ("lean", "stock"):
+            trainer = build(ctx, job_cfg({"loop": loop}, image_size=64),
+                            {"batch_per_gpu": 2, "iterations": 2, "warmup": 0, "seed": 0})
+            assert type(trainer.model).__name__ == "MMDistributedDataParallel" and trainer.loop_kind == loop
+            rows = run_steps(trainer, 2)
+            trainer.close()
+            params = {n: p.detach().clone() for n, p in trainer.module.named_parameters()}
+            saved[loop] = {"params": params, "losses": [r["loss"] for r in rows]}
+        torch.save(saved, Path(out) / f"rank{rank}.pt")
     finally:
         dist.teardown(ctx)
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_end_with_identical_parameters(tmp_path):
+def test_two_gloo_ranks_of_either_loop_end_with_identical_parameters(tmp_path):
     import torch.multiprocessing as mp
 
     mp.spawn(_rank_main, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
     r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
-    assert r0["losses"] != r1["losses"]  # each rank trained on its own data ...
-    assert r0["params"].keys() == r1["params"].keys()
-    for name, value in r0["params"].items():  # ... and DDP kept the weights identical
-        assert torch.equal(value, r1["params"][name]), name
+    for loop in ("lean", "stock"):
+        assert r0[loop]["losses"] != r1[loop]["losses"], loop  # each rank trained on its own data ...
+        assert r0[loop]["params"].keys() == r1[loop]["params"].keys()
+        for name, value in r0[loop]["params"].items():  # ... and DDP kept the weights identical
+            assert torch.equal(value, r1[loop]["params"][name]), (loop, name)
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -322,10 +332,15 @@ def test_two_gloo_ranks_end_with_identical_parameters(tmp_path):
 
 @pytest.mark.slow
 def test_campaign_runs_swinv2_upernet_on_the_local_executor(ws):
+    """A campaign job of the stock loop (MMEngine's own iteration, which names itself and
+    times data and the rest), through harvest's scaling and breakdown tables; then a
+    profiling run of the lean loop (the default). Two ranks of either loop:
+    test_two_gloo_ranks_of_either_loop_end_with_identical_parameters."""
     store = f"sqlite:///{ws.path}/campaign.db"
-    res = ws.launch("-m", "platform=local", "gpus=1,2", "trainer=swinv2_upernet", "trainer.params.variant=micro",
-                    "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64", "dataset.num_workers=0",
-                    "experiment=smoke", "experiment.images_per_gpu=2", f"results_dir={ws.path}", timeout=300)
+    res = ws.launch("-m", "platform=local", "gpus=1", "trainer=swinv2_upernet", "trainer.params.variant=micro",
+                    "trainer.params.loop=stock", "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64",
+                    "dataset.num_workers=0", "experiment=smoke", "experiment.images_per_gpu=2",
+                    "experiment.base_iterations=3", f"results_dir={ws.path}", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     cid = campaign_id_from(res.stdout)
     wait = ws.campaign("status", cid, "--wait", "--interval", "0.5", "--store", store)
@@ -333,8 +348,22 @@ def test_campaign_runs_swinv2_upernet_on_the_local_executor(ws):
     harvest = ws.campaign("harvest", cid, "--to", "csv", "--store", store)
     assert harvest.returncode == 0, harvest.stderr
     rows = list(csv.DictReader(io.StringIO(harvest.stdout)))
-    assert [(r["trainer"], r["gpus"]) for r in rows] == [("swinv2_upernet", "1"), ("swinv2_upernet", "2")]
+    assert [(r["trainer"], r["gpus"]) for r in rows] == [("swinv2_upernet", "1")]
     assert all(float(r["time_s"]) > 0 for r in rows)
+    con = sqlite3.connect(ws.path / "campaign.db")
+    try:
+        (config,), = con.execute("select config from point").fetchall()
+        phases = con.execute("select count(*), count(data_s), count(forward_s), count(backward_s), count(step_s) "
+                             "from iteration").fetchone()
+    finally:
+        con.close()
+    assert json.loads(config)["trainer"]["params"]["loop"] == "stock"
+    n = phases[0]
+    assert n >= 3 and phases[1:] == (n, 0, 0, n)  # data and step every iteration, forward/backward absent
+    breakdown = ws.campaign("harvest", cid, "--to", "csv", "--table", "breakdown", "--store", store)
+    assert breakdown.returncode == 0, breakdown.stderr
+    table = list(csv.DictReader(io.StringIO(breakdown.stdout)))
+    assert {r["phase"] for r in table if r["source"] == "phases"} >= {"data", "step", "iteration"}
 
     res = ws.launch("platform=local", "gpus=1", "trainer=swinv2_upernet", "trainer.params.variant=micro",
                     "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64", "dataset.num_workers=0",
@@ -342,8 +371,6 @@ def test_campaign_runs_swinv2_upernet_on_the_local_executor(ws):
                     "experiment.warmup_iterations=1", "experiment.profile_iterations=2",
                     f"results_dir={ws.path}", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
-    import sqlite3
-
     con = sqlite3.connect(ws.path / "campaign.db")
     profiles = con.execute("select rank, iterations, total_s, cpu_s, comm_s from profile").fetchall()
     con.close()

@@ -5,23 +5,17 @@ study's: ``IterBasedTrainLoop.run_iter`` every iteration, AmpOptimWrapper with i
 scaler for bf16, a parameter group per parameter, every batch through the DataLoader
 and the data preprocessor); lean (the default) is the inlined step of
 trainers/mmseg/speed.py. Each test proves which loop ran, that both train the same
-model alike, that stock checkpoints and resumes, and that a campaign names the loop.
-Micro variant, 64x64 crops.
+model alike, and that stock checkpoints and resumes. Micro variant, 64x64 crops. Both
+loops on two gloo ranks, and a campaign job of the stock loop that names it: tests/test_mmseg.py.
 """
 
 from __future__ import annotations
-
-import csv
-import io
-import json
-import sqlite3
 
 import pytest
 
 pytest.importorskip("mmseg")
 import torch  # noqa: E402
 
-from conftest import campaign_id_from  # noqa: E402
 from trainers.mmseg import compat  # noqa: E402
 
 compat.apply()
@@ -149,40 +143,6 @@ def test_an_unknown_loop_is_refused_at_launch_in_one_line(ws):
     assert res.stderr == "error: unknown trainer.params.loop 'bogus' for trainer=swinv2_upernet; valid: lean, stock\n"
 
 
-def _stock_rank(rank: int, world: int, port: int, out: str) -> None:
-    import os
-
-    os.environ.pop("SUBMITIT_EXECUTOR", None)
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    from trainers import dist
-
-    ctx = dist.setup(want_device="cpu", timeout_s=120)
-    try:
-        trainer = build(ctx, job_cfg({"loop": "stock"}, image_size=64), PLAN)
-        assert type(trainer.model).__name__ == "MMDistributedDataParallel"
-        rows = run_steps(trainer, 2)  # MMDistributedDataParallel.train_step, through run_iter
-        trainer.close()
-        params = {n: p.detach().clone() for n, p in trainer.module.named_parameters()}
-        torch.save({"params": params, "losses": [r["loss"] for r in rows]}, f"{out}/rank{rank}.pt")
-    finally:
-        dist.teardown(ctx)
-
-
-@pytest.mark.slow
-def test_two_gloo_ranks_of_the_stock_loop_end_with_identical_parameters(tmp_path):
-    import torch.multiprocessing as mp
-
-    from test_mmseg import _free_port
-
-    mp.spawn(_stock_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
-    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
-    assert r0["losses"] != r1["losses"]  # each rank its own shard ...
-    for name, value in r0["params"].items():  # ... and DDP's all-reduce inside train_step kept them in step
-        assert torch.equal(value, r1["params"][name]), name
-
-
 @pytest.mark.slow
 def test_a_stopped_stock_run_resumes_as_the_run_never_stopped(tmp_path):
     import signal
@@ -213,30 +173,3 @@ def test_a_stopped_stock_run_resumes_as_the_run_never_stopped(tmp_path):
         assert torch.equal(a, b), name
     groups = trainer.optim_wrapper.optimizer.param_groups
     assert len(groups) == sum(p.requires_grad for p in trainer.module.parameters())  # still one per parameter
-
-
-@pytest.mark.slow
-def test_a_campaign_job_runs_the_stock_loop_and_names_it(ws):
-    store = f"sqlite:///{ws.path}/campaign.db"
-    res = ws.launch("platform=local", "gpus=1", "trainer=swinv2_upernet", "trainer.params.variant=micro",
-                    "trainer.params.loop=stock", "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64",
-                    "dataset.num_workers=0", "experiment=smoke", "experiment.base_iterations=3",
-                    f"results_dir={ws.path}", timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    cid = campaign_id_from(res.stdout)
-    wait = ws.campaign("status", cid, "--wait", "--interval", "0.5", "--store", store)
-    assert wait.returncode == 0, wait.stdout + wait.stderr
-    con = sqlite3.connect(ws.path / "campaign.db")
-    try:
-        (config,), = con.execute("select config from point").fetchall()
-        phases = con.execute("select count(*), count(data_s), count(forward_s), count(backward_s), count(step_s) "
-                             "from iteration").fetchone()
-    finally:
-        con.close()
-    assert json.loads(config)["trainer"]["params"]["loop"] == "stock"
-    n = phases[0]
-    assert n >= 3 and phases[1:] == (n, 0, 0, n)  # data and step every iteration, forward/backward absent
-    harvest = ws.campaign("harvest", cid, "--to", "csv", "--table", "breakdown", "--store", store)
-    assert harvest.returncode == 0, harvest.stderr
-    rows = list(csv.DictReader(io.StringIO(harvest.stdout)))
-    assert {r["phase"] for r in rows if r["source"] == "phases"} >= {"data", "step", "iteration"}

@@ -15,9 +15,6 @@ few keys with only a plan-level proof are listed in ``PLAN_ONLY``.
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +29,7 @@ try:
     from tests.conftest import hydra_version_base_kept
 except ImportError:  # tests/ on sys.path as a rootdir folder rather than a package
     from conftest import hydra_version_base_kept
+from conftest import Workspace  # pytest's own conftest module: its fork server is the one pytest stops
 
 # The trainers' code, imported at collection as their own tests do: import-time side effects
 # (cv2's environment variables, mmseg's registries) are not a test's doing.
@@ -56,7 +54,6 @@ except ImportError:  # campaign without its train extra: the launch-side tests s
 needs_training = pytest.mark.skipif(not TRAINING, reason="needs campaign[train] (torch, torchvision, timm, mmseg)")
 
 REPO = Path(__file__).resolve().parents[1]
-PYTHON = str(REPO / ".venv" / "bin" / "python") if (REPO / ".venv" / "bin" / "python").exists() else sys.executable
 TRAINERS = ("synthetic", "frozen_backbone", "vit", "swinv2_upernet", "sleep")
 
 # Each trainer's walk starts from a tiny point whose own settings are honoured.
@@ -340,6 +337,16 @@ def probe(trainer: str, cfg: dict, jp: dict) -> dict:
 
 
 _REFERENCES: dict = {}  # a context's reference point is probed once for all the keys walked on it
+_REFERENCE_PLANS: dict = {}  # ... and composed and planned once (a copy handed to each case)
+
+
+def _reference_plan(compose, trainer: str, context: list[str]):
+    import copy
+
+    key = (trainer, tuple(context))
+    if key not in _REFERENCE_PLANS:
+        _REFERENCE_PLANS[key] = plan(compose, trainer, context)
+    return copy.deepcopy(_REFERENCE_PLANS[key])
 
 
 def _reference_probe(trainer: str, ref) -> dict:
@@ -371,7 +378,7 @@ def test_every_key_is_refused_or_changes_what_runs(case, compose, request):
         assert "\n" not in message and message.startswith(f"{key}=") and " does nothing with " in message, message
         assert message.split("); ")[-1].startswith(("drop it", "set ")), message  # names the fix
         return
-    ref = plan(compose, trainer, context)
+    ref = _reference_plan(compose, trainer, context)
     point = plan(compose, trainer, [*context, setting])
     # what the job receives differs at the key (its config or its schedule)
     assert lookup(point.config, key) != lookup(ref.config, key) or job_plan(point) != job_plan(ref)
@@ -406,10 +413,8 @@ def test_no_built_in_preset_sets_what_its_trainer_ignores(compose):
 
 
 def test_a_refusal_on_the_command_line_is_one_line_and_stores_nothing(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    res = subprocess.run([PYTHON, "-m", "campaign.launch", "platform=local", f"results_dir={tmp_path / 'res'}",
-                          "trainer=vit", "trainer.momentum=0.5"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    res = Workspace(tmp_path).launch("platform=local", f"results_dir={tmp_path / 'res'}", "trainer=vit",
+                                     "trainer.momentum=0.5")  # forked from the preloaded server: tests/forkserver.py
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.strip().splitlines() == [
         "error: trainer.momentum=0.5 does nothing with trainer.optimizer=adamw (AdamW has no momentum; its betas "
@@ -482,22 +487,22 @@ def one_rank_group():
 
 @needs_training
 def test_grad_accum_trains_the_same_images_as_one_micro_batch(compose):
-    """experiment.epochs=2 of 32 images at 4 a batch: grad_accum=2 plans half the iterations,
+    """experiment.epochs=2 of 16 images at 4 a batch: grad_accum=2 plans half the iterations,
     each of two micro-batches, and the run takes every image grad_accum=1 takes."""
     from trainers import loop
     from trainers.instrument import Recorder
 
     taken = {}
     for accum in (1, 2):
-        point = plan(compose, "frozen_backbone", ["experiment.epochs=2", "experiment.warmup_iterations=1",
-                                                  f"experiment.grad_accum={accum}"])
+        point = plan(compose, "frozen_backbone", ["dataset.length=16", "experiment.epochs=2",
+                                                  "experiment.warmup_iterations=1", f"experiment.grad_accum={accum}"])
         jp = job_plan(point)
         trainer = trainers.frozen_backbone.build(_ctx(), point.config, jp)
         seen = _counted(trainer)
         loop.train(trainer, Recorder(torch.device("cpu"), warmup=jp["warmup"]), jp["warmup"] + jp["iterations"])
         taken[accum] = (jp["warmup"] + jp["iterations"], sum(seen), trainer.images_per_step)
         trainer.close()
-    assert taken[1] == (16, 64, 4) and taken[2] == (8, 64, 8)  # 2 epochs of 32 images either way
+    assert taken[1] == (8, 32, 4) and taken[2] == (4, 32, 8)  # 2 epochs of 16 images either way
 
 
 @needs_training
