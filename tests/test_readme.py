@@ -7,8 +7,10 @@ campaign's own options, groups and examples."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -56,18 +58,30 @@ def test_shape_keeps_text_and_drops_what_a_run_changes():
 
 
 @pytest.mark.slow
-def test_the_main_job_blocks_have_the_shape_the_commands_print(ws):
+def test_the_main_job_blocks_have_the_shape_the_commands_print(ws, monkeypatch):
     """The main job (scripts/main-job.sh's commands) prints what the README's blocks show,
-    up to the numbers, ids and times a run changes."""
+    up to the numbers, ids and times a run changes. Its status block is the script's
+    snapshot (``readme_blocks.py snapshot``, as main-job.sh --readme takes it), whose
+    ``campaign status`` every 0.3 s is forked here like every other command of the suite
+    (tests/forkserver.py) instead of a new interpreter each."""
     launch = ws.campaign("launch", "-m", "platform=local", "gpus=1,2", "experiment=weak_scaling",
                          "experiment.base_iterations=600", "experiment.profile_iterations=8", "store.heartbeat_s=1",
                          "name=main-job")
     assert launch.returncode == 0, launch.stderr
-    status = ws.run(sys.executable, str(ROOT / "scripts" / "readme_blocks.py"), "snapshot", "main-job")
-    assert status.returncode == 0, status.stderr
+
+    def run(argv, capture_output, text, check):
+        assert capture_output and text and check and argv[:3] == [sys.executable, "-m", "campaign"], argv
+        res = ws.run(*argv)
+        if res.returncode:
+            raise subprocess.CalledProcessError(res.returncode, argv, res.stdout, res.stderr)
+        return res
+
+    monkeypatch.setattr(rb, "subprocess", SimpleNamespace(run=run))
+    shot = rb.snapshot("main-job")
+    assert shot is not None, "campaign main-job: no point reported its rate while it ran"
     assert ws.campaign("status", "main-job", "--wait").returncode == 0
     harvest = ws.campaign("harvest", "main-job")
-    fresh = {"main-job-launch": launch.stdout, "main-job-status": status.stdout, "main-job-harvest": harvest.stdout}
+    fresh = {"main-job-launch": launch.stdout, "main-job-status": shot, "main-job-harvest": harvest.stdout}
     for name, printed in fresh.items():
         shown = BLOCKS[name].split("\n", 1)[1]  # after its "$ command" line
         assert rb.shape(shown) == rb.shape(printed), f"block {name} (bash scripts/main-job.sh --readme " \
