@@ -236,7 +236,7 @@ def test_a_store_password_is_nowhere_on_disk_nor_on_the_terminal(ws):
 @pytest.mark.parametrize("umask,files,folders", [(0o022, 0o600, 0o700), (0o077, 0o600, 0o700)])
 @pytest.mark.slow
 def test_store_results_logs_and_job_folders_are_private(ws, umask, files, folders):
-    res = ws.run(sys.executable, "-c", f"import os, sys; os.umask({umask}); sys.argv = ['x', '-m', 'gpus=1', *{TINY!r}];"
+    res = ws.run(sys.executable, "-c", f"import os, sys; os.umask({umask}); sys.argv = ['x', '-m', 'gpus=1', *{SLEEPY!r}];"
                  "from campaign.cli.launch import launch_main; sys.exit(launch_main())")
     assert res.returncode == 0, res.stderr
     assert ws.campaign("status", "--wait", "--interval", "0.5").returncode == 0

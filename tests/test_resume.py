@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import TINY, Workspace, campaign_id_from, until
+from conftest import Workspace, campaign_id_from, until
 
 SLEEPY = ["trainer=sleep", "experiment=smoke", "experiment.base_iterations=4", "trainer.params.a_s=0.002",
           "trainer.params.c_s=0.0"]
@@ -165,7 +165,7 @@ def test_max_retries_resubmits_a_retry_on_failure_and_stops_at_k(ws):
 
 @pytest.mark.slow
 def test_a_waiting_launch_submits_its_waves_itself(ws):
-    res = ws.launch("-m", "gpus=1", "seed=0,1", *TINY, "platform.max_submit=1", "hydra.launcher.wait=true",
+    res = ws.launch("-m", "gpus=1", "seed=0,1", *SLEEPY, "platform.max_submit=1", "hydra.launcher.wait=true",
                     timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     cid = campaign_id_from(res.stdout)
