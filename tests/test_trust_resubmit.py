@@ -41,7 +41,9 @@ def launched(tmp_path_factory):
     """One real local campaign, ended: point 0 completed, point 1 failed (an automatic
     retry due: retry_on=[failed], --max-retries 1). Each test attacks a copy of its store."""
     ws = Workspace(tmp_path_factory.mktemp("trust-launch"))
-    res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1", "--max-retries", "1", "retry_on=[failed]")
+    # one rank each: point 0 (fail_rank=null) completes, point 1 (fail_rank=0) fails at once
+    res = ws.launch("-m", "gpus=1", *SLEEPY, "+trainer.params.fail_rank=null,0", "--max-retries", "1",
+                    "retry_on=[failed]")
     assert res.returncode == 0, res.stdout + res.stderr
     cid = campaign_id_from(res.stdout)
     _wait(ws, cid)
