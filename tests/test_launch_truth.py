@@ -128,7 +128,7 @@ def test_points_that_cannot_be_submitted_are_not_left_registered_and_retry_submi
     stored `rejected` with the reason, exit 3 names them and the retry, which works once fixed."""
     ws.results.mkdir(parents=True)
     (ws.results / "jobs").write_text("in the way")
-    res = ws.launch("-m", "gpus=1", "seed=0,1", *TINY)
+    res = ws.launch("-m", "gpus=1", "seed=0,1", *SLEEPY)
     err = one_line_error(res, 3)
     cid = campaign_id_from(res.stdout)
     assert err.startswith(f"error: campaign {cid}: none of its 2 point(s) was submitted (#0 platform=local gpus=1")
