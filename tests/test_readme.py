@@ -7,8 +7,11 @@ campaign's own options, groups and examples."""
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,9 +35,29 @@ def test_a_block_shown_in_several_files_is_the_same_in_each():
     assert "main-job-harvest" in rb.blocks(rb.README.read_text())  # the front page shows a real run
 
 
+def _forked(monkeypatch) -> None:
+    """readme_blocks's ``python -m campaign ...`` (its only subprocess) forked from the suite's
+    preloaded server (tests/forkserver.py) as every other command here is, instead of a new
+    interpreter each: the same command, environment and folder, its output as subprocess.run's."""
+    from conftest import FORKS
+
+    def run(argv, *, cwd=None, env=None, capture_output, text, timeout=600.0, check=False):
+        assert capture_output and text, argv
+        forked = FORKS.run(list(argv), dict(os.environ) if env is None else env, Path(cwd or os.getcwd()), timeout)
+        if forked is None:  # not a command the server forks: a process of its own, as before
+            return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=check)
+        proc = subprocess.CompletedProcess(argv, *forked)
+        if check:
+            proc.check_returncode()
+        return proc
+
+    monkeypatch.setattr(rb, "subprocess", SimpleNamespace(run=run))
+
+
 @pytest.mark.parametrize("name", [n for n, k in rb.KINDS.items() if k == "exact"])
 @pytest.mark.slow
-def test_an_exact_block_is_what_its_commands_print(name, tmp_path):
+def test_an_exact_block_is_what_its_commands_print(name, tmp_path, monkeypatch):
+    _forked(monkeypatch)
     env = rb.laptop_env(tmp_path)
     for command, shown in rb.commands(BLOCKS[name]):
         printed = rb.run_shown(command, tmp_path, env)
@@ -56,18 +79,33 @@ def test_shape_keeps_text_and_drops_what_a_run_changes():
 
 
 @pytest.mark.slow
-def test_the_main_job_blocks_have_the_shape_the_commands_print(ws):
+def test_the_main_job_blocks_have_the_shape_the_commands_print(ws, monkeypatch):
     """The main job (scripts/main-job.sh's commands) prints what the README's blocks show,
-    up to the numbers, ids and times a run changes."""
+    up to the numbers, ids and times a run changes. Its status block is the script's
+    snapshot (``readme_blocks.py snapshot``, as main-job.sh --readme takes it), whose
+    ``campaign status`` every 0.3 s is forked here like every other command of the suite
+    (tests/forkserver.py) instead of a new interpreter each. Its training runs half the README's
+    600 iterations (as ``BASE_ITERATIONS=300 scripts/main-job.sh`` does): a block's shape has
+    no numbers, and its jobs' training was most of this test's CPU; 300 still leave point 0
+    seconds of running with a rate for the snapshot to catch."""
     launch = ws.campaign("launch", "-m", "platform=local", "gpus=1,2", "experiment=weak_scaling",
-                         "experiment.base_iterations=600", "experiment.profile_iterations=8", "store.heartbeat_s=1",
+                         "experiment.base_iterations=300", "experiment.profile_iterations=8", "store.heartbeat_s=1",
                          "name=main-job")
     assert launch.returncode == 0, launch.stderr
-    status = ws.run(sys.executable, str(ROOT / "scripts" / "readme_blocks.py"), "snapshot", "main-job")
-    assert status.returncode == 0, status.stderr
+
+    def run(argv, capture_output, text, check):
+        assert capture_output and text and check and argv[:3] == [sys.executable, "-m", "campaign"], argv
+        res = ws.run(*argv)
+        if res.returncode:
+            raise subprocess.CalledProcessError(res.returncode, argv, res.stdout, res.stderr)
+        return res
+
+    monkeypatch.setattr(rb, "subprocess", SimpleNamespace(run=run))
+    shot = rb.snapshot("main-job")
+    assert shot is not None, "campaign main-job: no point reported its rate while it ran"
     assert ws.campaign("status", "main-job", "--wait").returncode == 0
     harvest = ws.campaign("harvest", "main-job")
-    fresh = {"main-job-launch": launch.stdout, "main-job-status": status.stdout, "main-job-harvest": harvest.stdout}
+    fresh = {"main-job-launch": launch.stdout, "main-job-status": shot, "main-job-harvest": harvest.stdout}
     for name, printed in fresh.items():
         shown = BLOCKS[name].split("\n", 1)[1]  # after its "$ command" line
         assert rb.shape(shown) == rb.shape(printed), f"block {name} (bash scripts/main-job.sh --readme " \

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import TINY, campaign_id_from, until
+from conftest import Workspace, campaign_id_from, until
 
 SLEEPY = ["trainer=sleep", "experiment=smoke", "experiment.base_iterations=4", "trainer.params.a_s=0.002",
           "trainer.params.c_s=0.0"]
@@ -82,6 +82,21 @@ def test_a_failed_point_is_resumed_alone_and_completes(ws):
     assert nothing.returncode == 0 and nothing.stdout.strip() == f"campaign {cid}: nothing to resume (2 completed)"
 
 
+@pytest.fixture(scope="module")
+def failed_alone(tmp_path_factory):
+    """One ended campaign of one failed point (gpus=1, fail_rank=0), its job's rows all in:
+    what the refusals and dry runs below are given (each leaves it as it was, and checks so)."""
+    ws = Workspace(tmp_path_factory.mktemp("failed-alone"))
+    res = ws.launch("-m", "gpus=1", *SLEEPY, "+trainer.params.fail_rank=0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    cid = campaign_id_from(res.stdout)
+    assert _wait(ws, cid).returncode == 1
+    # status saw the job end; its own attempt row may land a moment later (a digest taken
+    # before it would differ from one taken after, through no doing of the test)
+    until(lambda: _attempts(ws, cid)[0][2] == "failed", 30, "the failed attempt's row")
+    return ws, cid
+
+
 @pytest.mark.parametrize("argv,message", [
     (["gpus=4"], "override 'gpus=4' changes what the point is (gpus); a resume runs the same points again"),
     (["platform=v100"], "override 'platform=v100' picks another platform, which makes another point: launch it"),
@@ -95,10 +110,8 @@ def test_a_failed_point_is_resumed_alone_and_completes(ws):
     (["nosuch"], "no campaign 'nosuch'"),
 ])
 @pytest.mark.slow
-def test_what_a_resume_refuses_is_one_line_and_changes_nothing(ws, argv, message):
-    res = ws.launch("-m", "gpus=1", *SLEEPY, "+trainer.params.fail_rank=0")
-    cid = campaign_id_from(res.stdout)
-    _wait(ws, cid)
+def test_what_a_resume_refuses_is_one_line_and_changes_nothing(failed_alone, argv, message):
+    ws, _ = failed_alone
     before = _digest(ws.db)
     bad = ws.campaign("resume", *argv)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ") and bad.stderr.count("\n") == 1, bad.stderr
@@ -108,6 +121,7 @@ def test_what_a_resume_refuses_is_one_line_and_changes_nothing(ws, argv, message
 
 @pytest.mark.slow
 def test_a_campaign_larger_than_max_submit_goes_out_in_waves(ws):
+    # three points, one in the scheduler at a time: three waves, the last submitted when the second ends
     res = ws.launch("-m", "gpus=1", "seed=0,1,2", *SLEEPY, "platform.max_submit=1")
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
@@ -130,7 +144,8 @@ def test_a_campaign_larger_than_max_submit_goes_out_in_waves(ws):
 
 @pytest.mark.slow
 def test_max_retries_resubmits_a_retry_on_failure_and_stops_at_k(ws):
-    res = ws.launch("-m", "gpus=1,2", *SLEEPY, "+trainer.params.fail_rank=1", "--max-retries", "2",
+    # point 0 completes, point 1 fails at once, on one rank each (a job per attempt: four, not seven)
+    res = ws.launch("-m", "gpus=1", *SLEEPY, "+trainer.params.fail_rank=null,0", "--max-retries", "2",
                     "retry_on=[failed]")
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
@@ -150,7 +165,7 @@ def test_max_retries_resubmits_a_retry_on_failure_and_stops_at_k(ws):
 
 @pytest.mark.slow
 def test_a_waiting_launch_submits_its_waves_itself(ws):
-    res = ws.launch("-m", "gpus=1", "seed=0,1", *TINY, "platform.max_submit=1", "hydra.launcher.wait=true",
+    res = ws.launch("-m", "gpus=1", "seed=0,1", *SLEEPY, "platform.max_submit=1", "hydra.launcher.wait=true",
                     timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     cid = campaign_id_from(res.stdout)
@@ -181,7 +196,7 @@ def test_waiting_points_agree_in_status_harvest_and_cancel(ws):
 
 
 @pytest.mark.slow
-def test_a_dry_run_resume_takes_overrides_anywhere_and_needs_no_write_access(ws, monkeypatch, capsys):
+def test_a_dry_run_resume_takes_overrides_anywhere_and_needs_no_write_access(failed_alone, monkeypatch, capsys):
     """Overrides after an option (``resume CID --dry-run KEY=V``) were 'unrecognized
     arguments'; a dry run on a store this user cannot write was refused (exit 2), where a
     dry run writes nothing: it says what a resume would be refused here for, as a launch's
@@ -191,9 +206,7 @@ def test_a_dry_run_resume_takes_overrides_anywhere_and_needs_no_write_access(ws,
     from campaign.launch import preflight
     from campaign.launch.resume import resume
 
-    res = ws.launch("-m", "gpus=1", *SLEEPY, "+trainer.params.fail_rank=0")
-    cid = campaign_id_from(res.stdout)
-    _wait(ws, cid)
+    ws, cid = failed_alone
     before = _digest(ws.db)
     dry = ws.campaign("resume", cid, "--dry-run", "trainer.params.fail_rank=null")
     assert dry.returncode == 0, dry.stderr
