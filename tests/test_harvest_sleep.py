@@ -31,7 +31,8 @@ BATCH, BASE = 2, 64
 GPUS = (1, 2, 4)
 LAW = [f"trainer.params.a_s={A}", f"trainer.params.b_s={B_COMM}", f"trainer.params.c_s={C}",
        f"experiment.images_per_gpu={BATCH}", f"experiment.base_iterations={BASE}", "experiment.warmup_iterations=1"]
-SAMPLE = 3  # the projected run times 3 of the 64 iterations at 1 GPU (with its warm-up: 4/65 of the work)
+SAMPLE = 8  # the projected run times 8 of the 64 iterations at 1 GPU (with its warm-up: 9/65 of the work); with 3, two
+# late wake-ups on a loaded machine (the last one not made up by a later sleep) moved the projection 55 %
 
 
 def t(n: int) -> float:
