@@ -57,9 +57,11 @@ class Workspace:
         self.results = path / "results"
         self.store_url = f"sqlite:///{self.results}/campaign.db"
         # SLURM_CONF says which cluster (scripts/local-slurm.sh env): not a job's setting
-        # CAMPAIGN_CONFIG_DIR: the suite's own signing key (private_config_dir), never ~/.config
+        # CAMPAIGN_CONFIG_DIR: the suite's own signing key (private_config_dir), never ~/.config;
+        # CAMPAIGN_TEST_*: the suite's own knobs (scripts/cpulog's log reaches the jobs)
         self.env = {k: v for k, v in os.environ.items()
-                    if k in ("SLURM_CONF", "CAMPAIGN_CONFIG_DIR") or not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
+                    if k in ("SLURM_CONF", "CAMPAIGN_CONFIG_DIR") or k.startswith("CAMPAIGN_TEST_")
+                    or not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
         self.env["CAMPAIGN_RESULTS"] = str(self.results)
         # Local jobs take turns through a machine-wide lock (campaign/backends/local.py);
         # a test's jobs take turns with that test's own, not with whatever else runs here.

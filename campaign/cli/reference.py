@@ -62,6 +62,7 @@ ENVIRONMENT: tuple[tuple[str, str, str], ...] = (
     ("CAMPAIGN_TEST_WORKERS", "you", "scripts/run-tests.sh: pytest workers (default 3)"),
     ("CAMPAIGN_TEST_SERVICES", "you", "scripts/run-tests.sh: 0 starts no SLURM or PostgreSQL (their tests skip)"),
     ("CAMPAIGN_TEST_BASETEMP", "you", "scripts/run-tests.sh: the tests' folders (default: in /dev/shm when it has room)"),
+    ("CAMPAIGN_TEST_CPU_LOG", "you", "scripts/cpulog: each Python process of a test run logs its CPU to this file"),
     ("CAMPAIGN_TEST_FORK", "you", "tests/forkserver.py: 0 runs every campaign command of the suite as a new interpreter"),
     ("CAMPAIGN_STORE_URL", "the launch", "a job's store URL, password included (never on a command line)"),
     ("CAMPAIGN_ID", "the launch", "a job's campaign id"),
