@@ -239,12 +239,23 @@ def test_ctrl_c_while_the_database_holds_the_command(ws, pg_built, command, driv
     pg_url = pg_built
     url = pg_url.replace("postgresql+psycopg2://", f"postgresql+{driver}://")
     holder = sqlalchemy.create_engine(pg_url)
+    # the Ctrl-C comes once the command waits on the lock (the server says so), not at a guess of
+    # when: under load a command may still be starting at 4 s (a Ctrl-C there is start-up's)
+    watcher = sqlalchemy.create_engine(pg_url, isolation_level="AUTOCOMMIT")  # a fresh look each time
+
+    def waits_on_the_lock() -> bool:
+        with watcher.connect() as look:
+            return look.exec_driver_sql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                        "AND wait_event_type = 'Lock'").scalar() > 0
+
     with holder.connect() as conn:
         tx = conn.begin()
         conn.exec_driver_sql("LOCK TABLE meta IN ACCESS EXCLUSIVE MODE")
-        res = _interrupt(ws, [sys.executable, "-m", "campaign", command, "--store", url], 4.0)
+        res = _interrupt(ws, [sys.executable, "-m", "campaign", command, "--store", url], 0.5,
+                         ready=waits_on_the_lock)
         tx.rollback()
     holder.dispose()
+    watcher.dispose()
     _one_line_error(res, EXIT_INTERRUPTED, "interrupted (Ctrl-C)")
 
 
