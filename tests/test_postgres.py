@@ -11,6 +11,8 @@ import io
 import os
 import subprocess
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
@@ -22,8 +24,10 @@ ADMIN_URL = os.environ.get("CAMPAIGN_TEST_PG", "postgresql+psycopg2://campaign:c
 pytestmark = pytest.mark.postgres
 
 
-@pytest.fixture
-def pg_url():
+@contextmanager
+def fresh_database() -> Iterator[str]:
+    """The URL of a new database on the test server, dropped afterwards; the test skipped,
+    saying how to start one, when no server answers."""
     sqlalchemy = pytest.importorskip("sqlalchemy")
     pytest.importorskip("psycopg2")
     try:
@@ -33,10 +37,17 @@ def pg_url():
             conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     except Exception as exc:  # no server: say how to start one
         pytest.skip(f"no PostgreSQL at {ADMIN_URL} ({type(exc).__name__}); start it with bash scripts/local-postgres.sh start")
-    url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    yield url
-    drop_database(admin, name)
-    admin.dispose()
+    try:
+        yield ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    finally:
+        drop_database(admin, name)
+        admin.dispose()
+
+
+@pytest.fixture
+def pg_url():
+    with fresh_database() as url:
+        yield url
 
 
 def test_campaign_end_to_end_on_postgresql(ws, pg_url):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from campaign.cli import build_parser
-from test_postgres import ADMIN_URL
+from test_postgres import fresh_database
 from test_states import CID, build
 
 EXIT_USAGE, EXIT_INTERRUPTED = 2, 130
@@ -206,25 +206,9 @@ def test_ctrl_c_while_waiting(ws, waiting, argv):
 def pg_built(tmp_path_factory):
     """One database on the test server holding test_states.build's campaign, read by every
     test below that only reads it or is interrupted before it reads (each made its own)."""
-    import uuid
-
-    from pg import drop_database
-
-    sqlalchemy = pytest.importorskip("sqlalchemy")
-    pytest.importorskip("psycopg2")
-    try:
-        admin = sqlalchemy.create_engine(ADMIN_URL, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            name = f"campaign_test_{uuid.uuid4().hex[:8]}"
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    except Exception as exc:  # no server: say how to start one
-        pytest.skip(f"no PostgreSQL at {ADMIN_URL} ({type(exc).__name__}); start it with bash scripts/local-postgres.sh start")
-    url = ADMIN_URL.rsplit("/", 1)[0] + "/" + name
-    results = tmp_path_factory.mktemp("pg-built") / "results"
-    build(url, results)
-    yield url
-    drop_database(admin, name)
-    admin.dispose()
+    with fresh_database() as url:
+        build(url, tmp_path_factory.mktemp("pg-built") / "results")
+        yield url
 
 
 @pytest.mark.postgres
