@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -181,6 +182,7 @@ class Run:
     returncode: int = 0
     output: str = ""
     folder: Path | None = None  # the run's own folder (its shim's log, kept scripts, store)
+    cpu_s: float = 0.0  # CPU the launcher process and what it waited for used (its sbatch calls included)
 
     @property
     def tasks(self) -> int:
@@ -212,6 +214,7 @@ def run_once(launcher: str, n: int, work: Path, real_sbatch: str, hydra_jobs: st
     env["PATH"] = f"{shim_dir}:{env.get('PATH', '')}"
     cancel_early = launcher == "hydra" and hydra_jobs == "cancel"
     out = (folder / "output.txt").open("w+")
+    cpu0 = _children_cpu()
     t0 = time.time()
     proc = subprocess.Popen(command(launcher, n, folder, hydra_jobs), cwd=folder, env=env, stdout=out,
                             stderr=subprocess.STDOUT, text=True)
@@ -231,6 +234,7 @@ def run_once(launcher: str, n: int, work: Path, real_sbatch: str, hydra_jobs: st
                     scancel(ids)
                     cancelled.update(ids)
         t_ret = time.time()
+        cpu = _children_cpu() - cpu0
     finally:
         sbatches = read_shim_log(log)
         ids = [s.job_id for s in sbatches if s.job_id]
@@ -245,7 +249,13 @@ def run_once(launcher: str, n: int, work: Path, real_sbatch: str, hydra_jobs: st
         if proc.returncode != 0:
             raise SystemExit(f"error: the {launcher} launcher failed (exit {proc.returncode}):\n{text[-3000:]}")
     return Run(launcher, n, min(s.start for s in sbatches) - t0, t_ret - t0, sbatches, proc.returncode, text,
-               folder)
+               folder, cpu)
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's ended children and what they waited for."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 # ---------------------------------------------------------------- the Hydra app Hydra's launcher runs
@@ -307,16 +317,21 @@ def report(res: dict) -> list[str]:
     return lines
 
 
-def floor_size(n: int, rounds: int, work: Path, real: str, seen: list[str], timeout: float) -> list[dict]:
-    """``--variant floor`` at ``n`` points: prints its lines, returns its figures."""
+def _floor_module():
     if __package__ in (None, ""):
         import launch_floor as lf
     else:
         from benchmarks import launch_floor as lf
+    return lf
+
+
+def floor_size(n: int, rounds: int, work: Path, real: str, seen: list[str], timeout: float) -> tuple[list[dict], dict]:
+    """``--variant floor`` at ``n`` points: prints its lines, returns its figures and its runs."""
+    lf = _floor_module()
     res = lf.measure(n, rounds, work, real, seen, timeout)
     for line in lf.report(res):
         print(line, flush=True)
-    return lf.figures(res)
+    return lf.figures(res), res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -343,11 +358,18 @@ def main(argv: list[str] | None = None) -> int:
     real = preflight(hydra=args.variant == "hydra")
     work = Path(tempfile.mkdtemp(prefix="campaign-bench-launch-"))
     seen: list[str] = []
-    load0, figures = load_average(), []
+    load0, figures, measured = load_average(), [], []
     try:
         for n, n_rounds in zip(sizes, rounds):
             if args.variant == "floor":
-                figures += floor_size(n, n_rounds, work, real, seen, args.timeout)
+                got, res = floor_size(n, n_rounds, work, real, seen, args.timeout)
+                figures += got
+                measured.append(res)
+                if len(measured) > 1:  # the launch's cost of a point past start-up: against the smallest size
+                    lines, more = _floor_module().past_start_up(measured[0], res)
+                    for line in lines:
+                        print(line, flush=True)
+                    figures += more
                 continue
             res = measure(n, n_rounds, args.hydra_jobs, work, real, seen, args.timeout)
             for line in report(res):

@@ -36,6 +36,7 @@ else:
 
 GOAL = 1.25  # launch / floor time to return at GOAL_N points
 GOAL_N = 10_000
+PER_POINT_GOAL_MS = 0.5  # issue 50: a launch's time a point past start-up, at GOAL_N points
 SUBMITTED = re.compile(r"campaign \S+: (\d+) of (\d+) point\(s\) submitted")
 WAITING = re.compile(r"^(\d+) point\(s\) wait for room", re.M)
 
@@ -99,10 +100,15 @@ def wait_for_room(tasks: int, timeout: float) -> float:
         held, cap = records()
         if held + tasks < cap:
             return time.time() - t0
+        if tasks >= cap:
+            raise SystemExit(f"error: MaxJobCount={cap} cannot hold {tasks} job(s) at once; start the local cluster "
+                             f"with room for the run (LOCAL_SLURM_MAX_JOBS=40000 bash scripts/local-slurm.sh start)")
         if time.time() - t0 > timeout:
-            raise SystemExit(f"error: the controller has no room for the floor's {tasks} job(s) after "
-                             f"{timeout:.0f} s ({held} of MaxJobCount={cap} records held)")
-        print(f"floor: waiting for room for {tasks} job(s): {held} of MaxJobCount={cap} records held "
+            raise SystemExit(f"error: the controller has no room for {tasks} job(s) after {timeout:.0f} s ({held} "
+                             f"of MaxJobCount={cap} records held, ended jobs go after MinJobAge); purge them with "
+                             "bash scripts/local-slurm.sh stop && bash scripts/local-slurm.sh start, or start it "
+                             "with LOCAL_SLURM_MAX_JOBS=40000")
+        print(f"waiting for room for {tasks} job(s): {held} of MaxJobCount={cap} records held "
               "(ended jobs go after MinJobAge)", flush=True)
         time.sleep(20)
 
@@ -141,6 +147,7 @@ def measure(n: int, rounds: int, work: Path, real: str, seen: list[str], timeout
     latest: list = []
 
     def launch(r: int):
+        wait_for_room(n, max(timeout, 900))  # the runs before left their records: a launch meets no full controller
         run = bench.run_once("campaign", n, work, real, "cancel", seen, timeout, keep_scripts=True)
         latest[:] = [run]
         return run
@@ -190,3 +197,34 @@ def figures(res: dict) -> list[dict]:
         figure(f"{n}.rejected", f"launch of {n:,} points: points rejected", [c["rejected"] for c in counts],
                unit="points"),
     ]
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def past_start_up(small: dict, large: dict) -> tuple[list[str], list[dict]]:
+    """The launch's cost of a point past start-up at the larger size: (median time to
+    return at ``large`` - the same at ``small``) / the points between, in wall time and in
+    the launch process's CPU (its sbatch calls included; the CPU figure moves less with
+    the machine's other load). Its lines and figures; a size whose launch left points
+    waiting or rejected does the work of fewer points, so its figure says so."""
+    n0, n1 = small["n"], large["n"]
+    c0, c1 = launch_counts(small["launch"][0]), launch_counts(large["launch"][0])
+    wall = (_median([r.return_s for r in large["launch"]]) - _median([r.return_s for r in small["launch"]])) / (n1 - n0)
+    cpu = (_median([r.cpu_s for r in large["launch"]]) - _median([r.cpu_s for r in small["launch"]])) / (n1 - n0)
+    whole = c0["submitted"] == c0["points"] and c1["submitted"] == c1["points"]
+    goal = f"<= {PER_POINT_GOAL_MS} ms with 0 rejected" if n1 == GOAL_N else ""
+    met = (wall * 1e3 <= PER_POINT_GOAL_MS and whole) if goal else None
+    note = "" if whole else " (not every point was submitted: a figure of fewer points' work)"
+    lines = [f"N={n1}  launch: per point past start-up (against N={n0}): {wall * 1e3:.3f} ms wall, "
+             f"{cpu * 1e3:.3f} ms CPU{note}"]
+    figures = [
+        figure(f"{n1}.per_point", f"launch of {n1:,} points: per point past start-up", [wall * 1e3], unit="ms",
+               goal=goal, met=met, note=note.strip(" ()")),
+        figure(f"{n1}.per_point_cpu", f"launch of {n1:,} points: per point past start-up, the launch's CPU",
+               [cpu * 1e3], unit="ms"),
+    ]
+    return lines, figures

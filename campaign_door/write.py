@@ -184,8 +184,12 @@ def write_new(path: Path | str, data: bytes, mode: int = 0o600) -> None:
     """Write ``data`` to ``path``, a file that must not exist yet (never a link's target):
     for a folder checked by its caller (a job folder made fresh, 0700)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    try:
+        view = memoryview(data)
+        while view:  # os.write may write less than it is given
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def open_append(path: Path | str, mode: int = 0o600) -> int:

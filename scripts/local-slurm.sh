@@ -30,6 +30,9 @@ DB_PORT=${LOCAL_SLURM_DB_PORT:-13306}
 PORT=${LOCAL_SLURM_PORT:-6817}
 LINK_ETC=${LOCAL_SLURM_LINK_ETC:-1}
 CLUSTER=${LOCAL_SLURM_CLUSTER:-campaign}
+# Job records the controller holds (an array task is one; an ended one stays MinJobAge, 600 s):
+# benchmarks/launch.py --variant floor --sizes 1000,10000 submits ~24,000 in a few minutes.
+MAX_JOBS=${LOCAL_SLURM_MAX_JOBS:-10000}
 NODE_PREFIX=${LOCAL_SLURM_NODE_PREFIX:-n}
 # a100_40g/a100_80g: the constraints of the built-in a100_nvlink_* platforms. emulated_gpu:
 # these nodes' GPUs are gres entries over /dev/null with CPU ranks behind them; a launch
@@ -88,7 +91,8 @@ knobs (environment): LOCAL_SLURM_BASE ($BASE), LOCAL_SLURM_NODES ($NODES),
   LOCAL_SLURM_MEM_MB ($MEM_MB per node), LOCAL_SLURM_PORT ($PORT: slurmctld; slurmd +1,
   slurmdbd +2, node k>=2 +1+k), LOCAL_SLURM_DB_PORT ($DB_PORT), LOCAL_SLURM_CLUSTER ($CLUSTER),
   LOCAL_SLURM_NODE_PREFIX ($NODE_PREFIX: nodes ${NODE_PREFIX}1..${NODE_PREFIX}N when more than one),
-  LOCAL_SLURM_LINK_ETC ($LINK_ETC: link /etc/slurm/slurm.conf to the generated config)
+  LOCAL_SLURM_LINK_ETC ($LINK_ETC: link /etc/slurm/slurm.conf to the generated config),
+  LOCAL_SLURM_MAX_JOBS ($MAX_JOBS: MaxJobCount, the job records the controller holds)
 
 a second cluster beside the default one (its own folder, ports, database and name):
   LOCAL_SLURM_BASE=/tmp/campaign-slurm2 LOCAL_SLURM_PORT=7817 LOCAL_SLURM_DB_PORT=13406 \\
@@ -307,7 +311,7 @@ KillWait=5
 MinJobAge=600
 # Array indices 0..1000 (MaxArraySize - 1); submitit's map_array needs one index per task.
 MaxArraySize=1001
-MaxJobCount=10000
+MaxJobCount=$MAX_JOBS
 MailProg=/bin/true
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/slurmdbd
@@ -511,7 +515,7 @@ wait_node_ready() {
 check_knobs() {
   local name
   for name in LOCAL_SLURM_CPUS:$CPUS LOCAL_SLURM_GPUS:$GPUS LOCAL_SLURM_MEM_MB:$MEM_MB LOCAL_SLURM_DB_PORT:$DB_PORT \
-    LOCAL_SLURM_NODES:$NODES LOCAL_SLURM_PORT:$PORT; do
+    LOCAL_SLURM_NODES:$NODES LOCAL_SLURM_PORT:$PORT LOCAL_SLURM_MAX_JOBS:$MAX_JOBS; do
     [[ ${name#*:} =~ ^[0-9]+$ ]] || die "${name%%:*}='${name#*:}' is not a whole number"
   done
   ((CPUS >= 1)) || die "LOCAL_SLURM_CPUS must be at least 1"

@@ -62,3 +62,28 @@ def test_the_figures_and_the_goal(tmp_path):
                         "2002 array tasks")
     assert lines[2] == "N=1000  floor: the same 2 sbatch scripts from a shell loop, 2002 array tasks"
     assert lines[3].startswith("N=1000  launch/floor time to return: 1.27x")
+
+
+def test_per_point_past_start_up_is_the_marginal_time_between_two_sizes():
+    """(median return at 10,000 - median return at 1,000) / 9,000 points, worked by hand:
+    wall (3.0, 5.0 -> 4.0 s; 8.5 s) -> 4.5 / 9000 = 0.5 ms; CPU (2.0, 2.4 -> 2.2; 5.8) ->
+    3.6 / 9000 = 0.4 ms. The goal (0.5 ms, issue 50) is met at exactly 0.5; a launch that
+    left points waiting did less work, so its figure is not met and says so."""
+    done = "campaign c: {n} of {n} point(s) submitted\n"
+
+    def run(n, wall, cpu, out=None):
+        return bench.Run("campaign", n, 0, wall, [], 0, out or done.format(n=n), None, cpu)
+
+    small = {"n": 1000, "launch": [run(1000, 3.0, 2.0), run(1000, 5.0, 2.4)]}
+    large = {"n": lf.GOAL_N, "launch": [run(lf.GOAL_N, 8.5, 5.8)]}
+    lines, figs = lf.past_start_up(small, large)
+    by = {f["key"]: f for f in figs}
+    assert by["10000.per_point"]["runs"] == [pytest.approx(4.5 / 9000 * 1e3, rel=1e-12)]
+    assert by["10000.per_point"]["what"] == "launch of 10,000 points: per point past start-up"
+    assert by["10000.per_point"]["met"] is True and by["10000.per_point"]["goal"] == "<= 0.5 ms with 0 rejected"
+    assert by["10000.per_point_cpu"]["runs"] == [pytest.approx(3.6 / 9000 * 1e3, rel=1e-12)]
+    assert lines == ["N=10000  launch: per point past start-up (against N=1000): 0.500 ms wall, 0.400 ms CPU"]
+    large["launch"] = [run(lf.GOAL_N, 8.5, 5.8, "campaign c: 9000 of 10000 point(s) submitted\n"
+                                                "1000 point(s) wait for room (x)\n")]
+    lines, figs = lf.past_start_up(small, large)
+    assert figs[0]["met"] is False and "not every point was submitted" in lines[0] and figs[0]["note"]

@@ -164,18 +164,31 @@ class TrainerDef:
     @property
     def engines(self) -> tuple[str, ...]:
         """The ``params.engine`` choices, the default first; () for a trainer with one engine."""
-        for f in dataclasses.fields(self.params):
-            if f.name == "engine":
-                kind = _hints(self.params)["engine"]
-                values = [m.value for m in kind] if _is_enum(kind) else []
-                default = _default(f)
-                default = default.value if isinstance(default, enum.Enum) else default
-                return tuple([default] + [v for v in values if v != default])
-        return ()
+        return _engines(self.params)
 
     def defaults(self) -> dict[str, Any]:
-        """``trainer.params`` with every field at its default (enums as their values)."""
-        return {f.name: _plain(_default(f)) for f in dataclasses.fields(self.params)}
+        """``trainer.params`` with every field at its default (enums as their values): a new
+        dict, its list values new lists."""
+        return {k: list(v) if isinstance(v, list) else v for k, v in _defaults(self.params).items()}
+
+
+@functools.lru_cache(maxsize=None)
+def _engines(params: type) -> tuple[str, ...]:
+    """``TrainerDef.engines`` of a params dataclass, worked out once (a launch asks it of every point)."""
+    for f in dataclasses.fields(params):
+        if f.name == "engine":
+            kind = _hints(params)["engine"]
+            values = [m.value for m in kind] if _is_enum(kind) else []
+            default = _default(f)
+            default = default.value if isinstance(default, enum.Enum) else default
+            return tuple([default] + [v for v in values if v != default])
+    return ()
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(params: type) -> dict[str, Any]:
+    """The defaults of a params dataclass, worked out once; ``TrainerDef.defaults`` copies them."""
+    return {f.name: _plain(_default(f)) for f in dataclasses.fields(params)}
 
 
 def nearest(word: str, choices: typing.Iterable[str]) -> Optional[str]:

@@ -9,6 +9,7 @@ registers a fake one from the test).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any, Optional, Sequence
 
@@ -30,10 +31,18 @@ def executors() -> tuple[str, ...]:
 def get_backend(executor: str) -> Backend:
     """The backend of ``executor``; ValueError naming the registered ones for another name."""
     try:
-        module, cls = BACKENDS[executor].split(":")
+        where = BACKENDS[executor]
     except (KeyError, TypeError):  # TypeError: a stored value that is no name at all
         raise ValueError(f"unknown executor '{executor}'; available: {', '.join(executors())}") from None
-    return getattr(importlib.import_module(module), cls)()
+    return _backend_class(where)()
+
+
+@functools.lru_cache(maxsize=None)
+def _backend_class(where: str) -> type:
+    """The class ``module:Class`` names, imported once (a launch asks its backend of each
+    point several questions: 50,000 lookups at 10,000 points)."""
+    module, cls = where.split(":")
+    return getattr(importlib.import_module(module), cls)
 
 
 def backend_of(executor: object) -> Optional[Backend]:

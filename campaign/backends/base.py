@@ -24,8 +24,15 @@ class Submitted:
     job_folder: Optional[str] = None
     log_path: Optional[str] = None
     error: Optional[str] = None  # the scheduler's own message for a refused point
-    job: Any = None  # the submitit Job, for a foreground wait
+    job: Any = None  # the submitit Job, for a foreground wait (``handle``)
     waiting: Optional[str] = None  # not submitted yet: held back for room in the scheduler (why)
+    job_maker: Optional[Callable[[], Any]] = None  # makes ``job`` when first asked (an array's task)
+
+    def handle(self) -> Any:
+        """The submitit Job, for a foreground wait; None for a point not submitted."""
+        if self.job is None and self.job_maker is not None:
+            self.job = self.job_maker()
+        return self.job
 
 
 @dataclass

@@ -92,14 +92,22 @@ class CampaignSlurmExecutor(SlurmExecutor):
 
     def submit_array(self, entries: Sequence[Any]) -> list[SlurmJob]:
         """One sbatch ``--array=0-(n-1)`` for ``entries`` (even for one), as submitit's
-        own array path does, but through this class."""
+        own array path does, but through this class: its tasks' jobs."""
+        array = self.submit_array_ids(entries)
+        return [array.job(i) for i in range(array.count)]
+
+    def submit_array_ids(self, entries: Sequence[Any]) -> "ArrayJobs":
+        """``submit_array`` without a submitit ``Job`` a task: the array as it was
+        submitted (``ArrayJobs``), whose tasks' jobs are made when asked (a launch that
+        returns at once waits on none: 10,000 of them were a sixth of its time)."""
         folder = JobPaths.get_first_id_independent_folder(self.folder)
         make_job_folder(folder, fresh=False)  # this user's own private folder, or refused
+        where = str(folder)
         pickles = []
         for entry in entries:
             delayed = DelayedSubmission(entry)
             delayed.set_timeout(self.parameters.get("time", 5), self.max_num_timeout)
-            path = folder / f"{uuid.uuid4().hex}.pkl"
+            path = os.path.join(where, f"{uuid.uuid4().hex}.pkl")
             _dump(delayed, path)
             pickles.append(path)
         self.parameters["map_count"] = len(entries)
@@ -107,15 +115,48 @@ class CampaignSlurmExecutor(SlurmExecutor):
             first = self._submit_command(self._submitit_command_str)
         except BaseException:
             for path in pickles:
-                path.unlink(missing_ok=True)
+                Path(path).unlink(missing_ok=True)
             raise
         finally:
             self.parameters.pop("map_count", None)
-        jobs = [SlurmJob(folder=self.folder, job_id=f"{first.job_id}_{i}", tasks=list(range(first.num_tasks)))
-                for i in range(len(entries))]
-        for job, path in zip(jobs, pickles):
-            job.paths.move_temporary_file(path, "submitted_pickle")
-        return jobs
+        array = ArrayJobs(self.folder, str(first.job_id), len(entries), first.num_tasks)
+        for i, path in enumerate(pickles):
+            os.rename(path, array.submitted_pickle(i))
+        return array
+
+
+class ArrayJobs:
+    """A submitted job array's tasks: ``<array id>_<i>``, each with submitit's paths
+    (``JobPaths``) and a ``SlurmJob`` made when asked. A task's paths are worked out by
+    string where the folder holds no submitit tag (``%j``...) and submitit's own
+    ``JobPaths`` gives the same for task 0 (checked once an array); else by ``JobPaths``."""
+
+    def __init__(self, folder: Path, array_id: str, count: int, num_tasks: int):
+        self.folder, self.array_id, self.count, self.num_tasks = folder, array_id, count, num_tasks
+        where = str(JobPaths(folder).folder)
+        probe = JobPaths(folder, job_id=f"{array_id}_0")
+        self._where: Optional[str] = where if "%" not in str(folder) and (
+            str(probe.submitted_pickle) == f"{where}/{array_id}_0_submitted.pkl"
+            and str(probe.stderr) == f"{where}/{array_id}_0_0_log.err") else None
+
+    def job_id(self, i: int) -> str:
+        return f"{self.array_id}_{i}"
+
+    def submitted_pickle(self, i: int) -> str:
+        if self._where is None:
+            paths = JobPaths(self.folder, job_id=self.job_id(i))
+            paths.folder.mkdir(parents=True, exist_ok=True)
+            return str(paths.submitted_pickle)
+        return f"{self._where}/{self.array_id}_{i}_submitted.pkl"
+
+    def stderr(self, i: int) -> str:
+        """Task ``i``'s first rank's stderr (``JobPaths.stderr``)."""
+        if self._where is None:
+            return str(JobPaths(self.folder, job_id=self.job_id(i)).stderr)
+        return f"{self._where}/{self.array_id}_{i}_0_log.err"
+
+    def job(self, i: int) -> SlurmJob:
+        return SlurmJob(folder=self.folder, job_id=self.job_id(i), tasks=list(range(self.num_tasks)))
 
 
 def _dump(delayed: DelayedSubmission, path: Path) -> None:
@@ -210,15 +251,17 @@ class SlurmBackend(Backend):
             ex = CampaignSlurmExecutor(folder, python=sb.rank_python(python),
                                        **({"max_num_timeout": MAX_TIME_LIMIT_REQUEUES} if resources.checkpoint else {}))
             ex.update_parameters(**params)
-            jobs = ex.submit_array([entry_for(spec, SlurmJobEntry) for _, spec in chunk])
+            array = ex.submit_array_ids([entry_for(spec, SlurmJobEntry) for _, spec in chunk])
         except ControllerFull as exc:  # not refused: the controller is full now; the next wave takes them
             return [Submitted(pid, None, waiting=sb.full_reason(exc.line)) for pid in ids]
         except CampaignError as exc:
             return [Submitted(pid, None, error=str(exc)) for pid in ids]
         except (OSError, ValueError, RuntimeError) as exc:  # folder not writable, submitit's own checks
             return [Submitted(pid, None, error=one_line(f"{type(exc).__name__}: {exc}")) for pid in ids]
-        return [Submitted(pid, str(job.job_id), job_folder=str(folder), log_path=str(job.paths.stderr), job=job)
-                for pid, job in zip(ids, jobs)]
+        where = str(folder)
+        return [Submitted(pid, array.job_id(i), job_folder=where, log_path=array.stderr(i),
+                          job_maker=functools.partial(array.job, i))
+                for i, pid in enumerate(ids)]
 
     def submit_callables(self, calls: Sequence[Callable[[], Any]], folder: Path, resources: Resources,
                          name: str) -> list[tuple[Any, Optional[BaseException]]]:

@@ -21,6 +21,7 @@ Torch-free: the declarations are.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import enum
 from typing import Any, Mapping, Sequence
 
@@ -43,7 +44,14 @@ def _plain(value: Any) -> Any:
 
 
 def common_default(key: str) -> Any:
-    """The schema's default of one of ``COMMON_KEYS`` (``trainer.momentum`` -> 0.9)."""
+    """The schema's default of one of ``COMMON_KEYS`` (``trainer.momentum`` -> 0.9); a list
+    default comes as a new list."""
+    value = _common_default(key)
+    return list(value) if isinstance(value, list) else value
+
+
+@functools.lru_cache(maxsize=None)
+def _common_default(key: str) -> Any:
     section, name = key.split(".", 1)
     for f in dataclasses.fields(_SECTIONS[section]):
         if f.name == name:

@@ -131,7 +131,7 @@ def store_option(result: LaunchResult) -> str:
 def wait_for(submitted: Sequence[Submitted]) -> None:
     """Block until every submitted job has ended (Ctrl-C raises KeyboardInterrupt)."""
     for s in submitted:
-        while s.job is not None and not s.job.done():
+        while s.handle() is not None and not s.handle().done():
             time.sleep(POLL_S)
 
 
@@ -218,9 +218,10 @@ def job_returns(result: LaunchResult, hydra_cfg: Any, *, waited: bool) -> None:
         elif not waited:
             result.returns.append(_job_return(p, hydra_cfg, task, JobStatus.UNKNOWN, working_dir=s.job_folder))
         else:
-            error = s.job.exception() if s.job is not None else None
+            job = s.handle()
+            error = job.exception() if job is not None else None
             if error is None:
-                value = s.job.results()[0] if s.job is not None else None
+                value = job.results()[0] if job is not None else None
                 result.returns.append(_job_return(p, hydra_cfg, task, JobStatus.COMPLETED, value, s.job_folder))
                 continue
             text = str(error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import getpass
 import os
 import secrets
@@ -49,10 +51,14 @@ def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, fold
         threads_per_rank=p.resources.cpus_per_task,
         tasks_per_node=p.resources.tasks_per_node,
         container=container,
-        job_folder=str(folder),
-        spool_dir=str(spool_folder(folder)),
-        checkpoint_dir=str(checkpoint_folder(folder)),
+        **_folders(str(folder)),
     )
+
+
+@functools.lru_cache(maxsize=16)
+def _folders(folder: str) -> dict[str, str]:
+    """A job folder's paths as a job spec holds them (worked out once a folder, not once a point)."""
+    return {"job_folder": folder, "spool_dir": str(spool_folder(folder)), "checkpoint_dir": str(checkpoint_folder(folder))}
 
 
 @contextmanager

@@ -271,7 +271,7 @@ def point_cost(config: Mapping[str, Any], *, gpus: int, nodes: int, batch_per_gp
     declaration; a candidate left out is named in the source."""
     total = loop_iterations(config, iterations)
     rate, source = declared_rate(config, gpus, batch_per_gpu, own=own)
-    m, left_out = trusted((measured or {}).get(work_key(config, gpus, nodes, batch_per_gpu)) or (), rate)
+    m, left_out = trusted((measured.get(work_key(config, gpus, nodes, batch_per_gpu)) if measured else None) or (), rate)
     if m is not None:
         return PointCost(gpus, total, m.s_per_it, f"measured in {m.where}", serial(config), "measured")
     kind = "unknown" if rate is None else "law" if source == LAW else "flops"
