@@ -21,8 +21,11 @@ if str(REPO) not in sys.path:  # `python benchmarks/x.py` from a checkout that i
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without inherited SLURM_/SBATCH_/CAMPAIGN_ settings, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
+    """This process's environment without inherited SLURM_/SBATCH_/CAMPAIGN_ settings, plus
+    ``extra``; ``SLURM_CONF`` stays: it names the cluster every client asks (a second local
+    cluster's), and the benchmark's own scancel asks the same one."""
+    env = {k: v for k, v in os.environ.items()
+           if k == "SLURM_CONF" or not k.startswith(("SLURM_", "SBATCH_", "CAMPAIGN_"))}
     env.update(extra)
     return env
 

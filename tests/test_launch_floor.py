@@ -87,3 +87,17 @@ def test_per_point_past_start_up_is_the_marginal_time_between_two_sizes():
                                                 "1000 point(s) wait for room (x)\n")]
     lines, figs = lf.past_start_up(small, large)
     assert figs[0]["met"] is False and "not every point was submitted" in lines[0] and figs[0]["note"]
+
+
+def test_the_benchmarks_clients_ask_the_cluster_slurm_conf_names(monkeypatch):
+    """A benchmark run against a second local cluster (SLURM_CONF) submits there, and its
+    scancel (this process's environment) asks the same cluster: only a job's own SLURM_*
+    settings are left out of the launcher's environment."""
+    from benchmarks._common import clean_env
+
+    monkeypatch.setenv("SLURM_CONF", "/tmp/campaign-slurm2/etc/slurm.conf")
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("CAMPAIGN_STORE", "sqlite:///x.db")
+    env = clean_env(EXTRA="1")
+    assert env["SLURM_CONF"] == "/tmp/campaign-slurm2/etc/slurm.conf" and env["EXTRA"] == "1"
+    assert "SLURM_JOB_ID" not in env and "CAMPAIGN_STORE" not in env
