@@ -6,6 +6,7 @@ the reason and the fix (``v100 has 4 GPUs per node; 8 needs nodes=2``).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -243,14 +244,19 @@ def check_platform(plat: dict[str, Any]) -> None:
         raise ConfigError(f"platform.executor must be one of {', '.join(EXECUTORS)}, got '{plat['executor']}'")
 
 
-def check_recovery(c: dict[str, Any]) -> None:
-    """``max_retries``, ``retry_on`` and ``experiment.checkpoint_every`` hold values that mean something."""
+@functools.lru_cache(maxsize=1)
+def _retry_states() -> list[str]:
     from campaign_sql.schema import FINAL_STATES
 
+    return [s for s in FINAL_STATES if s != "completed"]
+
+
+def check_recovery(c: dict[str, Any]) -> None:
+    """``max_retries``, ``retry_on`` and ``experiment.checkpoint_every`` hold values that mean something."""
     retries = c.get("max_retries", 0)
     if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
         raise ConfigError(f"max_retries must be an integer >= 0, got {retries!r}")
-    valid = [s for s in FINAL_STATES if s != "completed"]
+    valid = _retry_states()
     for state in c.get("retry_on") or ():
         if state not in valid:
             raise ConfigError(f"retry_on: unknown state {state!r}; valid: {', '.join(valid)}")
@@ -330,7 +336,7 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
     c["trainer"] = trainer.section  # trainer.params completed from that declaration
     c["dataset"] = reference_dataset(c, trainer.spec, overrides)  # its study's shapes, synthetic without a root
     # a setting its trainer would not read here: the user's applies where read, a preset's is refused, a group's dropped
-    untouched, dropped = settle(c, trainer.spec, overrides, None if typed is None else named_keys(typed))
+    untouched, dropped = settle(c, trainer.spec, overrides, None if typed is None else _typed_keys(tuple(typed)))
     if untouched and typed is None:  # a lone point (no sweep's command line to apply it elsewhere): read by none
         raise ConfigError(untouched[0][2])
     if c.get("repeats", 1) < 1:
@@ -348,6 +354,13 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
                      iterations=iters, resources=plan_resources(c, trainer), emulated_gpus=emulated,
                      untouched=tuple(untouched), gpu_memory_gib=memory,
                      notes=tuple(dropped) + ((f"would be refused here: {trainer.missing}",) if trainer.missing else ()))
+
+
+@functools.lru_cache(maxsize=8)
+def _typed_keys(typed: tuple[str, ...]) -> set[str]:
+    """The keys the command line sets (``named_keys``), worked out once a launch: every
+    point of a sweep has the same command line. A caller must not change the set."""
+    return named_keys(typed)
 
 
 def point_where(overrides: Sequence[str]) -> str:
