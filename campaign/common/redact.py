@@ -225,4 +225,4 @@ def _redact_obj(value: Any) -> Any:
     return value
 
 
-_redact_section = SectionMemo(_redact_obj, copied=False)  # shared by the points: a redacted config is read, never changed
+_redact_section = SectionMemo(_redact_obj)
