@@ -152,6 +152,12 @@ def test_a_section_is_redacted_and_checked_once_and_never_shared():
                        "seed": 1, "name": "x"}
         got["store"]["url"] = "changed"  # a caller's change reaches neither the memo nor the next answer
     assert store["url"] == "postgresql://u:pw@h/db"
+    # a launch's points (PointPlan.redacted_config): the same answer, its sections shared, its top level its own
+    from campaign.common.redact import redact_shared
+
+    one, two = redact_shared(dict(config, seed=1)), redact_shared(dict(config, seed=2))
+    assert one == dict(redact_obj(config), seed=1) and two["seed"] == 2 and one is not two
+    assert one["store"] is two["store"] and one["store"] is not store
 
     good = {"experiment": {"iterations": 5}}
     check_sizes(good)

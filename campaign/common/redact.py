@@ -215,6 +215,17 @@ def redact_obj(value: Any) -> Any:
     return _redact_obj(value)
 
 
+def redact_shared(value: Any) -> Any:
+    """``redact_obj`` of a config whose answer is read, never changed: its sections are the
+    memo's own objects, shared with every other config that has them (a launch's points
+    store and pickle theirs; copying each section back out was a tenth of the launch's
+    redaction). Its top level is a new dict."""
+    if isinstance(value, dict):
+        return {k: _mask(v) if is_secret_key(k) else
+                (_redact_kept(v) if isinstance(v, (dict, list)) else _redact_obj(v)) for k, v in value.items()}
+    return _redact_obj(value)
+
+
 def _redact_obj(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _mask(v) if is_secret_key(k) else _redact_obj(v) for k, v in value.items()}
@@ -226,3 +237,4 @@ def _redact_obj(value: Any) -> Any:
 
 
 _redact_section = SectionMemo(_redact_obj)
+_redact_kept = SectionMemo(_redact_obj, copied=False)

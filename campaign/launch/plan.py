@@ -24,7 +24,7 @@ from campaign.launch.honoured import named_keys
 from campaign.launch.memory import check_gpu_memory
 from campaign.launch.unread import settle
 from campaign.launch.validate import CheckedTrainer, check_known_keys, check_sizes, check_trainer, reference_dataset
-from campaign.common.redact import redact_obj
+from campaign.common.redact import redact_obj, redact_shared
 
 SCALINGS = ("fixed", "strong", "weak")
 
@@ -72,11 +72,12 @@ class PointPlan:
                 f"experiment={c['experiment']['name']}{rep}")
 
     def redacted_config(self) -> dict[str, Any]:
-        """The config with its secrets redacted (``redact_obj``), worked out once a point:
-        the store's row and the job's spec both read it, so a caller must not change it."""
+        """The config with its secrets redacted (``redact_shared``), worked out once a point:
+        the store's row and the job's spec both read it, and its sections are shared with
+        the other points that have them, so a caller must not change it."""
         got = self.__dict__.get("_redacted")
         if got is None:
-            got = self.__dict__["_redacted"] = redact_obj(self.config)
+            got = self.__dict__["_redacted"] = redact_shared(self.config)
         return got
 
     def store_row(self, resolved: Optional[dict[str, str]] = None) -> dict[str, Any]:
