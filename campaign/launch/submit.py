@@ -39,6 +39,7 @@ def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, fold
     opened (its requeues number on from it); ``image``: the container image's provenance
     (``_image_provenance``), recorded in each attempt's provenance."""
     config = p.redacted_config()
+    where = _folders(str(folder))
     container = None if config["container"]["runtime"] == "none" else {**config["container"], **(image or {})}
     return JobSpec(
         campaign_id=campaign_id,
@@ -51,14 +52,17 @@ def job_spec(p: PointPlan, point_id: int, campaign_id: str, store_url: str, fold
         threads_per_rank=p.resources.cpus_per_task,
         tasks_per_node=p.resources.tasks_per_node,
         container=container,
-        **_folders(str(folder)),
+        job_folder=where[0],
+        spool_dir=where[1],
+        checkpoint_dir=where[2],
     )
 
 
 @functools.lru_cache(maxsize=16)
-def _folders(folder: str) -> dict[str, str]:
-    """A job folder's paths as a job spec holds them (worked out once a folder, not once a point)."""
-    return {"job_folder": folder, "spool_dir": str(spool_folder(folder)), "checkpoint_dir": str(checkpoint_folder(folder))}
+def _folders(folder: str) -> tuple[str, str, str]:
+    """A job folder, its spool and its checkpoints, as a job spec holds them (worked out
+    once a folder, not once a point)."""
+    return folder, str(spool_folder(folder)), str(checkpoint_folder(folder))
 
 
 @contextmanager
