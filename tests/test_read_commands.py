@@ -347,3 +347,30 @@ def test_a_ctrl_c_a_finalizer_loses_prints_no_traceback(monkeypatch, default_sig
     assert sys.unraisablehook is before
     lose(KeyboardInterrupt())  # outside: reported, as Python does
     assert reported == [ValueError, KeyboardInterrupt]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed one, on purpose
+def test_a_ctrl_c_lost_before_a_query_lets_none_start(tmp_path, default_sigint):
+    """A Ctrl-C whose KeyboardInterrupt was lost before the store's next query (in a
+    finalizer, or while psycopg 3 connected: neither its wait nor SQLite's handler then
+    sees it) ends the command at that query, not after a lock's wait."""
+    import os
+
+    from sqlalchemy import text
+
+    from campaign.common import interrupt
+    from campaign.store import open_store
+
+    class Swallows:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+
+    with open_store(f"sqlite:///{tmp_path}/c.db", create=True) as store:
+        with pytest.raises(KeyboardInterrupt):
+            with interrupt.catching():
+                Swallows()  # the Ctrl-C is noted, its exception lost
+                with store.engine.connect() as conn:
+                    conn.execute(text("select 1"))
+        with store.engine.connect() as conn:  # heard no more once the command's catching() ended
+            assert conn.execute(text("select 1")).scalar() == 1

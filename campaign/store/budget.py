@@ -9,7 +9,8 @@ budget. PostgreSQL's own ``statement_timeout`` is the budget there; Ctrl-C cance
 server's query (psycopg 3 does it itself, psycopg2 through ``campaign_sql.engine``'s wait
 callback).
 
-A query so ended is raised as ``KeyboardInterrupt`` (the command's one-line "interrupted",
+A Ctrl-C noted before a query starts (one a finalizer lost, or one that came while the
+driver connected, where psycopg 3 sees none) lets no query start. A query so ended is raised as ``KeyboardInterrupt`` (the command's one-line "interrupted",
 exit 130: campaign.cli.exits) or as a ``StoreError`` naming the budget (exit 2), never as a
 database error. The budget is per statement, ``CAMPAIGN_QUERY_TIMEOUT_S`` seconds (default
 ``DEFAULT_S``): the biggest harvest measured (benchmarks/harvest_scale.py, 1,000 points and
@@ -91,6 +92,8 @@ def guard(engine: Engine, where: str) -> Engine:
 
     @event.listens_for(engine, "before_cursor_execute")
     def _on_execute(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, many: bool) -> None:
+        if heard():  # a Ctrl-C lost before the query (a finalizer's, or while connecting): none starts
+            raise KeyboardInterrupt
         clock = conn.info.get(_KEY)
         if clock is not None:  # the budget runs from here to the last row fetched
             clock.deadline, clock.why = time.monotonic() + seconds, None
