@@ -28,7 +28,7 @@ def sweep(tmp_path_factory):
     res = ws.launch("-m", "platform=local", "gpus=1,2", *SLEEPY, "trainer.params.c_s=0.001,0.002")
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
-    wait = ws.campaign("status", "--wait", "--interval", "0.5")
+    wait = ws.campaign("status", "--wait", "--interval", "2")
     return ws, cid, res, wait
 
 
@@ -159,7 +159,7 @@ def test_cancel_stops_a_point(ws, when):
         assert ws.query("select state from point")[0][0] == "running"
     out = ws.campaign("cancel")
     assert out.returncode == 0 and "cancelled 1 point(s)" in out.stdout
-    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "60")
+    wait = ws.campaign("status", "--wait", "--interval", "2", "--timeout", "60")
     assert "cancelled" in wait.stdout and wait.returncode == 1
     if when == "running":  # it ran until the cancel: its elapsed time is known, and stays
         import json
@@ -209,42 +209,6 @@ def test_status_watch_ends_when_every_point_is_final(sweep):
 
 
 @pytest.mark.slow
-def test_a_failing_rank_is_named_and_ends_its_peers(ws):
-    """Rank 1 of 2 raises mid-run. Rank 0, which alone would sleep on for days (the sleep
-    trainer's ranks never communicate), is ended with it, as srun --kill-on-bad-exit does on
-    SLURM; the point's reason is rank 1's error, with rank 1's log, in status's table too.
-    (A bad optimizer name no longer gets as far as a job: the launch refuses it,
-    tests/test_launch_truth.py.)"""
-    res = ws.launch("-m", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
-                    "+trainer.params.fail_at_iteration=2", "experiment.base_iterations=100000000", "experiment.until_time_limit=true",
-                    "experiment.warmup_iterations=1", "trainer.params.a_s=0.001", "trainer.params.c_s=0")
-    assert res.returncode == 0, res.stderr
-    import time
-
-    folder = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not ws.query("select count(*) from point where state = 'failed'")[0][0]:
-        time.sleep(0.5)
-    folder = str(next(ws.results.glob("jobs/*/")))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _processes_with(folder):
-        time.sleep(0.5)
-    assert _processes_with(folder) == []  # no rank of the job is left running
-    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "30")
-    assert wait.returncode == 1
-    assert "failed" in wait.stdout and "injected failure (trainer.params.fail_rank=1)" in wait.stdout
-    assert "(log: " in wait.stdout and "_log.err" in wait.stdout
-    doc = json.loads(ws.campaign("status", "--json").stdout)
-    (point,) = doc["points"]
-    assert point["state"] == "failed"
-    assert point["reason"].startswith("rank 1: RuntimeError: injected failure (trainer.params.fail_rank=1) at iteration 2")
-    assert point["log_path"].endswith("_1_log.err")  # the failing rank's log, not rank 0's
-    assert point["reason"].endswith(f"(log: {point['log_path']})")
-    (reason,) = ws.query("select reason from attempt")[0]
-    assert point["reason"].startswith(reason)
-
-
-@pytest.mark.slow
 def test_a_stalled_rank_fails_its_peers_after_the_distributed_timeout(ws):
     """platform.dist_timeout_min bounds how long a rank waits for a peer in a collective:
     rank 1 stalls 90 s, rank 0 gives up at the end-of-run barrier after ~6 s (the wait's 75 s
@@ -253,7 +217,7 @@ def test_a_stalled_rank_fails_its_peers_after_the_distributed_timeout(ws):
                     "platform.dist_timeout_min=0.1", "experiment.base_iterations=4", "experiment.warmup_iterations=1",
                     "trainer.params.a_s=0.001", "trainer.params.c_s=0")
     assert res.returncode == 0, res.stderr
-    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "75")
+    wait = ws.campaign("status", "--wait", "--interval", "2", "--timeout", "75")
     assert wait.returncode == 1, wait.stdout
     (point,) = json.loads(ws.campaign("status", "--json").stdout)["points"]
     # failed, long before rank 1's stall ends (rank 1 then finds rank 0 gone and exits)
