@@ -264,7 +264,7 @@ def test_a_local_campaign_stores_both_and_harvest_shows_them(tmp_path):
                     "trainer.params.loss_threshold=100,0", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     store = tmp_path / "res" / "campaign.db"
-    done = ws.campaign("status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}", timeout=900)
+    done = ws.campaign("status", "--wait", "--interval", "2", "--store", f"sqlite:///{store}", timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         counts = {json.loads(c)["trainer"]["params"]["loss_threshold"]: n for c, n in db.execute(
