@@ -29,7 +29,7 @@ def _attempts(ws, cid):
 
 
 def _wait(ws, cid, *extra):
-    return ws.campaign("status", cid, "--wait", "--interval", "0.5", "--timeout", "240", *extra, timeout=300)
+    return ws.campaign("status", cid, "--wait", "--interval", "2", "--timeout", "240", *extra, timeout=300)
 
 
 @pytest.fixture(scope="module")
