@@ -199,8 +199,9 @@ def _ranks(job_id: str, folder: str) -> list[int]:
 
 def _launch_checkpointing(ws, await_at: int) -> tuple[str, str, str]:
     """A 2-rank checkpointing run of 61 iterations (every 10th saved) whose ranks wait
-    after iteration ``await_at`` until they have the signal (AWAIT_ENV): the test's
-    signal lands mid-run however slow the machine is. (campaign id, job id, job folder)"""
+    after iteration ``await_at`` until they have the signal (AWAIT_ENV; the first attempt
+    only): the test's signal lands mid-run however slow the machine is. (campaign id, job
+    id, job folder)"""
     ws.env[AWAIT_ENV] = str(await_at)
     res = ws.launch("-m", "gpus=2", "experiment=smoke", "experiment.base_iterations=120", "experiment.checkpoint=true",
                     "experiment.checkpoint_every=10", "+trainer.params.inject_data_delay_s=0.05", *TINY[2:])
@@ -232,15 +233,20 @@ def _signal_ranks(job_id: str, folder: str) -> None:
         os.kill(pid, signal.SIGUSR2)
 
 
-def _assert_resumed_once(ws, cid: str) -> int:
-    """The point completed in two attempts, requeued then resumed, as one run; the
-    iteration the first one stopped at."""
-    done = ws.campaign("status", cid, "--wait", "--interval", "0.5", "--timeout", "300", timeout=360)
+def _assert_resumed_twice(ws, cid: str) -> tuple[int, int]:
+    """The point completed in three attempts, requeued twice then resumed, as one run; the
+    iterations the first two stopped at."""
+    done = ws.campaign("status", cid, "--wait", "--interval", "2", "--timeout", "300", timeout=360)
     assert done.returncode == 0, done.stdout + done.stderr
     attempts = ws.query("select attempt_no, state, origin, reason from attempt order by attempt_no")
-    assert [(n, s, o) for n, s, o, _ in attempts] == [(0, "requeued", "launch"), (1, "completed", "requeue")]
-    stopped = int(attempts[0][3].split("checkpointed at iteration ")[1].split()[0])
-    assert 1 <= stopped < 61 and attempts[0][3].endswith("of 61 on SIGUSR2 (preemption or time limit); requeued")
+    assert [(n, s, o) for n, s, o, _ in attempts] == [(0, "requeued", "launch"), (1, "requeued", "requeue"),
+                                                      (2, "completed", "requeue")]
+    stops = []
+    for _, _, _, reason in attempts[:2]:
+        stops.append(int(reason.split("checkpointed at iteration ")[1].split()[0]))
+        assert reason.endswith("of 61 on SIGUSR2 (preemption or time limit); requeued"), reason
+    first, second = stops
+    assert 1 <= first < second < 61, stops
     # one consistent set of rows, all in the completed attempt: each iteration once per rank
     per_rank = ws.query("select i.rank, count(*), count(distinct i.iter), min(i.iter), max(i.iter), sum(i.warmup) "
                         "from iteration i join attempt a on a.id = i.attempt_id group by a.attempt_no, i.rank")
@@ -248,30 +254,18 @@ def _assert_resumed_once(ws, cid: str) -> int:
     ((extra, wall, iterations),) = ws.query("select r.extra, r.wall_s, r.iterations from rank_timing r join attempt a "
                                             "on a.id = r.attempt_id where r.rank = 0")
     segments = json.loads(extra)["checkpoint"]["segments"]
-    assert [(s["attempt"], s["first_iter"], s["end_iter"]) for s in segments] == [(0, 0, stopped), (1, stopped, 61)]
-    assert segments[1]["gap_before_s"] > 0 and iterations == 60
+    assert [(s["attempt"], s["first_iter"], s["end_iter"]) for s in segments] == [
+        (0, 0, first), (1, first, second), (2, second, 61)]
+    assert segments[1]["gap_before_s"] > 0 and segments[2]["gap_before_s"] > 0 and iterations == 60
     assert wall == pytest.approx(sum(s["wall_s"] for s in segments), rel=1e-6)
     table = json.loads(ws.campaign("harvest", cid, "--table", "attempts", "--to", "json").stdout)
-    assert [(r["attempt"], r["iterations"]) for r in table] == [(0, f"0-{stopped - 1}"), (1, f"{stopped}-60")]
-    assert table[1]["gap_before_s"] == segments[1]["gap_before_s"]
+    assert [(r["attempt"], r["iterations"]) for r in table] == [
+        (0, f"0-{first - 1}"), (1, f"{first}-{second - 1}"), (2, f"{second}-60")]
+    assert [r["gap_before_s"] for r in table[1:]] == [s["gap_before_s"] for s in segments[1:]]
     scaling = json.loads(ws.campaign("harvest", cid, "--to", "json").stdout)
     assert scaling[0]["time_s"] == pytest.approx(max(w for (w,) in ws.query("select wall_s from rank_timing")))
     assert list((ws.results / "jobs" / cid / "checkpoints").glob("*.pt")) == []  # removed once the run completed
-    return stopped
-
-
-@pytest.mark.slow
-def test_a_local_job_signalled_checkpoints_requeues_and_resumes(ws, launch_checkpointing):
-    """The ranks get USR2 mid-run (as from the local controller before the time limit):
-    the job checkpoints, requeues itself, its next attempt (the same job, its ranks
-    started again: they meet at a new port) continues at that iteration, and the
-    completed attempt holds every timed iteration once."""
-    cid, job_id, folder = launch_checkpointing(await_at=20)
-    # iteration 20's file: both ranks have passed that boundary's agreement and wait after it
-    until(lambda: list((ws.results / "jobs" / cid / "checkpoints").glob("p*-r1-i20.pt")), 240, "iteration 20's checkpoint",
-          every=0.2)
-    _signal_ranks(job_id, folder)
-    assert _assert_resumed_once(ws, cid) == 21
+    return first, second
 
 
 def _torch_loaded(pid: int) -> bool:
@@ -283,13 +277,25 @@ def _torch_loaded(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_local_job_signalled_while_it_starts_requeues_at_its_first_iterations(ws, launch_checkpointing):
-    """USR2 while the ranks import torch, meet and register (before their checkpointer
-    exists): no rank is ended mid-way by submitit's handler, none loses the signal; the
-    job stops at its first iteration boundary it can, checkpointed, and resumes."""
+def test_a_local_job_signalled_mid_run_and_while_it_starts_requeues_and_resumes_as_one_run(ws, launch_checkpointing):
+    """One checkpointing job, signalled twice. Its ranks get USR2 mid-run (as from the local
+    controller before the time limit): the job checkpoints, requeues itself, and its next
+    attempt (the same job, its ranks started again: they meet at a new port) continues at that
+    iteration. That attempt's ranks get USR2 while they import torch, meet and register (before
+    their checkpointer exists): no rank is ended mid-way by submitit's handler, none loses the
+    signal; the job stops at the first iteration boundary it can, checkpointed, and its third
+    attempt completes the run: the completed attempt holds every timed iteration once."""
     cid, job_id, folder = launch_checkpointing(await_at=20)
-    # torch is imported after the entry caught the signal (trainers/preempt.py)
-    until(lambda: len([p for p in _ranks(job_id, folder) if _torch_loaded(p)]) == 2, 240, "two ranks importing torch",
+    # iteration 20's file: both ranks have passed that boundary's agreement and wait after it
+    until(lambda: list((ws.results / "jobs" / cid / "checkpoints").glob("p*-r1-i20.pt")), 240, "iteration 20's checkpoint",
           every=0.2)
+    first_ranks = set(_ranks(job_id, folder))
     _signal_ranks(job_id, folder)
-    assert _assert_resumed_once(ws, cid) <= 21
+    # the requeued attempt's ranks (a resumed attempt does not wait at iteration 20): torch is
+    # imported after the entry caught the signal (trainers/preempt.py)
+    restarted = until(lambda: len(r := [p for p in _ranks(job_id, folder) if p not in first_ranks and _torch_loaded(p)])
+                      == 2 and r, 240, "the requeued attempt's two ranks importing torch", every=0.2)
+    for pid in restarted:
+        os.kill(pid, signal.SIGUSR2)
+    first, second = _assert_resumed_twice(ws, cid)
+    assert first == 21  # the boundary after the one it waited at

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -22,48 +21,12 @@ pytest.importorskip("torchvision")
 
 from campaign.harvest.convergence import point_rows  # noqa: E402
 from conftest import Workspace  # noqa: E402
-from trainers import loop  # noqa: E402
-from trainers.dist import DistContext  # noqa: E402
+from dp_ranks import PEER_SLEEP, _cfg, _ctx, _plan, _run, _slow, _two_ranks  # noqa: E402
 from trainers.dp_study import ThresholdStop  # noqa: E402
 from trainers.frozen_backbone import FrozenBackboneTrainer  # noqa: E402
-from trainers.instrument import Recorder  # noqa: E402
 
 SLEEP = 0.03  # an injected delay: large beside a tiny backbone's CPU iteration, small for a test
-PEER_SLEEP = 0.2  # two ranks: a slow peer's delay, long beside anything a loaded CPU adds to the other
 TOL = 0.01  # between two marks on a loaded machine (a third of SLEEP: a misplaced delay still shows)
-
-
-def _ctx(rank: int = 0, world: int = 1) -> DistContext:
-    return DistContext(rank=rank, world_size=world, local_rank=rank, local_world_size=world, num_nodes=1,
-                       device=torch.device("cpu"), backend="gloo" if world > 1 else "none", emulated=False,
-                       host="test")
-
-
-def _cfg(engine: str = "ddp", length: int = 16, **params) -> dict:
-    p = dict(backbone="squeezenet1_0", hidden=16, image_size=32, engine=engine, dropout=0.0, **params)
-    return {"gpus": 1, "experiment": {}, "dataset": {"name": "synthetic", "num_classes": 10, "length": length},
-            "trainer": {"name": "frozen_backbone", "optimizer": "sgd", "lr": 0.01, "params": p}}
-
-
-def _run(trainer, iterations: int, warmup: int = 1) -> Recorder:
-    rec = Recorder(torch.device("cpu"), warmup=warmup)
-    loop.train(trainer, rec, iterations)
-    return rec
-
-
-def _slow(obj, name: str, seconds: float) -> None:
-    """Make ``obj.name(...)`` sleep ``seconds`` first (an injected, known delay)."""
-    inner = getattr(obj, name)
-
-    def slowed(*args, **kwargs):
-        time.sleep(seconds)
-        return inner(*args, **kwargs)
-
-    setattr(obj, name, slowed)
-
-
-def _plan(iterations: int, warmup: int = 1, batch: int = 4) -> dict:
-    return {"batch_per_gpu": batch, "iterations": iterations, "warmup": warmup, "seed": 0}
 
 
 # ---------------------------------------------------------------------------- the study's timings
@@ -187,32 +150,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _two_ranks(rank: int, port: int, out: str) -> None:
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    try:
-        ctx = _ctx(rank, 2)
-        # the stop rule is one decision for all: rank 0 alone below 4 and 6, the mean (5) below 6 only
-        votes = []
-        for threshold in (4.0, 6.0):
-            stop = ThresholdStop(ctx, threshold)
-            stop.add(torch.tensor(0.0 if rank == 0 else 10.0))
-            votes.append(stop.epoch_ended(0))
-        # DDP with the study's timings: rank 1's update is slow, so rank 0 waits at the barrier;
-        # a threshold every epoch reaches: both stop at the end of epoch 0 (16 images / 2 ranks / 2)
-        cfg = _cfg("ddp", study_timing=True, loss_threshold=100.0, stop_at_threshold=True)
-        trainer = FrozenBackboneTrainer(ctx, cfg, _plan(11, batch=2))
-        if rank == 1:
-            _slow(trainer.optimizer, "step", PEER_SLEEP)
-        rec = _run(trainer, 12)
-        torch.save({"votes": votes, "iterations": rec.iterations_done, "study": trainer.study.seconds,
-                    "extra": trainer.summary_extra(), "rows": rec.rows()}, Path(out) / f"rank{rank}.pt")
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.slow
 def test_two_ranks_a_slow_peer_is_the_barrier_and_they_stop_together(tmp_path):
     import torch.multiprocessing as mp
@@ -264,7 +201,7 @@ def test_a_local_campaign_stores_both_and_harvest_shows_them(tmp_path):
                     "trainer.params.loss_threshold=100,0", timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     store = tmp_path / "res" / "campaign.db"
-    done = ws.campaign("status", "--wait", "--interval", "0.5", "--store", f"sqlite:///{store}", timeout=900)
+    done = ws.campaign("status", "--wait", "--interval", "2", "--store", f"sqlite:///{store}", timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     with sqlite3.connect(store) as db:
         counts = {json.loads(c)["trainer"]["params"]["loss_threshold"]: n for c, n in db.execute(

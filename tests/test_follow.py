@@ -79,7 +79,7 @@ def test_a_swept_value_is_a_column_of_status_and_harvest(ws):
     res = ws.launch("-m", *SLEEP, "gpus=1", "experiment.base_iterations=6", "trainer.params.b_s=0.001,0.003",
                     "trainer.params.c_s=0.001,0.002", "experiment.warmup_iterations=1", "trainer.params.a_s=0.001")
     assert res.returncode == 0, res.stderr
-    assert ws.campaign("status", "--wait", "--interval", "0.3").returncode == 0
+    assert ws.campaign("status", "--wait", "--interval", "2").returncode == 0
     status = ws.campaign("status").stdout.splitlines()
     header = status[1].split()
     assert header[:5] == ["#", "platform", "gpus", "trainer.params.b_s", "trainer.params.c_s"]

@@ -13,17 +13,22 @@ import pytest
 
 from conftest import TINY, campaign_id_from
 
+# the sweep's shared settings: 8 base iterations (8/N a rank) after one of warm-up, 8 images a GPU
+SLEEPY = ["trainer=sleep", "experiment.base_iterations=8", "experiment.warmup_iterations=1"]
+
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    """One real 2x2 local campaign (gpus x optimizer), shared by the tests below."""
+    """One real 2x2 local campaign (gpus x the sleep trainer's serial part c_s: two series), shared by
+    the tests below. The sleep trainer's ranks run the real job path (process group, Recorder,
+    writer, torch's provenance) without training a model: half a synthetic rank's CPU."""
     from conftest import Workspace
 
     ws = Workspace(tmp_path_factory.mktemp("sweep"))
-    res = ws.launch("-m", "platform=local", "gpus=1,2", "trainer.optimizer=sgd,adamw", *TINY)
+    res = ws.launch("-m", "platform=local", "gpus=1,2", *SLEEPY, "trainer.params.c_s=0.001,0.002")
     assert res.returncode == 0, res.stderr
     cid = campaign_id_from(res.stdout)
-    wait = ws.campaign("status", "--wait", "--interval", "0.5")
+    wait = ws.campaign("status", "--wait", "--interval", "2")
     return ws, cid, res, wait
 
 
@@ -34,9 +39,9 @@ def test_launch_returns_before_jobs_end_and_prints_how_to_follow(sweep):
     # the swept key is a column: no two rows alike (issue 49)
     lines = res.stdout.splitlines()
     head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["#", "platform"])
-    assert lines[head].split()[:7] == ["#", "platform", "gpus", "trainer", "experiment", "trainer.optimizer", "job"]
+    assert lines[head].split()[:7] == ["#", "platform", "gpus", "trainer", "experiment", "trainer.params.c_s", "job"]
     rows = [ln.split()[:6] for ln in lines[head + 2:head + 6]]
-    assert sorted((r[2], r[5]) for r in rows) == [("1", "adamw"), ("1", "sgd"), ("2", "adamw"), ("2", "sgd")], rows
+    assert sorted((r[2], r[5]) for r in rows) == [("1", "0.001"), ("1", "0.002"), ("2", "0.001"), ("2", "0.002")], rows
     assert f"campaign status {cid}" in res.stdout
     assert f"campaign harvest {cid}" in res.stdout
 
@@ -83,7 +88,7 @@ def test_harvest_csv_has_speedup_and_efficiency(sweep):
     res = ws.campaign("harvest", cid, "--to", "csv")
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
-    assert len(rows) == 4  # two series (sgd, adamw) x two GPU counts
+    assert len(rows) == 4  # two series (c_s 0.001, 0.002) x two GPU counts
     for r in rows:
         if r["gpus"] == "1":
             assert float(r["speedup"]) == pytest.approx(1.0) and float(r["efficiency"]) == pytest.approx(1.0)
@@ -119,23 +124,16 @@ def test_harvest_filters_are_applied(sweep):
 
 @pytest.mark.slow
 def test_plan_launch_line_prices_what_the_plan_priced(sweep):
-    """A sweep with shared settings (TINY): the chosen series' line keeps them and its own
-    optimizer, and its dry run prices the plan's choice within 5 % (issue 49)."""
+    """A sweep with shared settings (SLEEPY): the chosen series' line keeps them and its own
+    c_s, and its dry run prices the plan's choice within 5 % (issue 49)."""
     from test_plan_launch_agrees import agrees, dry_run_prices, plan_lines
 
     ws, cid, _, _ = sweep
     for plan_s, plan_gpu_h, line in plan_lines(ws, cid)[:1]:  # the fastest (a dry run each: seconds)
         words = shlex.split(line)
-        assert set(TINY) <= set(words) and len([w for w in words if w.startswith("trainer.optimizer=")]) == 1, line
+        assert set(SLEEPY) <= set(words) and len([w for w in words if w.startswith("trainer.params.c_s=")]) == 1, line
         training, gpu_h, _ = dry_run_prices(ws, line)
         assert agrees(plan_s, training) and agrees(plan_gpu_h, gpu_h), (line, plan_s, training, plan_gpu_h, gpu_h)
-
-
-@pytest.mark.slow
-def test_single_point_runs_in_the_foreground(ws):
-    res = ws.launch("gpus=1", *TINY)
-    assert res.returncode == 0, res.stderr
-    assert "1 point(s): 1 completed" in res.stdout
 
 
 def test_dry_run_submits_nothing(ws):
@@ -148,7 +146,9 @@ def test_dry_run_submits_nothing(ws):
 @pytest.mark.parametrize("when", ["queued", "running"])
 @pytest.mark.slow
 def test_cancel_stops_a_point(ws, when):
-    res = ws.launch("-m", "gpus=1", "experiment.base_iterations=100000000", "experiment.until_time_limit=true", "trainer.params.width=4", "dataset.image_size=8")
+    # the sleep trainer: a running rank sleeps its law until the cancel, where a model would train flat out
+    res = ws.launch("-m", "gpus=1", "trainer=sleep", "experiment.base_iterations=100000000",
+                    "experiment.until_time_limit=true")
     assert res.returncode == 0, res.stderr
     if when == "running":
         import time
@@ -159,7 +159,7 @@ def test_cancel_stops_a_point(ws, when):
         assert ws.query("select state from point")[0][0] == "running"
     out = ws.campaign("cancel")
     assert out.returncode == 0 and "cancelled 1 point(s)" in out.stdout
-    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "60")
+    wait = ws.campaign("status", "--wait", "--interval", "2", "--timeout", "60")
     assert "cancelled" in wait.stdout and wait.returncode == 1
     if when == "running":  # it ran until the cancel: its elapsed time is known, and stays
         import json
@@ -209,42 +209,6 @@ def test_status_watch_ends_when_every_point_is_final(sweep):
 
 
 @pytest.mark.slow
-def test_a_failing_rank_is_named_and_ends_its_peers(ws):
-    """Rank 1 of 2 raises mid-run. Rank 0, which alone would sleep on for days (the sleep
-    trainer's ranks never communicate), is ended with it, as srun --kill-on-bad-exit does on
-    SLURM; the point's reason is rank 1's error, with rank 1's log, in status's table too.
-    (A bad optimizer name no longer gets as far as a job: the launch refuses it,
-    tests/test_launch_truth.py.)"""
-    res = ws.launch("-m", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
-                    "+trainer.params.fail_at_iteration=2", "experiment.base_iterations=100000000", "experiment.until_time_limit=true",
-                    "experiment.warmup_iterations=1", "trainer.params.a_s=0.001", "trainer.params.c_s=0")
-    assert res.returncode == 0, res.stderr
-    import time
-
-    folder = None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not ws.query("select count(*) from point where state = 'failed'")[0][0]:
-        time.sleep(0.5)
-    folder = str(next(ws.results.glob("jobs/*/")))
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _processes_with(folder):
-        time.sleep(0.5)
-    assert _processes_with(folder) == []  # no rank of the job is left running
-    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "30")
-    assert wait.returncode == 1
-    assert "failed" in wait.stdout and "injected failure (trainer.params.fail_rank=1)" in wait.stdout
-    assert "(log: " in wait.stdout and "_log.err" in wait.stdout
-    doc = json.loads(ws.campaign("status", "--json").stdout)
-    (point,) = doc["points"]
-    assert point["state"] == "failed"
-    assert point["reason"].startswith("rank 1: RuntimeError: injected failure (trainer.params.fail_rank=1) at iteration 2")
-    assert point["log_path"].endswith("_1_log.err")  # the failing rank's log, not rank 0's
-    assert point["reason"].endswith(f"(log: {point['log_path']})")
-    (reason,) = ws.query("select reason from attempt")[0]
-    assert point["reason"].startswith(reason)
-
-
-@pytest.mark.slow
 def test_a_stalled_rank_fails_its_peers_after_the_distributed_timeout(ws):
     """platform.dist_timeout_min bounds how long a rank waits for a peer in a collective:
     rank 1 stalls 90 s, rank 0 gives up at the end-of-run barrier after ~6 s (the wait's 75 s
@@ -253,7 +217,7 @@ def test_a_stalled_rank_fails_its_peers_after_the_distributed_timeout(ws):
                     "platform.dist_timeout_min=0.1", "experiment.base_iterations=4", "experiment.warmup_iterations=1",
                     "trainer.params.a_s=0.001", "trainer.params.c_s=0")
     assert res.returncode == 0, res.stderr
-    wait = ws.campaign("status", "--wait", "--interval", "0.5", "--timeout", "75")
+    wait = ws.campaign("status", "--wait", "--interval", "2", "--timeout", "75")
     assert wait.returncode == 1, wait.stdout
     (point,) = json.loads(ws.campaign("status", "--json").stdout)["points"]
     # failed, long before rank 1's stall ends (rank 1 then finds rank 0 gone and exits)

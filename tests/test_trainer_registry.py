@@ -106,7 +106,7 @@ def test_a_toy_trainer_is_one_module_and_one_conf_file_and_runs_as_a_job(ws, toy
     res = ws.launch("-m", "gpus=1", "trainer.params.init=zeros,normal", *toy)
     assert res.returncode == 0, res.stdout + res.stderr
     cid = campaign_id_from(res.stdout)
-    wait = ws.campaign("status", cid, "--wait", "--interval", "0.5", timeout=600)
+    wait = ws.campaign("status", cid, "--wait", "--interval", "2", timeout=600)
     assert wait.returncode == 0, wait.stdout + wait.stderr
     assert "2 point(s): 2 completed" in wait.stdout
     rows = ws.query("select trainer, config from point order by idx")
