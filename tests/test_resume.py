@@ -189,7 +189,7 @@ def test_a_campaign_larger_than_max_submit_goes_out_in_waves(ws):
     assert "4 point(s): 3 completed, 1 cancelled" in done.stdout, done.stdout
     attempts = _attempts(ws, cid)
     assert [(i, n, s, o) for i, n, s, o, _ in attempts[:3]] == [(i, 0, "completed", "launch") for i in range(3)]
-    assert [(i, j) for i, _, _, _, j in attempts[3:]] == [(3, None)]  # point 3 never had a job
+    assert [(i, s, j) for i, _, s, _, j in attempts[3:]] == [(3, "cancelled", None)]  # never had a job, not waiting
 
 
 @pytest.mark.slow

@@ -345,3 +345,26 @@ def test_a_timeout_keeps_what_the_program_said_until_then():
     with pytest.raises(CommandError, match="no answer within 3 s") as info:
         run(["/bin/sh", "-c", "echo 'queue full' >&2; exec sleep 30"], timeout=3)
     assert info.value.stderr == "queue full\n"
+
+
+def test_a_cancelled_waiting_point_closes_its_open_attempt_only(tmp_path):
+    """``campaign cancel`` of a waiting point ends its open attempt (never handed to a
+    scheduler) as cancelled; an attempt that has a job is the job's to close."""
+    from sqlalchemy import select
+
+    from campaign.store import open_store
+    from campaign_sql.schema import attempt
+
+    row = dict(platform="local", trainer="t", experiment="e", dataset="d", gpus=1, nodes=1, repeat=0,
+               executor="local", state="registered")
+    with open_store(f"sqlite:///{tmp_path}/c.db", create=True) as s:
+        waiting, running = s.register({"id": "c", "created_at": 1.0}, [dict(row, idx=0), dict(row, idx=1)])
+        s.hold([waiting], "waiting for room")
+        s.open_attempts([running], origin="launch")
+        s.mark_submitted([{"point_id": running, "job_id": "7", "job_folder": None, "attempt_no": 0}])
+        s.close_open_attempts([waiting, running], "cancelled", "cancelled by campaign cancel", 5.0)
+        with s.engine.connect() as conn:
+            got = conn.execute(select(attempt.c.point_id, attempt.c.state, attempt.c.reason, attempt.c.ended_at)
+                               .order_by(attempt.c.point_id)).all()
+    assert [tuple(r) for r in got] == [(waiting, "cancelled", "cancelled by campaign cancel", 5.0),
+                                       (running, "pending", None, None)]

@@ -77,8 +77,12 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
                     times = {"ended_at": signalled_at}
                     if p.get("started_at"):
                         times["started_at"] = p["started_at"]
-                    cancelled += store.set_state(p["id"], "cancelled", "cancelled by campaign cancel",
-                                                 failed_since=signalled_at, **times)
+                    if store.set_state(p["id"], "cancelled", "cancelled by campaign cancel",
+                                       failed_since=signalled_at, **times):
+                        cancelled += 1
+                        if not p.get("job_id"):  # a waiting point: its attempt never went out
+                            store.close_open_attempts([p["id"]], "cancelled", "cancelled by campaign cancel",
+                                                      signalled_at)
     print(printable(f"campaign {campaign['id']}: cancelled {cancelled} point(s)"
                     + (f"; {len(untied)} not signalled (their job is not tied to it)" if untied else "")))
     return 0

@@ -94,6 +94,19 @@ class Submissions:
                 conn.execute(update(attempt).where(and_(key, attempt.c.state == "registered")).values(state="pending"),
                              tried)
 
+    def close_open_attempts(self, point_ids: Sequence[int], state: str, reason: Optional[str],
+                            ended_at: float) -> None:
+        """End as ``state`` the open attempt (``OPEN``: waiting or registered, never handed
+        to a scheduler) of each of ``point_ids``: a waiting point cancelled keeps no attempt
+        that still says it waits."""
+        ids = list(point_ids)
+        if not ids:
+            return
+        with self._begin() as conn:  # type: ignore[attr-defined]
+            conn.execute(update(attempt).where(and_(attempt.c.point_id.in_(ids), attempt.c.state.in_(OPEN),
+                                                    attempt.c.job_id.is_(None)))
+                         .values(state=state, reason=reason, ended_at=ended_at))
+
     def reject(self, point_id: int, reason: Optional[str], attempt_no: Optional[int] = None) -> None:
         """A point its scheduler refused (or that could not be handed to it): ``rejected``
         with the reason, its attempt too."""
