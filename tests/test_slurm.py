@@ -328,6 +328,9 @@ class Site:
 # nothing while it waits; the synthetic trainer would train flat out for its whole minute.
 IDLE = ["trainer=sleep", "trainer.params.a_s=0.05", "trainer.params.c_s=0", "experiment=smoke",
         "experiment.base_iterations=100000000", "experiment.until_time_limit=true"]
+# A job whose check is SLURM's side of it (its constraint, its array) sleeps its few smoke
+# iterations: its rank imports less than the synthetic trainer's and trains nothing.
+QUICK = ["trainer=sleep", "trainer.params.a_s=0.001", "trainer.params.c_s=0", "experiment=smoke"]
 
 
 @pytest.fixture(scope="module")
@@ -344,11 +347,11 @@ def site(cluster, tmp_path_factory):
                        "platform.time_limit_min=10", *TINY_TRAINER, cli=True, timeout=300,
                        env={"SBATCH_PARTITION": "nosuch", "SBATCH_TIMELIMIT": "0", "SLURM_JOB_ID": "1"})
     # (an unknown partition is refused at launch, before anything is stored: tests/test_slurm_launch.py)
-    s.rejected = s.launch("platform=v100", "platform.constraint=a100_40g,nosuchfeature", "repeats=2", "experiment=smoke",
-                          *ONE_CPU, *TINY_TRAINER, expect=3)
+    s.rejected = s.launch("platform=v100", "platform.constraint=a100_40g,nosuchfeature", "repeats=2", *ONE_CPU, *QUICK,
+                          expect=3)
     # hydra.launcher.wait=true on SLURM: exit 0 once both jobs completed ...
-    s.nvlink = s.launch("platform=a100_nvlink_40,a100_nvlink_80", "gpus=1", "experiment=smoke", *ONE_CPU, *TINY_TRAINER,
-                        "hydra.launcher.wait=true", timeout=600)
+    s.nvlink = s.launch("platform=a100_nvlink_40,a100_nvlink_80", "gpus=1", *ONE_CPU, *QUICK, "hydra.launcher.wait=true",
+                        timeout=600)
     # ... and exit 3 naming the failed point, after SLURM ended its job. Rank 1 of 2 fails at
     # iteration 2; rank 0 alone would sleep on for far longer than the time limit (the sleep
     # trainer's ranks never communicate).
