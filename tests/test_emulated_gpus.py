@@ -1,14 +1,14 @@
 """GPUs a scheduler says are emulated (issue #39): a SLURM partition whose nodes all carry
 the feature ``emulated_gpu`` (scripts/local-slurm.sh's) is not checked against the torch
 build (campaign/launch/arch.py); a real one still is, with the same message; the dry run
-says which platforms were not checked; the README's headline sweep runs on the local cluster
-without ``platform.compute_capability=null``."""
+says which platforms were not checked. (The README's headline sweep, launched on the local
+cluster without ``platform.compute_capability=null``, is test_slurm.py's sweep: its six points
+submitted and completed.)"""
 
 from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
@@ -202,28 +202,3 @@ def test_an_emulated_partition_is_planned_and_the_dry_run_says_so(ws):
         ("a100", None),
         ("a100_nvlink_80", "SLURM partition a100_nvlink: its nodes with the constraint a100_80g carry the feature "
                            "emulated_gpu")]
-
-
-# ---------------------------------------------------------------- the README's headline, on the local cluster
-@pytest.mark.slurm
-def test_the_readme_headline_submits_all_six_points_on_the_local_cluster(ws):
-    """``campaign launch -m platform=v100,a100 gpus=1,2,4`` as the README writes it (tiny
-    jobs), without ``platform.compute_capability=null``: six points submitted, and run."""
-    from test_slurm import _cluster_up
-
-    why = _cluster_up()
-    if why:
-        pytest.skip(why)
-    ws.env["SLURM_CONF"] = os.environ.get("SLURM_CONF", "/tmp/campaign-slurm/etc/slurm.conf")
-    res = ws.campaign("launch", "-m", "platform=v100,a100", "gpus=1,2,4", "experiment=smoke",
-                      "platform.cpus_per_task=1", "platform.time_limit_min=10", "trainer.params.width=4",
-                      "trainer.params.depth=2", "dataset.image_size=8", timeout=300)
-    try:
-        assert res.returncode == 0 and "refused" not in res.stderr, res.stdout + res.stderr
-        assert ws.query("select count(*) from point where job_id is not null") == [(6,)]
-        assert sorted(ws.query("select platform, gpus from point")) == [
-            ("a100", 1), ("a100", 2), ("a100", 4), ("v100", 1), ("v100", 2), ("v100", 4)]
-    finally:  # the shared cluster left empty: every job ended
-        done = ws.campaign("status", "--wait", "--interval", "2", timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert ws.query("select state, count(*) from point group by state") == [("completed", 6)]

@@ -18,7 +18,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import polars as pl
@@ -109,35 +108,56 @@ def test_a_rank_waits_for_rank_0_then_gives_up_naming_the_master():
         assert rdv.wait_reachable(m, timeout_s=5.0) < 5.0
 
 
-_RANK = textwrap.dedent("""
-    import os, sys, time
-    os.environ.update(RANK=sys.argv[1], WORLD_SIZE="2", LOCAL_RANK=sys.argv[1], MASTER_ADDR=sys.argv[2],
-                      MASTER_PORT=sys.argv[3])
+# One interpreter (it imports torch once) meets the four rendezvous below one after another,
+# each on a port of its own, and prints one JSON line per case: the error and its seconds.
+_RANKS = textwrap.dedent("""
+    import json, os, sys, time
     from trainers import dist
-    t = time.monotonic()
-    try:
-        dist.setup(want_device="cpu", timeout_s=600, rendezvous_timeout_s=float(sys.argv[4]))
-    except Exception as exc:
-        print(type(exc).__name__, exc, "|", round(time.monotonic() - t))
+    for rank, addr, port in json.loads(sys.argv[1]):
+        os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR=addr,
+                          MASTER_PORT=str(port))
+        t = time.monotonic()
+        try:
+            dist.setup(want_device="cpu", timeout_s=600, rendezvous_timeout_s=float(sys.argv[2]))
+            line = "met its peer"
+        except Exception as exc:
+            line = f"{type(exc).__name__} {exc} | {round(time.monotonic() - t)}"
+        print(json.dumps(line), flush=True)
 """)
-
-
-@pytest.mark.parametrize("rank,addr,reason", [
+MEETINGS = [
     (0, "nosuch.invalid", "RendezvousError cannot resolve the master nosuch.invalid:{port} (from MASTER_ADDR)"),
     (1, "nosuch.invalid", "RendezvousError cannot resolve the master nosuch.invalid:{port} (from MASTER_ADDR)"),
     # rank 0 alone: its peer never joins; rank 1 alone: rank 0 never listens
     (0, "127.0.0.1", "RendezvousError rendezvous at the master 127.0.0.1:{port} (from MASTER_ADDR) failed: "),
     (1, "127.0.0.1", "RendezvousError cannot reach the master 127.0.0.1:{port} (from MASTER_ADDR) after "),
-])
+]
+
+
+@pytest.fixture(scope="module")
+def lone_ranks() -> list[tuple[int, str]]:
+    """(port, what setup() said) for each of MEETINGS: setup() with a 10-minute process-group
+    timeout and a 3-second rendezvous, in one child process."""
+    ports: list[int] = []
+    while len(ports) < len(MEETINGS):
+        port = _free_port()
+        if port not in ports:
+            ports.append(port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBMITIT_", "SLURM_", "CAMPAIGN_"))}
+    cases = [[rank, addr, port] for (rank, addr, _), port in zip(MEETINGS, ports)]
+    done = subprocess.run([sys.executable, "-c", _RANKS, json.dumps(cases), "3"], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=REPO)
+    said = [json.loads(line) for line in done.stdout.splitlines() if line.startswith('"')]
+    assert len(said) == len(MEETINGS), done.stdout + done.stderr
+    return list(zip(ports, said))
+
+
+@pytest.mark.parametrize("case", range(len(MEETINGS)), ids=[f"{r}-{a}" for r, a, _ in MEETINGS])
 @pytest.mark.slow
-def test_no_rank_waits_out_the_process_group_timeout(rank, addr, reason):
+def test_no_rank_waits_out_the_process_group_timeout(lone_ranks, case):
     """setup() with a 10-minute process-group timeout and a 3-second rendezvous: every
     failure to meet ends within the rendezvous timeout, one line naming host and port."""
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SUBMITIT_", "SLURM_", "CAMPAIGN_"))}
-    out = subprocess.run([sys.executable, "-c", _RANK, str(rank), addr, str(port), "3"], capture_output=True,
-                         text=True, timeout=300, env=env, cwd=REPO).stdout.strip()
-    assert out.startswith(reason.format(port=port)), out
+    port, out = lone_ranks[case]
+    assert out.startswith(MEETINGS[case][2].format(port=port)), out
     assert int(out.rsplit("|", 1)[1]) < 60  # bounded by the rendezvous (3 s), never the 600 s timeout
 
 
@@ -256,16 +276,44 @@ def _inter_node_campaigns() -> dict:
     """name -> (overrides, GPU counts, node counts, engine, phases harvest must show)."""
     from test_trainers_slurm import CAMPAIGNS, HAS_DEEPSPEED
 
+    # (trainer=sleep's ranks across two nodes, four on each: tests/test_model_slurm.py's 2 x 4
+    # point, checked by ranks_run_on_their_nodes)
     out = {
         "synthetic": (["trainer=synthetic", "trainer.params.width=4", "trainer.params.depth=2", "dataset.image_size=8"],
                       "1,2", "1,2", None, {"forward", "backward", "step"}),
-        "sleep": (["trainer=sleep", "trainer.params.a_s=0.001", "trainer.params.c_s=0"], "4", "2", None, set()),
     }
-    for name in ("frozen_backbone.ddp", "vit.ddp", "vit.deepspeed", "swinv2_upernet"):
+    for name in ("frozen_backbone.ddp", "vit.ddp", "vit.deepspeed"):
         overrides, engine, phases = CAMPAIGNS[name]
         if engine != "deepspeed" or HAS_DEEPSPEED:
             out[name] = (overrides + ["experiment.base_iterations=4"], "2", "2", engine, phases)
+    # the micro SwinV2 point is also the requeue's (test_a_two_rank_micro_swinv2_survives_a_slurm_requeue...)
+    out["swinv2_upernet"] = (SWINV2_REQUEUED, "2", "2", None, CAMPAIGNS["swinv2_upernet"][2])
     return out
+
+
+# A micro SwinV2 + UPerNet point of 2 ranks (64x64 crops, synthetic data), checkpointed every 3rd
+# of its 9 iterations (16 base ones, halved at 2 GPUs, and a warm-up); launched with AWAIT_ENV=3.
+SWINV2_REQUEUED = ["trainer=swinv2_upernet", "trainer.params.variant=micro", "trainer.params.drop_path_rate=0.0",
+                   "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64", "dataset.num_workers=0",
+                   "experiment.images_per_gpu=2", "experiment.base_iterations=16", "experiment.checkpoint=true",
+                   "experiment.checkpoint_every=3"]
+AWAIT_ENV = "CAMPAIGN_INJECT_AWAIT_SIGNAL_AT"  # trainers.checkpoint.AWAIT_ENV (imported there with torch)
+
+
+def _signal_at_its_checkpoint(ws, cid: str) -> str:
+    """``scancel --signal=USR2`` of campaign ``cid``'s job once both its ranks saved iteration 3
+    and wait (AWAIT_ENV); "" when signalled, else why not (its test says so, the others run on)."""
+    from conftest import until
+
+    folder = ws.results / "jobs" / cid / "checkpoints"
+    try:
+        until(lambda: len(list(folder.glob("p*-r[01]-i3.pt"))) == 2, 600, "iteration 3's checkpoint of both ranks",
+              every=0.5)
+    except AssertionError as exc:
+        return str(exc)
+    (job,) = ws.query("select job_id from point where campaign_id = ?", cid)[0]
+    done = ws.run("scancel", "--signal=USR2", job)
+    return "" if done.returncode == 0 else f"scancel: {done.stderr}"
 
 
 @pytest.fixture(scope="module")
@@ -287,12 +335,17 @@ def two_node_site(tmp_path_factory):
     assert res.returncode == 0, res.stdout + res.stderr
     ids["rendezvous"] = campaign_id_from(res.stdout)
     for name, (overrides, gpus, nodes, _, _) in _inter_node_campaigns().items():
+        saved = dict(ws.env)
+        if name == "swinv2_upernet":  # its ranks wait after iteration 3 for the preemption signal
+            ws.env[AWAIT_ENV] = "3"
         res = ws.launch("-m", "platform=a100", f"gpus={gpus}", f"nodes={nodes}", *ONE_CPU, *overrides)
+        ws.env = saved
         assert res.returncode == 0, res.stdout + res.stderr
         ids[name], launched[name] = campaign_id_from(res.stdout), res
+    signalled = _signal_at_its_checkpoint(ws, ids["swinv2_upernet"])
     for cid in ids.values():
         ws.campaign("status", cid, "--wait", "--interval", "2", "--timeout", "900", timeout=1000)
-    yield ws, ids, launched
+    yield ws, ids, launched, signalled
     for cid in ids.values():
         ws.campaign("cancel", cid)
 
@@ -302,24 +355,17 @@ def _hostnames(nodelist: str) -> list[str]:
                           check=True).stdout.split()
 
 
-@pytest.mark.slurm
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["synthetic", "sleep", "frozen_backbone.ddp", "vit.ddp", "vit.deepspeed",
-                                  "swinv2_upernet"])
-def test_every_trainer_runs_across_two_nodes(two_node_site, name):
-    """Each rank on the node SLURM put it on (block distribution: ranks 0..k-1 on the
-    first node), recorded by rank 0 for all and by each rank in its own row; rows from
-    every rank; harvest marks the placement."""
-    ws, ids, _ = two_node_site
-    if name not in ids:
-        pytest.skip("DeepSpeed is not installed")
-    _, _, _, engine, phases = _inter_node_campaigns()[name]
-    doc = json.loads(ws.campaign("status", ids[name], "--json").stdout)
+def ranks_run_on_their_nodes(ws, cid: str, engine: str | None = None, phases: frozenset | set = frozenset()) -> None:
+    """Every point of campaign ``cid`` completed; each rank of its nodes=2 points on the node
+    SLURM put it on (block distribution: ranks 0..k-1 on the first node), recorded by rank 0 for
+    all and by each rank in its own row; rows from every rank; harvest marks the placement and
+    shows ``phases`` for them."""
+    doc = json.loads(ws.campaign("status", cid, "--json").stdout)
     assert all(p["state"] == "completed" for p in doc["points"]), doc["points"]
     rows = ws.query(
         "select p.id, p.gpus, p.nodes, p.job_id, a.provenance, r.rank, r.host, r.iterations from point p "
         "join attempt a on a.point_id = p.id join rank_timing r on r.attempt_id = a.id "
-        "where p.campaign_id = ? and p.nodes = 2 order by p.gpus, r.rank", ids[name])
+        "where p.campaign_id = ? and p.nodes = 2 order by p.gpus, r.rank", cid)
     assert rows, "no nodes=2 point ran"
     by_point: dict = {}
     for pid, gpus, nodes, job_id, prov, rank, host, iterations in rows:
@@ -328,7 +374,7 @@ def test_every_trainer_runs_across_two_nodes(two_node_site, name):
         assert [r for r, _, _ in ranks] == list(range(gpus))  # a row from every rank
         assert all(it > 0 for _, _, it in ranks)
         nodes = _hostnames(prov["slurm_nodelist"])
-        assert len(nodes) == 2 and prov["nodes"] == 2 and prov["world_size"] == gpus
+        assert len(nodes) == 2 and prov["nodes"] == 2 and prov["world_size"] == gpus and prov["emulated_gpus"] is True
         per_node = gpus // 2
         expected = [nodes[r // per_node] for r in range(gpus)]
         assert prov["rank_nodes"] == expected, prov["rank_nodes"]
@@ -337,23 +383,37 @@ def test_every_trainer_runs_across_two_nodes(two_node_site, name):
         sacct = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "NNodes,NodeList"], capture_output=True,
                                text=True, check=True).stdout.split()
         assert sacct == [f"2|{prov['slurm_nodelist']}"]
-    out = ws.campaign("harvest", ids[name], "--to", "csv")
+    out = ws.campaign("harvest", cid, "--to", "csv")
     assert out.returncode == 0, out.stderr
     table = list(csv.DictReader(io.StringIO(out.stdout)))
     inter = [r for r in table if r["nodes"] == "2"]
     assert sorted(r["placement"] for r in inter) == sorted(f"2x{g // 2}" for g, _, _, _ in by_point.values())
     if phases:
-        out = ws.campaign("harvest", ids[name], "--table", "breakdown", "--to", "csv")
+        out = ws.campaign("harvest", cid, "--table", "breakdown", "--to", "csv")
         seen = {r["phase"] for r in csv.DictReader(io.StringIO(out.stdout)) if r["nodes"] == "2"}
         assert phases <= seen, sorted(seen)
+        if engine == "deepspeed":  # the timed gradient all-reduce of 2 ranks (its 1-rank job: test_trainers_slurm)
+            assert "comm_exposed" in seen, sorted(seen)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["synthetic", "frozen_backbone.ddp", "vit.ddp", "vit.deepspeed", "swinv2_upernet"])
+def test_every_trainer_runs_across_two_nodes(two_node_site, name):
+    """Each trainer's and engine's nodes=2 points: every rank on its node (ranks_run_on_their_nodes)."""
+    ws, ids, _, _ = two_node_site
+    if name not in ids:
+        pytest.skip("DeepSpeed is not installed")
+    _, _, _, engine, phases = _inter_node_campaigns()[name]
+    ranks_run_on_their_nodes(ws, ids[name], engine, phases)
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_harvest_shows_intra_and_inter_node_apart(two_node_site):
-    ws, ids, launched = two_node_site
+    ws, ids, launched, _ = two_node_site
     # gpus=1 nodes=2 does not divide: refused, the sweep's other three points run (the sleep
-    # trainer's 2x2 point is the 4-rank inter-node case)
+    # trainer's 2x4 point of tests/test_model_slurm.py is the case of several ranks a node)
     assert "refused: point platform=a100 gpus=1 nodes=2" in launched["synthetic"].stderr
     out = ws.campaign("harvest", ids["synthetic"], "--to", "csv")
     scaling = list(csv.DictReader(io.StringIO(out.stdout)))
@@ -376,7 +436,7 @@ def test_harvest_shows_intra_and_inter_node_apart(two_node_site):
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_an_unresolvable_master_fails_the_point_fast_with_its_reason(two_node_site):
-    ws, ids, _ = two_node_site
+    ws, ids, _, _ = two_node_site
     (p,) = json.loads(ws.campaign("status", ids["rendezvous"], "--json").stdout)["points"]
     assert p["state"] == "failed", p  # not timeout: the 3-minute limit was never reached
     assert p["reason"].startswith("trainers.rendezvous.RendezvousError: cannot resolve the master nosuch.invalid:")
@@ -385,3 +445,48 @@ def test_an_unresolvable_master_fails_the_point_fast_with_its_reason(two_node_si
     assert p["elapsed_s"] < 60, p
     shown = ws.campaign("status", ids["rendezvous"]).stdout
     assert "cannot resolve the master nosuch.invalid:" in shown
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_two_rank_micro_swinv2_survives_a_slurm_requeue_as_one_timed_run(two_node_site):
+    """The micro SwinV2 point of 2 ranks, one a node (emulated GPUs: gloo on CPU; 9 iterations,
+    every 3rd saved): both ranks wait after iteration 3 (AWAIT_ENV) until ``scancel
+    --signal=USR2`` reaches them, agree to stop, checkpoint at 4, and SLURM requeues the
+    same job; the second attempt's two ranks both resume at 4, and each rank's timed window
+    is its two segments' sum, the gap between them apart. (The 1-rank case is this one's
+    rank 0; tests/test_resume_slurm.py requeues a run signalled mid-loop; the bitwise resume
+    on CPU: tests/test_mmseg_checkpoint.py.)"""
+    ws, ids, _, signalled = two_node_site
+    assert signalled == "", signalled
+    cid = ids["swinv2_upernet"]
+    (point,) = json.loads(ws.campaign("status", cid, "--json").stdout)["points"]
+    assert point["state"] == "completed", point
+    attempts = ws.query("select a.attempt_no, a.state, a.origin, a.reason, a.job_id from attempt a join point p "
+                        "on p.id = a.point_id where p.campaign_id = ? order by a.attempt_no", cid)
+    assert [(n, s, o) for n, s, o, _, _ in attempts] == [(0, "requeued", "launch"), (1, "completed", "requeue")]
+    assert attempts[0][4] == attempts[1][4]  # the same SLURM job, requeued
+    assert attempts[0][3] == "checkpointed at iteration 4 of 9 on SIGUSR2 (preemption or time limit); requeued"
+    # each rank: one consistent set of rows, all in the completed attempt, each iteration once
+    rows = ws.query("select a.attempt_no, i.rank, count(*), count(distinct i.iter), min(i.iter), max(i.iter), "
+                    "sum(i.warmup) from iteration i join attempt a on a.id = i.attempt_id join point p on "
+                    "p.id = a.point_id where p.campaign_id = ? group by a.attempt_no, i.rank", cid)
+    assert rows == [(1, 0, 9, 9, 0, 8, 1), (1, 1, 9, 9, 0, 8, 1)]
+    timings = ws.query("select r.rank, r.extra, r.wall_s, r.iterations from rank_timing r join attempt a on "
+                       "a.id = r.attempt_id join point p on p.id = a.point_id where p.campaign_id = ? order by r.rank",
+                       cid)
+    assert [r for r, _, _, _ in timings] == [0, 1]
+    for rank, extra, wall, iterations in timings:
+        info = json.loads(extra)["checkpoint"]
+        segments = info["segments"]
+        # both ranks resumed at the same iteration: the one the attempt checkpointed at
+        assert [(s["attempt"], s["first_iter"], s["end_iter"]) for s in segments] == [(0, 0, 4), (1, 4, 9)], rank
+        assert info["resumed"] == 1 and iterations == 8, rank
+        # one timed run: the window is the segments' sum; the gap between attempts is apart from it
+        assert segments[1]["gap_before_s"] > 0 and info["gap_s"] == segments[1]["gap_before_s"], rank
+        assert wall == pytest.approx(sum(s["wall_s"] for s in segments), rel=1e-6), rank
+    table = json.loads(ws.campaign("harvest", cid, "--table", "attempts", "--to", "json").stdout)
+    assert [(r["attempt"], r["state"], r["iterations"]) for r in table] == [(0, "requeued", "0-3"),
+                                                                            (1, "completed", "4-8")]
+    assert table[1]["gap_before_s"] > 0
+    assert list((ws.results / "jobs" / cid / "checkpoints").glob("*.pt")) == []  # removed once the run completed

@@ -4,13 +4,13 @@ A micro SwinV2 + UPerNet (64x64 crops, synthetic data) stopped by the preemption
 and resumed is the same run as one never stopped: same iterations once each, the same
 parameters, optimizer state and learning rates at the end (bitwise: CPU, one thread),
 the LR schedule continuing across the stop, and one timed run across both attempts. A
-dataset's sampler continues at the images the stopped attempt had not read. On the
-local SLURM (marker ``slurm``), such a point signalled mid-run survives its requeue.
+dataset's sampler continues at the images the stopped attempt had not read. (On the local
+SLURM such a point of 2 ranks signalled mid-run survives its requeue: tests/test_internode.py,
+whose micro SwinV2 point across two nodes it is.)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -20,11 +20,9 @@ import pytest
 pytest.importorskip("mmseg")
 import torch  # noqa: E402
 
-from conftest import campaign_id_from, until  # noqa: E402
 from job_specs import a_spec  # noqa: E402
-from test_slurm import _cluster_up  # noqa: E402
 from trainers import loop  # noqa: E402
-from trainers.checkpoint import AWAIT_ENV, Checkpointer, Requeue  # noqa: E402
+from trainers.checkpoint import Checkpointer, Requeue  # noqa: E402
 from trainers.dist import DistContext  # noqa: E402
 from trainers.instrument import Recorder  # noqa: E402
 from trainers.mmseg import compat  # noqa: E402
@@ -156,68 +154,3 @@ def test_a_resumed_dataset_run_reads_the_images_an_unstopped_one_reads_next(ctx,
     assert resumed.loop.iter == 3
     assert [_img_paths(next(resumed.loop.dataloader_iterator)) for _ in range(2)] == order[3:]
     resumed.close()
-
-
-# ---------------------------------------------------------------------------- on the local SLURM
-
-MICRO_POINT = ["trainer=swinv2_upernet", "trainer.params.variant=micro", "trainer.params.drop_path_rate=0.0",
-               "dataset=ade20k", "dataset.name=synthetic", "dataset.image_size=64", "dataset.num_workers=0",
-               "experiment=smoke", "experiment.images_per_gpu=2", "experiment.base_iterations=8"]
-
-
-@pytest.mark.slurm
-@pytest.mark.slow
-def test_a_two_rank_micro_swinv2_survives_a_slurm_requeue_as_one_timed_run(ws):
-    """A micro SwinV2 point of 2 ranks on one node (emulated GPUs: gloo on CPU; 9 iterations,
-    every 3rd saved): both ranks wait after iteration 3 (AWAIT_ENV) until ``scancel
-    --signal=USR2`` reaches them, agree to stop, checkpoint at 4, and SLURM requeues the
-    same job; the second attempt's two ranks both resume at 4, and each rank's timed window
-    is its two segments' sum, the gap between them apart. (The 1-rank case is this one's
-    rank 0; tests/test_resume_slurm.py requeues a run signalled mid-loop.)"""
-    why = _cluster_up()
-    if why:
-        pytest.skip(why)
-    ws.env["SLURM_CONF"] = os.environ.get("SLURM_CONF", "/tmp/campaign-slurm/etc/slurm.conf")
-    ws.env[AWAIT_ENV] = "3"
-    # weak scaling halves the iterations at 2 GPUs: 16 base ones make the 1-GPU case's 9 (1 warm-up)
-    point = [o if not o.startswith("experiment.base_iterations=") else "experiment.base_iterations=16"
-             for o in MICRO_POINT]
-    res = ws.launch("-m", "platform=a100", "platform.cpus_per_task=1", "gpus=2", "nodes=1", *point,
-                    "experiment.checkpoint=true", "experiment.checkpoint_every=3", timeout=240)
-    assert res.returncode == 0, res.stdout + res.stderr
-    cid = campaign_id_from(res.stdout)
-    folder = ws.results / "jobs" / cid / "checkpoints"
-    try:
-        until(lambda: len(list(folder.glob("p*-r[01]-i3.pt"))) == 2, 600, "iteration 3's checkpoint of both ranks",
-              every=0.5)
-        (job,) = ws.query("select job_id from point where campaign_id = ?", cid)[0]
-        signalled = ws.run("scancel", "--signal=USR2", job)
-        assert signalled.returncode == 0, signalled.stderr
-        done = ws.campaign("status", cid, "--wait", "--interval", "1", "--timeout", "600", timeout=660)
-        assert done.returncode == 0, done.stdout + done.stderr
-    finally:
-        ws.campaign("cancel", cid, timeout=60)
-    attempts = ws.query("select attempt_no, state, origin, reason, job_id from attempt order by attempt_no")
-    assert [(n, s, o) for n, s, o, _, _ in attempts] == [(0, "requeued", "launch"), (1, "completed", "requeue")]
-    assert attempts[0][4] == attempts[1][4]  # the same SLURM job, requeued
-    assert attempts[0][3] == "checkpointed at iteration 4 of 9 on SIGUSR2 (preemption or time limit); requeued"
-    # each rank: one consistent set of rows, all in the completed attempt, each iteration once
-    rows = ws.query("select a.attempt_no, i.rank, count(*), count(distinct i.iter), min(i.iter), max(i.iter), "
-                    "sum(i.warmup) from iteration i join attempt a on a.id = i.attempt_id group by a.attempt_no, i.rank")
-    assert rows == [(1, 0, 9, 9, 0, 8, 1), (1, 1, 9, 9, 0, 8, 1)]
-    timings = ws.query("select r.rank, r.extra, r.wall_s, r.iterations from rank_timing r order by r.rank")
-    assert [r for r, _, _, _ in timings] == [0, 1]
-    for rank, extra, wall, iterations in timings:
-        info = json.loads(extra)["checkpoint"]
-        segments = info["segments"]
-        # both ranks resumed at the same iteration: the one the attempt checkpointed at
-        assert [(s["attempt"], s["first_iter"], s["end_iter"]) for s in segments] == [(0, 0, 4), (1, 4, 9)], rank
-        assert info["resumed"] == 1 and iterations == 8, rank
-        # one timed run: the window is the segments' sum; the gap between attempts is apart from it
-        assert segments[1]["gap_before_s"] > 0 and info["gap_s"] == segments[1]["gap_before_s"], rank
-        assert wall == pytest.approx(sum(s["wall_s"] for s in segments), rel=1e-6), rank
-    table = json.loads(ws.campaign("harvest", cid, "--table", "attempts", "--to", "json").stdout)
-    assert [(r["attempt"], r["state"], r["iterations"]) for r in table] == [(0, "requeued", "0-3"),
-                                                                            (1, "completed", "4-8")]
-    assert table[1]["gap_before_s"] > 0
-    assert list(folder.glob("*.pt")) == []  # removed once the run completed

@@ -143,6 +143,17 @@ def test_slurm_law_without_d_predicts_the_two_node_point(slurm_law):
         in plan.stdout
 
 
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_the_two_node_point_runs_four_ranks_on_each_node(slurm_law):
+    """The sleep trainer across two nodes (tests/test_internode.py's check of every trainer
+    there): the 2 x 4 point's eight ranks, each on the node SLURM put it on, rows from all."""
+    from test_internode import ranks_run_on_their_nodes
+
+    ws, _, two_id = slurm_law
+    ranks_run_on_their_nodes(ws, two_id)
+
+
 def _scaling(ws: Workspace, cid: str) -> list[dict]:
     res = ws.campaign("harvest", cid, "--to", "csv")
     assert res.returncode == 0, res.stderr

@@ -290,13 +290,17 @@ class Site:
         self.store = ["--store", self.ws.store_url]
         self.launched: list[str] = []
 
-    def launch(self, *overrides: str, env: dict | None = None, expect: int = 0):
+    def launch(self, *overrides: str, env: dict | None = None, expect: int = 0, cli: bool = False,
+               timeout: float = 120):
+        """``python -m campaign.launch -m OVERRIDES`` (``cli``: ``campaign launch``, as the README
+        writes it); ``expect``: its exit status."""
         from conftest import campaign_id_from
 
         saved = dict(self.ws.env)
         self.ws.env.update(env or {})
         try:
-            res = self.ws.launch("-m", *overrides)
+            res = (self.ws.campaign("launch", "-m", *overrides, timeout=timeout) if cli
+                   else self.ws.launch("-m", *overrides, timeout=timeout))
         finally:
             self.ws.env = saved
         assert res.returncode == expect, res.stdout + res.stderr
@@ -319,25 +323,42 @@ class Site:
         return json.loads(res.stdout)["points"]
 
 
+# A job meant to run until its time limit or its cancellation sleeps instead of computing
+# (trainers/sleep.py: 0.2 s an iteration at one rank), so that it costs this machine's CPUs next to
+# nothing while it waits; the synthetic trainer would train flat out for its whole minute.
+IDLE = ["trainer=sleep", "trainer.params.a_s=0.05", "trainer.params.c_s=0", "experiment=smoke",
+        "experiment.base_iterations=100000000", "experiment.until_time_limit=true"]
+# A job whose check is SLURM's side of it (its constraint, its array) sleeps its few smoke
+# iterations: its rank imports less than the synthetic trainer's and trains nothing.
+QUICK = ["trainer=sleep", "trainer.params.a_s=0.001", "trainer.params.c_s=0", "experiment=smoke"]
+
+
 @pytest.fixture(scope="module")
 def site(cluster, tmp_path_factory):
-    """Every campaign launched at once, the longest first; the tests then wait on theirs."""
+    """Every campaign launched at once, the longest first; the tests then wait on theirs. The two
+    waiting launches (hydra.launcher.wait=true) come last: each returns once its jobs ended."""
     s = Site(tmp_path_factory.mktemp("slurm site"))
-    s.timeout = s.launch("platform=v100", "experiment=smoke", "experiment.base_iterations=100000000", "experiment.until_time_limit=true",
-                         "platform.time_limit_min=1", *ONE_CPU, *TINY_TRAINER)
-    # Inherited SBATCH_*/SLURM_* must not reach sbatch: they would override the script's options.
-    s.sweep = s.launch("platform=v100,a100", "gpus=1,2", "experiment=smoke", *ONE_CPU, *TINY_TRAINER,
+    s.timeout = s.launch("platform=v100", "platform.time_limit_min=1", *ONE_CPU, *IDLE)
+    # The README's headline sweep as it writes it (campaign launch -m platform=v100,a100 gpus=1,2,4;
+    # tiny jobs) without platform.compute_capability=null: the test SLURM's partitions say their
+    # GPUs are emulated (issue #39, tests/test_emulated_gpus.py). Inherited SBATCH_*/SLURM_* must
+    # not reach sbatch: they would override the script's options.
+    s.sweep = s.launch("platform=v100,a100", "gpus=1,2,4", "experiment=smoke", "platform.cpus_per_task=1",
+                       "platform.time_limit_min=10", *TINY_TRAINER, cli=True, timeout=300,
                        env={"SBATCH_PARTITION": "nosuch", "SBATCH_TIMELIMIT": "0", "SLURM_JOB_ID": "1"})
-    s.nvlink = s.launch("platform=a100_nvlink_40,a100_nvlink_80", "gpus=2", "experiment=smoke", *ONE_CPU, *TINY_TRAINER)
     # (an unknown partition is refused at launch, before anything is stored: tests/test_slurm_launch.py)
-    s.rejected = s.launch("platform=v100", "platform.constraint=a100_40g,nosuchfeature", "repeats=2", "experiment=smoke",
-                          *ONE_CPU, *TINY_TRAINER, expect=3)
-    # Rank 1 of 2 fails at iteration 2; rank 0 alone would sleep on for far longer than
-    # the time limit (the sleep trainer's ranks never communicate).
+    s.rejected = s.launch("platform=v100", "platform.constraint=a100_40g,nosuchfeature", "repeats=2", *ONE_CPU, *QUICK,
+                          expect=3)
+    # hydra.launcher.wait=true on SLURM: exit 0 once both jobs completed ...
+    s.nvlink = s.launch("platform=a100_nvlink_40,a100_nvlink_80", "gpus=1", *ONE_CPU, *QUICK, "hydra.launcher.wait=true",
+                        timeout=600)
+    # ... and exit 3 naming the failed point, after SLURM ended its job. Rank 1 of 2 fails at
+    # iteration 2; rank 0 alone would sleep on for far longer than the time limit (the sleep
+    # trainer's ranks never communicate).
     s.failing = s.launch("platform=v100", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
                          "+trainer.params.fail_at_iteration=2", "trainer.params.a_s=0.001", "trainer.params.c_s=0",
                          "experiment=smoke", "experiment.base_iterations=100000000", "experiment.until_time_limit=true", "platform.time_limit_min=2",
-                         *ONE_CPU)
+                         *ONE_CPU, "hydra.launcher.wait=true", expect=3, timeout=600)
     yield s
     s.cancel_all()
 
@@ -345,14 +366,13 @@ def site(cluster, tmp_path_factory):
 @pytest.fixture(scope="module")
 def sweep(site):
     cid, res = site.sweep
-    return cid, res, site.wait(cid)
+    return cid, res, site.wait(cid, timeout=600)
 
 
 @pytest.mark.slurm
 def test_cancelled_jobs_show_as_cancelled(site):
-    # first in the module, so that its long jobs burn CPU only for a moment
-    cid, _ = site.launch("platform=v100", "repeats=2", "experiment=smoke", "experiment.base_iterations=100000000", "experiment.until_time_limit=true",
-                         *ONE_CPU, *TINY_TRAINER)
+    # first in the module, so that its jobs hold the cluster's GPUs only for a moment
+    cid, _ = site.launch("platform=v100", "repeats=2", *ONE_CPU, *IDLE)
     points = until(lambda: (ps := site.points(cid)) and all(p["job_id"] for p in ps) and ps, 30, "job ids", every=1)
     res = site.campaign("cancel", cid, "--point", str(points[0]["idx"]))
     assert res.returncode == 0 and res.stdout == f"campaign {cid}: cancelled 1 point(s)\n", res.stderr
@@ -371,23 +391,28 @@ def test_cancelled_jobs_show_as_cancelled(site):
     assert out.split() and all(s.startswith("CANCELLED") for s in out.splitlines())
 
 
+SWEEP = [("v100", 1), ("v100", 2), ("v100", 4), ("a100", 1), ("a100", 2), ("a100", 4)]
+
+
 @pytest.mark.slurm
-def test_sweep_over_two_partitions_and_two_gpu_counts_completes(site, sweep):
+def test_the_readme_headline_sweep_submits_all_six_points_and_completes(site, sweep):
+    """``campaign launch -m platform=v100,a100 gpus=1,2,4`` as the README writes it, without
+    ``platform.compute_capability=null``: six points submitted, none refused, all completed."""
     cid, res, wait = sweep
-    assert f"campaign {cid}: 4 of 4 point(s) submitted" in res.stdout
+    assert f"campaign {cid}: 6 of 6 point(s) submitted" in res.stdout and "refused" not in res.stderr, res.stderr
     assert wait.returncode == 0, wait.stdout + wait.stderr
-    assert "4 point(s): 4 completed" in wait.stdout
+    assert "6 point(s): 6 completed" in wait.stdout
     rows = site.ws.query(
         "select p.platform, p.gpus, p.job_id, p.log_path, count(r.rank), a.provenance from point p "
         "join attempt a on a.point_id = p.id join rank_timing r on r.attempt_id = a.id "
         "where p.campaign_id = ? group by p.id order by p.idx", cid)
-    assert [(r[0], r[1], r[4]) for r in rows] == [("v100", 1, 1), ("v100", 2, 2), ("a100", 1, 1), ("a100", 2, 2)]
+    assert [(r[0], r[1], r[4]) for r in rows] == [(platform, gpus, gpus) for platform, gpus in SWEEP]
     for platform, gpus, job_id, log_path, _, prov in rows:
         assert re.fullmatch(r"\d+_0", job_id)  # one array (of one point) per resource group
         assert log_path.endswith(f"/{job_id}_0_log.err") and Path(log_path).exists()
         prov = json.loads(prov)
-        assert prov["emulated_gpus"] is True and prov["backend"] == ("gloo" if gpus == 2 else "none")
-        assert prov["world_size"] == gpus
+        assert prov["emulated_gpus"] is True and prov["backend"] == ("gloo" if gpus > 1 else "none")
+        assert prov["world_size"] == gpus and prov["slurm_nodelist"]
     script = Path(rows[1][3]).parent / f"{rows[1][2].split('_')[0]}_submission.sh"
     text = script.read_text()
     for line in ("--partition=v100", "--gpus-per-node=2", "--ntasks-per-node=2", "--cpus-per-task=1", "--array=0-0%1"):
@@ -400,18 +425,34 @@ def test_harvest_gives_a_speedup_table(site, sweep):
     res = site.campaign("harvest", cid, "--to", "csv")
     assert res.returncode == 0, res.stderr
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
-    assert sorted((r["platform"], r["gpus"]) for r in rows) == [("a100", "1"), ("a100", "2"), ("v100", "1"), ("v100", "2")]
+    assert sorted((r["platform"], r["gpus"]) for r in rows) == sorted((p, str(g)) for p, g in SWEEP)
     for r in rows:
         t1 = next(float(x["time_s"]) for x in rows if x["platform"] == r["platform"] and x["gpus"] == "1")
         assert float(r["speedup"]) == pytest.approx(t1 / float(r["time_s"]))
 
 
 @pytest.mark.slurm
+def test_harvest_breaks_the_synthetic_trainers_time_into_its_phases(site, sweep):
+    """The synthetic trainer's computation/communication breakdown at every GPU count of the
+    sweep, with the timed gradient all-reduce of more than one rank (the other trainers' and
+    engines': tests/test_trainers_slurm.py)."""
+    cid, _, _ = sweep
+    out = site.campaign("harvest", cid, "--table", "breakdown", "--to", "csv")
+    assert out.returncode == 0, out.stdout + out.stderr
+    table = list(csv.DictReader(io.StringIO(out.stdout)))
+    for platform, gpus in SWEEP:
+        seen = {r["phase"] for r in table if r["platform"] == platform and int(r["gpus"]) == gpus}
+        assert {"forward", "backward", "step"} <= seen, (platform, gpus, sorted(seen))
+        assert ("comm_exposed" in seen) == (gpus > 1), (platform, gpus, sorted(seen))
+
+
+@pytest.mark.slurm
 def test_nvlink_platforms_submit_with_their_constraint(site):
+    """Launched with hydra.launcher.wait=true: its exit 0 came once both jobs completed."""
     cid, _ = site.nvlink
-    wait = site.wait(cid)
-    assert wait.returncode == 0 and "2 point(s): 2 completed" in wait.stdout, wait.stdout + wait.stderr
-    jobs = [p["job_id"].split("_")[0] for p in site.points(cid)]
+    points = site.points(cid)
+    assert [p["state"] for p in points] == ["completed", "completed"], points  # no wait of ours
+    jobs = [p["job_id"].split("_")[0] for p in points]
 
     def sacct():  # the store hears of completion before SLURM sees the job's processes end
         out = subprocess.run(["sacct", "-j", ",".join(jobs), "-X", "-n", "-P", "-o", "JobID,Partition,Constraints,State"],
@@ -454,8 +495,11 @@ def test_job_past_its_time_limit_shows_as_timeout(site):
 @pytest.mark.slurm
 def test_a_failing_rank_ends_the_job_and_is_named(site):
     """srun --kill-on-bad-exit: rank 1's error ends rank 0 too (else the point would run
-    into its 2-minute time limit), and the reason is rank 1's, with rank 1's log."""
-    cid, _ = site.failing
+    into its 2-minute time limit), and the reason is rank 1's, with rank 1's log. Its launch
+    waited (hydra.launcher.wait=true): exit 3, one line naming the point and rank 1's error."""
+    cid, launched = site.failing
+    assert "1 of 1 point(s) failed (#0 platform=v100 gpus=2 trainer=sleep" in launched.stderr, launched.stderr
+    assert "rank 1: RuntimeError: injected failure" in launched.stderr and launched.stderr.count("\n") == 1
     wait = site.wait(cid, timeout=300)
     assert wait.returncode == 1
     (p,) = site.points(cid)

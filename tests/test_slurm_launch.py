@@ -1,18 +1,16 @@
 """The launch against the real local SLURM (scripts/local-slurm.sh): what the scheduler
-must offer is checked before anything is stored (exit 2, one line), a waiting launch
-returns the jobs' real outcome, and a campaign none of whose points reached SLURM is not
-left behind as if it ran."""
+must offer is checked before anything is stored (exit 2, one line), and a campaign none of
+whose points reached SLURM is not left behind as if it ran. (A waiting launch returns the
+jobs' real outcome: tests/test_slurm.py's site launches two that wait, exit 0 and exit 3.)"""
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import EMULATED_GPUS, TINY, campaign_id_from
+from conftest import EMULATED_GPUS
 
 pytestmark = pytest.mark.slurm
 ONE_CPU = ["platform.cpus_per_task=1", "experiment=smoke"]
@@ -64,22 +62,6 @@ def test_an_unknown_partition_is_refused_with_the_available_ones(slurm_ws):
     err = _refused(slurm_ws.launch("-m", "platform=v100", "platform.partition=nosuch", *ONE_CPU, *NOT_ASKED, *SMALL))
     assert "platform v100: SLURM has no partition 'nosuch'; available: a100, a100_nvlink, v100" in err
     assert not slurm_ws.db.exists()
-
-
-def test_a_waiting_launch_returns_the_slurm_jobs_outcome(slurm_ws):
-    """hydra.launcher.wait=true on SLURM: exit 0 once both jobs completed; a failing rank
-    gives exit 3 naming its point, after SLURM ended the job."""
-    ok = slurm_ws.launch("-m", "platform=v100", "gpus=1,2", *ONE_CPU, *SMALL, "hydra.launcher.wait=true", timeout=600)
-    assert ok.returncode == 0, ok.stdout + ok.stderr
-    cid = campaign_id_from(ok.stdout)
-    assert slurm_ws.query("select state from point where campaign_id = ? order by idx", cid) == \
-        [("completed",), ("completed",)]
-    bad = slurm_ws.launch("-m", "platform=v100", "gpus=2", "trainer=sleep", "+trainer.params.fail_rank=1",
-                          "experiment.base_iterations=4", "platform.cpus_per_task=1", "hydra.launcher.wait=true",
-                          timeout=600)
-    assert bad.returncode == 3, bad.stdout + bad.stderr
-    assert "1 of 1 point(s) failed (#0 platform=v100 gpus=2 trainer=sleep" in bad.stderr
-    assert "rank 1: RuntimeError: injected failure" in bad.stderr and bad.stderr.count("\n") == 1
 
 
 def test_another_hydra_app_runs_its_points_on_slurm_through_the_campaign_launcher(slurm_ws, tmp_path):
