@@ -1,7 +1,9 @@
 """Where the time goes: phases, all-reduce time and bytes, MFU, known-answer delays.
 
-Two real 2-rank campaigns on the local executor (gloo), plus small in-process checks
-of the pieces (docs/breakdown.md says what every row and key means).
+Three real 2-rank campaigns on the local executor (gloo): ``plain`` (the C++ comm hook, a
+profiler window), ``delayed`` (known delays, timed by the Python comm hook) and one with
+``experiment.time_comm=false``; plus small in-process checks of the pieces
+(docs/breakdown.md says what every row and key means).
 """
 
 from __future__ import annotations
@@ -59,8 +61,13 @@ def plain(tmp_path_factory) -> Workspace:
 
 @pytest.fixture(scope="module")
 def delayed(tmp_path_factory) -> Workspace:
-    return _run(tmp_path_factory, "delayed", "experiment.base_iterations=12", *TINY_MODEL,
-                f"+trainer.params.inject_data_delay_s={DATA_DELAY}", f"+trainer.params.inject_comm_delay_s={COMM_DELAY}")
+    """Known delays, with experiment.comm_hook=python: the delays are found where they were put
+    by trainers.comm's AllReduceTimer (what CUDA uses), and its figures are checked beside
+    them (test_the_python_hook_when_asked_times_the_same_buckets); the C++ hook's injected delay
+    is tests/test_comm_cpp.py's, ``plain`` runs the C++ hook in a campaign."""
+    return _run(tmp_path_factory, "delayed", "experiment.base_iterations=12", "experiment.comm_hook=python",
+                *TINY_MODEL, f"+trainer.params.inject_data_delay_s={DATA_DELAY}",
+                f"+trainer.params.inject_comm_delay_s={COMM_DELAY}")
 
 
 def _extra(ws: Workspace, rank: int) -> dict:
@@ -423,10 +430,10 @@ def test_harvest_hardware_table_shows_the_jobs_figures(plain):
 
 
 @pytest.mark.slow
-def test_the_python_hook_when_asked_times_the_same_buckets(tmp_path_factory):
+def test_the_python_hook_when_asked_times_the_same_buckets(delayed):
     # experiment.comm_hook=python: trainers.comm's AllReduceTimer (what CUDA uses), the same
     # figures as the C++ hook's: every gradient once an iteration, each bucket a span
-    ws = _run(tmp_path_factory, "pyhook", "experiment.base_iterations=6", "experiment.comm_hook=python", *TINY_MODEL)
+    ws = delayed
     for rank in (0, 1):
         (params,) = ws.query("select trainable_params from rank_timing where rank = ?", rank)[0]
         x = _extra(ws, rank)

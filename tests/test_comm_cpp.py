@@ -88,18 +88,20 @@ def test_a_failed_build_is_not_paid_for_again_by_every_job(monkeypatch, tmp_path
         comm_cpp.load_module()  # the marker answers at once
 
 
-def _rank(rank: int, port: int, out: str, mode: str, world: int = 2) -> None:
+MODES = ("plain", "delay", "refused")  # run in this order: "refused" takes rank 1's C++ hook away
+
+
+def _scenario(rank: int, mode: str) -> dict:
+    """One scenario on this rank's process group: a DDP model with the hook ``comm.attach``
+    gives it, beside one with DDP's builtin all-reduce, each run 4 iterations, then 2 in a
+    profiler window's own Recorder; what rank 0 reports of it."""
     import torch
-    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    sys.path.insert(0, str(ROOT))
     from trainers import comm, comm_cpp
     from trainers.instrument import Recorder
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    if mode == "refused" and rank == 1:  # one rank cannot load it: both take the Python hook
+    if mode == "refused" and rank == 1:  # one rank cannot load it: every rank takes the Python hook
         def refuse(**_kw):  # not even a HookUnavailable: whatever a rank meets, the ranks still agree
             raise PermissionError(13, "Permission denied", "/shared/ext")
         comm_cpp.load_module = refuse
@@ -138,28 +140,42 @@ def _rank(rank: int, port: int, out: str, mode: str, world: int = 2) -> None:
     scale = max(b.grad.abs().max().item() for b in builtin.parameters())
     spans = [[list(s) for s in sp] for sp in rec._spans]
     inside = all(b0 <= s[0] <= s[1] <= b1 for (b0, b1), sp in zip(bounds, spans) for s in sp)
-    result = {"source": source, "extra": extra, "kind": getattr(timer, "kind", "python"), "rel_diff": diff / scale,
-              "rows": rec.allreduce_rows(timed_only=False), "window_rows": window.allreduce_rows(),
-              "inside": inside, "param_bytes": sum(p.numel() * p.element_size() for p in builtin.parameters())}
+    return {"source": source, "extra": extra, "kind": getattr(timer, "kind", "python"), "rel_diff": diff / scale,
+            "rows": rec.allreduce_rows(timed_only=False), "window_rows": window.allreduce_rows(),
+            "inside": inside, "param_bytes": sum(p.numel() * p.element_size() for p in builtin.parameters())}
+
+
+def _rank(rank: int, port: int, out: str, world: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    sys.path.insert(0, str(ROOT))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    results = {mode: _scenario(rank, mode) for mode in MODES}
     if rank == 0:
-        Path(out).write_text(json.dumps(result))
+        Path(out).write_text(json.dumps(results))
     dist.destroy_process_group()
 
 
-def _spawn(tmp_path, monkeypatch, mode: str, world: int = 2) -> dict:
+@pytest.fixture(scope="module")
+def ranks(hook_module, tmp_path_factory) -> dict:
+    """Every scenario (``MODES``) in one set of three spawned ranks, each rank a new interpreter
+    importing torch: rank 0's report of each, read by the tests below. Three ranks: x / 3 and
+    x * (1 / 3) differ in the last bit for about a third of floats (the plain scenario's check)."""
     import torch.multiprocessing as mp
 
-    out = tmp_path / f"{mode}.json"
-    monkeypatch.setenv("GLOO_SOCKET_IFNAME", os.environ.get("GLOO_SOCKET_IFNAME", "lo"))
-    mp.spawn(_rank, args=(_free_port(), str(out), mode, world), nprocs=world)
+    out = tmp_path_factory.mktemp("comm-cpp") / "ranks.json"
+    with pytest.MonkeyPatch.context() as mp_env:
+        mp_env.setenv("GLOO_SOCKET_IFNAME", os.environ.get("GLOO_SOCKET_IFNAME", "lo"))
+        mp.spawn(_rank, args=(_free_port(), str(out), 3), nprocs=3)
     return json.loads(out.read_text())
 
 
 @pytest.mark.slow
-def test_the_cpp_hook_reduces_as_ddp_does_and_times_every_bucket(hook_module, tmp_path, monkeypatch):
-    # three ranks: x / 3 and x * (1 / 3) differ in the last bit for about a third of floats,
-    # so equality says the hook scales as DDP's builtin does (by 1/world, then SUM)
-    res = _spawn(tmp_path, monkeypatch, "plain", world=3)
+def test_the_cpp_hook_reduces_as_ddp_does_and_times_every_bucket(ranks):
+    # equality says the hook scales as DDP's builtin does (by 1/world, then SUM) on three ranks
+    res = ranks["plain"]
     assert res["source"] == "allreduce_timer" and res["kind"] == "cpp" and res["extra"] == {"comm_hook": "cpp"}
     assert res["rel_diff"] == 0.0  # the mean over the ranks, bit for bit as DDP's builtin all-reduce leaves it
     rows = res["rows"]
@@ -175,15 +191,15 @@ def test_the_cpp_hook_reduces_as_ddp_does_and_times_every_bucket(hook_module, tm
 
 
 @pytest.mark.slow
-def test_an_injected_delay_is_exposed_comm_on_the_last_bucket(hook_module, tmp_path, monkeypatch):
-    res = _spawn(tmp_path, monkeypatch, "delay")
+def test_an_injected_delay_is_exposed_comm_on_the_last_bucket(ranks):
+    res = ranks["delay"]
     assert res["kind"] == "cpp"
     assert all(r["exposed_s"] >= 0.02 for r in res["rows"])
 
 
 @pytest.mark.slow
-def test_a_rank_that_cannot_load_it_makes_every_rank_use_the_python_hook(hook_module, tmp_path, monkeypatch):
-    res = _spawn(tmp_path, monkeypatch, "refused")  # rank 1 refuses; rank 0's result is written
+def test_a_rank_that_cannot_load_it_makes_every_rank_use_the_python_hook(ranks):
+    res = ranks["refused"]  # rank 1 refuses; rank 0's result is written
     assert res["kind"] == "python" and res["extra"]["comm_hook"] == "python"
     assert res["extra"]["comm_hook_fallback"] == "another rank could not load the C++ comm hook"
     assert res["rel_diff"] < 1e-6 and all(r["bytes"] == res["param_bytes"] for r in res["rows"])
