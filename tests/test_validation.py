@@ -83,6 +83,25 @@ def test_no_evaluator_without_validation():
     assert trainer.evaluator is None
 
 
+def test_validation_images_evaluates_that_many_of_the_test_split():
+    """experiment.validation_images=N: the first N images of the split, every epoch, the row
+    saying how many (the whole split when N is not smaller)."""
+    from trainers.vit import ViTTrainer
+
+    for limit, images in ((3, 3), (100, 4)):
+        cfg = _cfg("vit", {"model": "vit_tiny", "engine": "ddp"})
+        cfg["experiment"]["validation_images"] = limit
+        trainer = ViTTrainer(_ctx(), cfg, PLAN)
+        _train(trainer, 8)
+        assert [(r["epoch"], r["images"]) for r in trainer.evaluator.rows] == [(0, images), (1, images)]
+    config = {"trainer": {"name": "vit", "params": {"model": "vit_tiny"}}, "platform": {"name": "local", "device": "cpu"},
+              "experiment": {"validation": True, "validation_images": 0}, "gpus": 1, "nodes": 1}
+    with pytest.raises(ConfigError) as err:
+        check_trainer(config)
+    assert str(err.value) == ("experiment.validation_images=0 evaluates no image; set a count of at least 1, "
+                              "or null to evaluate the whole test split")
+
+
 @pytest.mark.parametrize("trainer", ["synthetic", "sleep"])
 def test_refused_for_a_trainer_without_an_evaluation_pass(trainer):
     config = {"trainer": {"name": trainer, "params": {}}, "platform": {"name": "local", "device": "cpu"},
