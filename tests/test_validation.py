@@ -102,6 +102,18 @@ def test_validation_images_evaluates_that_many_of_the_test_split():
                               "or null to evaluate the whole test split")
 
 
+def test_a_figure_of_part_of_the_test_split_says_so():
+    """campaign figures' note under a test-accuracy figure whose passes evaluated fewer
+    images than the dataset's test split (experiment.validation_images); none for the whole."""
+    pl = pytest.importorskip("polars")
+    from campaign.harvest.declared_draw import _test_share
+
+    rows = pl.DataFrame({"point_dataset": ["cifar10 32px 10 classes", "cifar100 32px 100 classes", "synthetic 32px"],
+                         "test_images": [500, 10_000, 8]})
+    assert _test_share(rows) == [
+        "test loss and accuracy over 500 of cifar10's 10,000 test images a pass (experiment.validation_images)"]
+
+
 @pytest.mark.parametrize("trainer", ["synthetic", "sleep"])
 def test_refused_for_a_trainer_without_an_evaluation_pass(trainer):
     config = {"trainer": {"name": trainer, "params": {}}, "platform": {"name": "local", "device": "cpu"},

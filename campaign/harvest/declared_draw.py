@@ -244,8 +244,9 @@ def _test_share(rows: pl.DataFrame) -> list[str]:
     from campaign_datasets import find
 
     notes = []
-    for name, images in sorted({(str(d), int(n)) for d, n in zip(rows["point_dataset"], rows["test_images"])
-                                if d is not None and n is not None}):
+    # point_dataset is the point's dataset in words ("cifar10 32px 10 classes": derive.py), its name first
+    for name, images in sorted({(str(d).split(" ", 1)[0], int(n)) for d, n in zip(rows["point_dataset"],
+                                rows["test_images"]) if d is not None and n is not None}):
         whole = getattr(find(name), "test_images", None)
         if whole and images < whole:
             notes.append(f"test loss and accuracy over {images:,} of {name}'s {whole:,} test images a pass "
