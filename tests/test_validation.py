@@ -100,6 +100,11 @@ def test_validation_images_evaluates_that_many_of_the_test_split():
         check_trainer(config)
     assert str(err.value) == ("experiment.validation_images=0 evaluates no image; set a count of at least 1, "
                               "or null to evaluate the whole test split")
+    config["experiment"] = {"validation": False, "validation_images": 500}
+    with pytest.raises(ConfigError) as err:
+        check_trainer(config)
+    assert str(err.value) == ("experiment.validation_images=500 does nothing with experiment.validation=false "
+                              "(no evaluation pass); set experiment.validation=true or drop it")
 
 
 def test_a_figure_of_part_of_the_test_split_says_so():
