@@ -104,7 +104,7 @@ def test_validation_images_evaluates_that_many_of_the_test_split():
     with pytest.raises(ConfigError) as err:
         check_trainer(config)
     assert str(err.value) == ("experiment.validation_images=500 does nothing with experiment.validation=false "
-                              "(no evaluation pass); set experiment.validation=true or drop it")
+                              "(no evaluation pass); set experiment.validation=true or experiment.validation_images=null")
 
 
 def test_a_figure_of_part_of_the_test_split_says_so():
