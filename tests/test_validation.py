@@ -94,7 +94,8 @@ def test_validation_images_evaluates_that_many_of_the_test_split():
         trainer = ViTTrainer(_ctx(), cfg, PLAN)
         _train(trainer, 8)
         assert [(r["epoch"], r["images"]) for r in trainer.evaluator.rows] == [(0, images), (1, images)]
-    config = {"trainer": {"name": "vit", "params": {"model": "vit_tiny"}}, "platform": {"name": "local", "device": "cpu"},
+    config = {"trainer": {"name": "vit", "params": {"model": "vit_tiny"}},
+              "platform": {"name": "local", "device": "cpu"},
               "experiment": {"validation": True, "validation_images": 0}, "gpus": 1, "nodes": 1}
     with pytest.raises(ConfigError) as err:
         check_trainer(config)
@@ -104,7 +105,8 @@ def test_validation_images_evaluates_that_many_of_the_test_split():
     with pytest.raises(ConfigError) as err:
         check_trainer(config)
     assert str(err.value) == ("experiment.validation_images=500 does nothing with experiment.validation=false "
-                              "(no evaluation pass); set experiment.validation=true or experiment.validation_images=null")
+                              "(no evaluation pass); set experiment.validation=true or "
+                              "experiment.validation_images=null")
 
 
 def test_a_figure_of_part_of_the_test_split_says_so():

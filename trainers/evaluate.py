@@ -12,9 +12,10 @@ no sample twice, none left out, unlike a padding DistributedSampler); the sums o
 right answers and images are all-reduced, so the row rank 0 writes is the whole split's,
 count-weighted. ``experiment.validation_images=N`` evaluates the split's first N images
 instead of all of them (the same N every epoch, sharded the same way; the row's ``images``
-says how many): a reduced run's accuracy at a fraction of the pass's cost. The model is the trainer's unwrapped module (DDP's, DataParallel's,
-DeepSpeed's ``.module``) in eval mode under ``no_grad``: no collective inside the pass
-but the one reduction, whatever the ranks' shard sizes.
+says how many): a reduced run's accuracy at a fraction of the pass's cost. The model is
+the trainer's unwrapped module (DDP's, DataParallel's, DeepSpeed's ``.module``) in eval
+mode under ``no_grad``: no collective inside the pass but the one reduction, whatever the
+ranks' shard sizes.
 """
 
 from __future__ import annotations

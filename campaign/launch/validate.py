@@ -229,7 +229,8 @@ def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
     limit = config.get("experiment", {}).get("validation_images")
     if limit is not None and not config.get("experiment", {}).get("validation"):
         raise ConfigError(f"experiment.validation_images={limit} does nothing with experiment.validation=false "
-                          f"(no evaluation pass); set experiment.validation=true or experiment.validation_images=null")
+                          f"(no evaluation pass); set experiment.validation=true or "
+                          f"experiment.validation_images=null")
     if limit is not None and limit < 1:
         raise ConfigError(f"experiment.validation_images={limit} evaluates no image; set a count of at least 1, "
                           f"or null to evaluate the whole test split")
