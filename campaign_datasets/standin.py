@@ -8,8 +8,8 @@ the formats, split sizes, image sizes and label ranges are the real ones, so tha
 loader does the work it does on the real dataset (decode, resize, crop, flip, distort,
 collate) and a study's data wait is measured, not assumed away.
 
-Sizes (``SIZES``): ``tests`` (a few files, seconds), ``small`` (hundreds of images, for a
-reduced study on one machine) and ``full`` (the real split sizes: ADE20K 20,210 + 2,000,
+Sizes (``SIZES``): ``tests`` (a few files, seconds), ``small`` (tens to thousands of images,
+for a reduced study on one machine) and ``full`` (the real split sizes: ADE20K 20,210 + 2,000,
 MNIST 60,000 + 10,000, CIFAR 50,000 + 10,000). A launch counts an epoch
 (``experiment.epochs``) by a dataset's declared split size, the real one: on the tests and
 small sizes give a run its length in iterations, or use ``full`` (MNIST's and CIFAR's are

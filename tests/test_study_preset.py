@@ -123,7 +123,7 @@ def test_the_small_twin_shares_the_grid_and_says_what_it_would_write(tmp_path):
     assert {(p["config"]["platform"]["name"], _gpus(p)) for p in points} == GRID
     for p in points:
         c = p["config"]
-        assert (p["schedule"]["batch_per_gpu"], p["schedule"]["iterations"]) == (2, 32 // _gpus(p))
+        assert (p["schedule"]["batch_per_gpu"], p["schedule"]["iterations"]) == (2, 16 // _gpus(p))
         assert c["trainer"]["params"]["variant"] == "micro" and c["dataset"]["image_size"] == 64
         assert c["trainer"]["params"]["loop"] == "stock"
         assert c["dataset"]["root"] == str(ws.results / "datasets" / "ade20k-standin")

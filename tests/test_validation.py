@@ -83,6 +83,44 @@ def test_no_evaluator_without_validation():
     assert trainer.evaluator is None
 
 
+def test_validation_images_evaluates_that_many_of_the_test_split():
+    """experiment.validation_images=N: the first N images of the split, every epoch, the row
+    saying how many (the whole split when N is not smaller)."""
+    from trainers.vit import ViTTrainer
+
+    for limit, images in ((3, 3), (100, 4)):
+        cfg = _cfg("vit", {"model": "vit_tiny", "engine": "ddp"})
+        cfg["experiment"]["validation_images"] = limit
+        trainer = ViTTrainer(_ctx(), cfg, PLAN)
+        _train(trainer, 8)
+        assert [(r["epoch"], r["images"]) for r in trainer.evaluator.rows] == [(0, images), (1, images)]
+    config = {"trainer": {"name": "vit", "params": {"model": "vit_tiny"}},
+              "platform": {"name": "local", "device": "cpu"},
+              "experiment": {"validation": True, "validation_images": 0}, "gpus": 1, "nodes": 1}
+    with pytest.raises(ConfigError) as err:
+        check_trainer(config)
+    assert str(err.value) == ("experiment.validation_images=0 evaluates no image; set a count of at least 1, "
+                              "or null to evaluate the whole test split")
+    config["experiment"] = {"validation": False, "validation_images": 500}
+    with pytest.raises(ConfigError) as err:
+        check_trainer(config)
+    assert str(err.value) == ("experiment.validation_images=500 does nothing with experiment.validation=false "
+                              "(no evaluation pass); set experiment.validation=true or "
+                              "experiment.validation_images=null")
+
+
+def test_a_figure_of_part_of_the_test_split_says_so():
+    """campaign figures' note under a test-accuracy figure whose passes evaluated fewer
+    images than the dataset's test split (experiment.validation_images); none for the whole."""
+    pl = pytest.importorskip("polars")
+    from campaign.harvest.declared_draw import _test_share
+
+    rows = pl.DataFrame({"point_dataset": ["cifar10 32px 10 classes", "cifar100 32px 100 classes", "synthetic 32px"],
+                         "test_images": [500, 10_000, 8]})
+    assert _test_share(rows) == [
+        "test loss and accuracy over 500 of cifar10's 10,000 test images a pass (experiment.validation_images)"]
+
+
 @pytest.mark.parametrize("trainer", ["synthetic", "sleep"])
 def test_refused_for_a_trainer_without_an_evaluation_pass(trainer):
     config = {"trainer": {"name": trainer, "params": {}}, "platform": {"name": "local", "device": "cpu"},

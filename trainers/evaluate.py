@@ -10,9 +10,12 @@ apart, in the ``evaluation`` row's ``seconds``.
 Every rank evaluates its own shard of the test split (indices ``rank, rank + world, ...``:
 no sample twice, none left out, unlike a padding DistributedSampler); the sums of loss,
 right answers and images are all-reduced, so the row rank 0 writes is the whole split's,
-count-weighted. The model is the trainer's unwrapped module (DDP's, DataParallel's,
-DeepSpeed's ``.module``) in eval mode under ``no_grad``: no collective inside the pass
-but the one reduction, whatever the ranks' shard sizes.
+count-weighted. ``experiment.validation_images=N`` evaluates the split's first N images
+instead of all of them (the same N every epoch, sharded the same way; the row's ``images``
+says how many): a reduced run's accuracy at a fraction of the pass's cost. The model is
+the trainer's unwrapped module (DDP's, DataParallel's, DeepSpeed's ``.module``) in eval
+mode under ``no_grad``: no collective inside the pass but the one reduction, whatever the
+ranks' shard sizes.
 """
 
 from __future__ import annotations
@@ -115,12 +118,16 @@ def build_evaluator(ctx: DistContext, cfg: dict, *, module: nn.Module, batches: 
                     dtype: Optional[torch.dtype] = None) -> Optional[Evaluator]:
     """The trainer's Evaluator when ``experiment.validation`` is on (None otherwise): the
     test split of the point's dataset (``train=False``, whole: no ``dataset.fraction``) at
-    the model's input size, ``batches`` the trainer's ``EpochBatches`` (its epochs)."""
+    the model's input size, ``batches`` the trainer's ``EpochBatches`` (its epochs); its first
+    ``experiment.validation_images`` images only where that is set."""
     if not (cfg.get("experiment") or {}).get("validation"):
         return None
     from trainers.data import build_dataset
 
     test = build_dataset(cfg["dataset"], train=False, image_size=image_size, channels=3, seed=seed)
+    limit = cfg["experiment"].get("validation_images")
+    if limit is not None and int(limit) < len(test):
+        test = Subset(test, range(int(limit)))
 
     def prepare(x: torch.Tensor) -> torch.Tensor:
         x = x.to(device, non_blocking=True)

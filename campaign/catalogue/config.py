@@ -104,6 +104,7 @@ class ExperimentSpec:
     time_comm: bool = True  # time DDP's gradient all-reduce bucket by bucket (a comm hook, docs/breakdown.md); false: communication stays inside backward, not split out
     comm_hook: CommHook = CommHook.auto  # which hook times it: auto (C++ on CPU where it builds, else Python), cpp, python
     validation: bool = False  # evaluate the test split after every epoch, outside the timed window (vit, frozen_backbone; off for timing runs)
+    validation_images: Optional[int] = None  # with validation: evaluate the test split's first this many images, not all of them (None: the whole split; the evaluation row's images says how many)
     checkpoint: bool = False  # checkpoint on SLURM's signal (preemption, time limit) and requeue; resume from it (off for timing runs)
     checkpoint_every: int = 0  # with checkpoint: also every this many iterations (0: only on the signal)
     until_time_limit: bool = False  # true: a point may run into its time limit on purpose (it ends timeout); the launch does not refuse it

@@ -236,6 +236,24 @@ def _loss_accuracy_figure(rows: pl.DataFrame, caption: str):
     return fig
 
 
+def _test_share(rows: pl.DataFrame) -> list[str]:
+    """A note for each dataset whose test figures are of part of its test split
+    (``experiment.validation_images``): its evaluated images beside the whole split's."""
+    if "test_images" not in rows.columns or "point_dataset" not in rows.columns:
+        return []
+    from campaign_datasets import find
+
+    notes = []
+    # point_dataset is the point's dataset in words ("cifar10 32px 10 classes": derive.py), its name first
+    for name, images in sorted({(str(d).split(" ", 1)[0], int(n)) for d, n in zip(rows["point_dataset"],
+                                rows["test_images"]) if d is not None and n is not None}):
+        whole = getattr(find(name), "test_images", None)
+        if whole and images < whole:
+            notes.append(f"test loss and accuracy over {images:,} of {name}'s {whole:,} test images a pass "
+                         f"(experiment.validation_images)")
+    return notes
+
+
 def convergence_item(item: Item, rows: pl.DataFrame) -> Drawn:
     """Loss per iteration (``rows``: one window row per iteration) or per epoch, test accuracy
     per epoch, or loss and test accuracy per epoch side by side; one line per point."""
@@ -261,7 +279,7 @@ def convergence_item(item: Item, rows: pl.DataFrame) -> Drawn:
         _threshold_marked(fig, data)
     _integer_x(fig)
     data = data.drop([c for c in data.columns if data[c].dtype == pl.Object or data[c].dtype == pl.Null])
-    return Drawn(data=data, figure=fig)
+    return Drawn(data=data, figure=fig, notes=_test_share(data))
 
 
 def table_item(item: Item, df: pl.DataFrame) -> Drawn:

@@ -226,6 +226,14 @@ def check_trainer(config: Mapping[str, Any]) -> CheckedTrainer:
         able = ", ".join(n for n in registry.builtin_names() if registry.spec_of(n).evaluates)
         raise ConfigError(f"trainer={spec.name} has no evaluation pass (experiment.validation=true); "
                           f"trainers that have one: {able}, or set experiment.validation=false")
+    limit = config.get("experiment", {}).get("validation_images")
+    if limit is not None and not config.get("experiment", {}).get("validation"):
+        raise ConfigError(f"experiment.validation_images={limit} does nothing with experiment.validation=false "
+                          f"(no evaluation pass); set experiment.validation=true or "
+                          f"experiment.validation_images=null")
+    if limit is not None and limit < 1:
+        raise ConfigError(f"experiment.validation_images={limit} evaluates no image; set a count of at least 1, "
+                          f"or null to evaluate the whole test split")
     from campaign.launch.weights import with_weights_file
 
     trainer["params"] = with_weights_file(config, spec, params)  # the weights file the job loads
