@@ -26,6 +26,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 
 if __package__ in (None, ""):
     from _common import clean_env, figure, ratio_figure, ratio_line
@@ -199,12 +200,6 @@ def figures(res: dict) -> list[dict]:
     ]
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
 def past_start_up(small: dict, large: dict) -> tuple[list[str], list[dict]]:
     """The launch's cost of a point past start-up at the larger size: (median time to
     return at ``large`` - the same at ``small``) / the points between, in wall time and in
@@ -213,8 +208,8 @@ def past_start_up(small: dict, large: dict) -> tuple[list[str], list[dict]]:
     waiting or rejected does the work of fewer points, so its figure says so."""
     n0, n1 = small["n"], large["n"]
     c0, c1 = launch_counts(small["launch"][0]), launch_counts(large["launch"][0])
-    wall = (_median([r.return_s for r in large["launch"]]) - _median([r.return_s for r in small["launch"]])) / (n1 - n0)
-    cpu = (_median([r.cpu_s for r in large["launch"]]) - _median([r.cpu_s for r in small["launch"]])) / (n1 - n0)
+    wall = (median([r.return_s for r in large["launch"]]) - median([r.return_s for r in small["launch"]])) / (n1 - n0)
+    cpu = (median([r.cpu_s for r in large["launch"]]) - median([r.cpu_s for r in small["launch"]])) / (n1 - n0)
     whole = c0["submitted"] == c0["points"] and c1["submitted"] == c1["points"]
     goal = f"<= {PER_POINT_GOAL_MS} ms with 0 rejected" if n1 == GOAL_N else ""
     met = (wall * 1e3 <= PER_POINT_GOAL_MS and whole) if goal else None

@@ -209,10 +209,7 @@ def redact_obj(value: Any) -> Any:
     section of a config (its ``platform``, ``trainer``...) is redacted once
     (campaign/common/memo.py): a launch redacts each of its points' configs, which share
     almost all of them."""
-    if isinstance(value, dict):
-        return {k: _mask(v) if is_secret_key(k) else
-                (_redact_section(v) if isinstance(v, (dict, list)) else _redact_obj(v)) for k, v in value.items()}
-    return _redact_obj(value)
+    return _redact_top(value, _redact_section)
 
 
 def redact_shared(value: Any) -> Any:
@@ -220,9 +217,14 @@ def redact_shared(value: Any) -> Any:
     memo's own objects, shared with every other config that has them (a launch's points
     store and pickle theirs; copying each section back out was a tenth of the launch's
     redaction). Its top level is a new dict."""
+    return _redact_top(value, _redact_kept)
+
+
+def _redact_top(value: Any, section: Any) -> Any:
+    """A config redacted, each of its sections (dicts, lists) through the memo ``section``."""
     if isinstance(value, dict):
         return {k: _mask(v) if is_secret_key(k) else
-                (_redact_kept(v) if isinstance(v, (dict, list)) else _redact_obj(v)) for k, v in value.items()}
+                (section(v) if isinstance(v, (dict, list)) else _redact_obj(v)) for k, v in value.items()}
     return _redact_obj(value)
 
 

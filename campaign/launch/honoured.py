@@ -21,8 +21,8 @@ Torch-free: the declarations are.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import enum
+import functools
 from typing import Any, Mapping, Sequence
 
 from campaign.catalogue.config import DatasetSpec, ExperimentSpec, TrainerSpec

@@ -358,10 +358,10 @@ def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: i
 
 
 @functools.lru_cache(maxsize=8)
-def _typed_keys(typed: tuple[str, ...]) -> set[str]:
+def _typed_keys(typed: tuple[str, ...]) -> frozenset[str]:
     """The keys the command line sets (``named_keys``), worked out once a launch: every
-    point of a sweep has the same command line. A caller must not change the set."""
-    return named_keys(typed)
+    point of a sweep has the same command line."""
+    return frozenset(named_keys(typed))
 
 
 def point_where(overrides: Sequence[str]) -> str:

@@ -131,7 +131,8 @@ def store_option(result: LaunchResult) -> str:
 def wait_for(submitted: Sequence[Submitted]) -> None:
     """Block until every submitted job has ended (Ctrl-C raises KeyboardInterrupt)."""
     for s in submitted:
-        while s.handle() is not None and not s.handle().done():
+        job = s.handle()
+        while job is not None and not job.done():
             time.sleep(POLL_S)
 
 

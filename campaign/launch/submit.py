@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-
 import getpass
 import os
 import secrets

@@ -20,7 +20,7 @@ Torch-free.
 from __future__ import annotations
 
 import functools
-from typing import Any, Optional, Sequence
+from typing import AbstractSet, Any, Optional, Sequence
 
 from campaign.common.errors import ConfigError
 from campaign.launch.honoured import Finding, _show, default_of, named_keys, unused_settings
@@ -57,7 +57,7 @@ def preset_sets(name: Optional[str], key: str) -> bool:
     return node is not None or any(preset_sets(p, key) for p in parents)
 
 
-def origin(finding: Finding, config: dict[str, Any], overrides: Sequence[str], typed: Optional[set[str]]) -> str:
+def origin(finding: Finding, config: dict[str, Any], overrides: Sequence[str], typed: Optional[AbstractSet[str]]) -> str:
     """Where the value came from: ``typed`` (the command line), ``sweep`` (a preset's grid),
     ``preset`` (a preset's body) or ``default`` (its config group's option)."""
     named = named_keys(overrides)
@@ -79,7 +79,7 @@ def _reset(config: dict[str, Any], key: str, value: Any) -> None:
 
 
 def settle(config: dict[str, Any], spec: TrainerDef, overrides: Sequence[str],
-           typed: Optional[set[str]]) -> tuple[list[tuple[str, str, str]], list[str]]:
+           typed: Optional[AbstractSet[str]]) -> tuple[list[tuple[str, str, str]], list[str]]:
     """Apply the module docstring's rules to one point's ``config`` (changed in place: a key
     not read there back at its default); ``typed``: the keys the command line set (None:
     every override of the point). Returns (the typed keys it does not read, as

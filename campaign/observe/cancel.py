@@ -69,6 +69,7 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
         unfinished = [p for p in chosen if not is_final(p["state"])]  # ended ones (died, timed out) keep that truth
         if unfinished:
             with open_store(store_url) as store:
+                never_sent = []  # waiting points cancelled: their attempts never went out
                 for p in unfinished:
                     # A running job may report the interrupt as its failure before this line
                     # runs: that failure is the cancellation.
@@ -80,9 +81,9 @@ def cancel(ref: Optional[str], *, store_url: str, points: Optional[Sequence[int]
                     if store.set_state(p["id"], "cancelled", "cancelled by campaign cancel",
                                        failed_since=signalled_at, **times):
                         cancelled += 1
-                        if not p.get("job_id"):  # a waiting point: its attempt never went out
-                            store.close_open_attempts([p["id"]], "cancelled", "cancelled by campaign cancel",
-                                                      signalled_at)
+                        if not p.get("job_id"):
+                            never_sent.append(p["id"])
+                store.close_open_attempts(never_sent, "cancelled", "cancelled by campaign cancel", signalled_at)
     print(printable(f"campaign {campaign['id']}: cancelled {cancelled} point(s)"
                     + (f"; {len(untied)} not signalled (their job is not tied to it)" if untied else "")))
     return 0
