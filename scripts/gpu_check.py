@@ -135,7 +135,7 @@ def summary(tables: dict, tests: str, over: str, vs: str, out: Path) -> str:
     hw = (tables.get("hardware") or [{}])[0]
     util = (tables.get("utilisation") or [{}])[0]
     wait = next((r for r in tables.get("breakdown") or [] if r.get("phase") == "data wait"), {})
-    ratio = _last(r"instrumented/bare step time: ([\d.]+ \((?:median|trimmed mean)[^;]*; 95% CI [\d.]+-[\d.]+)", over)
+    ratio = _last(r"instrumented/bare step time: ([\d.]+ \([^;]*; 95% CI (?:over the sets )?[\d.]+-[\d.]+)", over)
     accounted = _last(r"accounted: ([\d.]+ us/step = [\d.]+% of the bare step)", over)
     trainer = _last(r"trainer/plain step time: ([\d.]+ \(median[^;]*; 95% CI [\d.]+-[\d.]+)", vs)
     steps = _last(r"(plain [\d.]+ ms/step, trainer [\d.]+ ms/step)", vs)

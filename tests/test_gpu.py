@@ -228,7 +228,8 @@ def test_two_processes_share_the_gpus_and_meet_in_the_studys_barrier(tmp_path):
     one GPU), the stop rule's collective on the host; the barrier rows of both stored."""
     counts = "1,2" if GPUS >= 2 else "1"
     ws, rows = _campaign(tmp_path, f"gpus={counts}", "trainer=frozen_backbone", "trainer.params.backbone=resnet18",
-                         "trainer.params.image_size=64", "dataset=synthetic", "dataset.length=64",
+                         "trainer.params.image_size=64", "dataset=synthetic",
+                         "dataset.length=16",  # 4 iterations an epoch: the 8 run end one, where the rule stops them
                          "trainer.params.engine=dataparallel", "trainer.params.procs_per_node=2",
                          "trainer.params.study_timing=true", "trainer.params.loss_threshold=100",
                          "trainer.params.stop_at_threshold=true")
