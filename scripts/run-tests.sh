@@ -26,6 +26,11 @@ args=()
 for arg in "$@"; do
   if [[ $arg == --fast ]]; then fast=1; else args+=("$arg"); fi
 done
+# DeepSpeed builds its CPU communication op (deepspeed_shm_comm) with torch's extension builder,
+# into one cache shared by every venv of this user unless told otherwise: a build records its
+# venv's path, so two checkouts' suites rebuilt it in turn, each build minutes of compiler CPU
+# (19 rebuilds in one day here). This checkout's venv keeps its own, built by setup.sh.
+export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$PWD/.venv/torch_extensions}
 bash scripts/setup.sh train,test,deepspeed
 started=()
 cleanup() { for s in "${started[@]}"; do bash "scripts/local-$s.sh" stop >/dev/null 2>&1 || true; done; }
@@ -71,11 +76,6 @@ fi
 if [[ -n $fast ]]; then
   lane+=(-m "not slow and not slurm and not postgres and not gpu and not browser")
 fi
-# DeepSpeed builds its CPU communication op (deepspeed_shm_comm) with torch's extension builder,
-# into one cache shared by every venv of this user unless told otherwise: a build records its
-# venv's path, so two checkouts' suites rebuilt it in turn, each build minutes of compiler CPU
-# (19 rebuilds in one day here). This checkout's venv keeps its own.
-export TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-$PWD/.venv/torch_extensions}
 set +e
 .venv/bin/python -m pytest "${lane[@]}" "${args[@]}"
 rc=$?

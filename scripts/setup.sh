@@ -47,6 +47,16 @@ if [[ $EXTRAS == *train* ]] && ! .venv/bin/python -m trainers.comm_cpp >/dev/nul
   .venv/bin/python -m trainers.comm_cpp --build >/dev/null \
     || echo "[setup] the C++ comm hook did not build: jobs will time the all-reduce with the Python hook"
 fi
+# DeepSpeed's CPU communication op (deepspeed_shm_comm): DeepSpeed JIT-builds it when a job first
+# starts its engine on a CPU (~75 s of compiler CPU on 2 cores, inside that job's start-up). Built
+# here once instead, into the cache this environment's jobs read (TORCH_EXTENSIONS_DIR, else
+# torch's own under ~/.cache). Not fatal: without it, the first DeepSpeed job on a CPU builds it.
+ext=${TORCH_EXTENSIONS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/torch_extensions/py*}
+if [[ $EXTRAS == *deepspeed* ]] && ! compgen -G "$ext/deepspeed_shm_comm/deepspeed_shm_comm*.so" >/dev/null; then
+  echo "[setup] building DeepSpeed's CPU communication op (deepspeed_shm_comm)"
+  .venv/bin/python -c "from deepspeed.accelerator import get_accelerator as a; b = a().create_op_builder('ShareMemCommBuilder'); b and b.load()" \
+    >/dev/null 2>&1 || echo "[setup] deepspeed_shm_comm did not build: the first DeepSpeed job on a CPU builds it"
+fi
 # Optional system package: Debian's chromium, the headless browser tests/test_report_page.py
 # opens `campaign report`'s page in (that test skips, saying why, without it). Best effort:
 # only as root with apt-get, never fatal; CAMPAIGN_NO_BROWSER=1 skips it.

@@ -33,6 +33,7 @@ def test_sampled_run_on_two_ranks_projects_from_its_stored_figures(ws):
         assert e["sample_warmup"] in ("settled", "cap") and e["sample_stop"] in ("halfwidth", "cap")
         assert e["sample_stop"] == "cap" or e["sample_halfwidth"] <= 0.02 or ranks[0][2] == 150
         assert e["startup_s"] > 0.5  # the interpreter, torch, the process group, the model
+        assert e["gc_frozen_objects"] > 10_000  # torch's and the model's objects, frozen before the first iteration
     rows = ws.query("SELECT rank, COUNT(*) FROM iteration GROUP BY rank")
     assert rows[0][1] == rows[1][1] == ranks[0][1] + ranks[0][2]
     res = ws.campaign("harvest", cid, "--to", "json")

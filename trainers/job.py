@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import platform as _platform
 import sys
@@ -195,6 +196,12 @@ def run_point(spec: Any) -> dict:
         beat = heartbeat.start(writer, attempt_id, ctx.rank, total=plan["warmup"] + plan["iterations"],
                                warmup=plan["warmup"], counter=lambda: rec.iterations_done,
                                interval_s=cfg["store"].get("heartbeat_s"))
+        # Start-up ran without the collector (campaign/backends/entry.py): what it made stays
+        # for the run, so it leaves the collector's generations (gc.freeze) and the timed
+        # iterations' collections walk only what the loop allocates.
+        gc.freeze()
+        gc.enable()
+        frozen = gc.get_freeze_count()
         try:
             if sampler is not None:
                 sampler.run(trainer)
@@ -221,6 +228,7 @@ def run_point(spec: Any) -> dict:
             if ckpt.prior_peak is not None and summary["peak_memory_bytes"] is not None:
                 summary["peak_memory_bytes"] = max(summary["peak_memory_bytes"], ckpt.prior_peak)
         summary["extra"]["startup_s"] = startup_s(rec.t_first)  # paid by every run: harvest's GPU-hours
+        summary["extra"]["gc_frozen_objects"] = frozen  # start-up's objects, outside the collector's passes
         if sampler is not None:
             summary["extra"].update(sampler.extra(rows))
         # The timing rows are stored before the profiler window starts: nothing the
