@@ -57,7 +57,7 @@ KINDS = {
 # the known-answer campaign of sleep-harvest (tests/test_harvest_sleep.py runs the same)
 SLEEP_LAW = ["trainer=sleep", "gpus=1,2,4", "platform.gpus_per_node=4", "experiment=weak_scaling",
              "trainer.params.a_s=0.024", "trainer.params.b_s=0.002", "trainer.params.c_s=0.002",
-             "experiment.images_per_gpu=2", "experiment.base_iterations=64", "experiment.warmup_iterations=1"]
+             "experiment.images_per_gpu=2", "experiment.base_iterations=128", "experiment.warmup_iterations=1"]
 
 
 def blocks(text: str) -> dict[str, str]:

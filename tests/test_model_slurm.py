@@ -33,7 +33,8 @@ import pytest
 from conftest import EMULATED_GPUS, Workspace, campaign_id_from
 
 A, B, C, D = 0.002, 0.012, 0.001, 0.004  # the model's a, b, c, d: seconds per image
-BATCH, BASE = 2, 128  # weak scaling: BASE/N iterations of BATCH images per GPU, 256 images for every N
+BATCH, BASE = 2, 256  # weak scaling: BASE/N iterations of BATCH images per GPU, 512 images for every N
+# (the 8-rank window 3.6 s: one late last wake-up, up to ~35 ms on a loaded machine, stays within JITTER)
 SLEEP = [f"trainer.params.c_s={A}", f"trainer.params.a_s={B}", f"trainer.params.b_s={C}",
          "trainer=sleep", "experiment=weak_scaling", f"experiment.images_per_gpu={BATCH}",
          f"experiment.base_iterations={BASE}", "experiment.warmup_iterations=1"]
