@@ -226,7 +226,8 @@ def test_thesis_hours_equations_3_1_to_3_3_and_platform_comparison_by_hand(tmp_p
                 {n: dev[n] / (cpu[n] + dev[n]) for n in counts}, rel=REL)
             assert _by_gpus(rows, "cpu_util_study", platform=plat) == pytest.approx(
                 {n: cpu[n] / (cpu[n] + dev[n]) for n in counts}, rel=REL)
-    tab3 = _csv(out / "tab03.csv")  # Table 3: this store's 32/N iterations of 2 images per GPU (the study's 160K/N of 8; the twin now runs 16/N)
+    # Table 3: this store's 32/N iterations of 2 images per GPU (the study's 160K/N of 8; the twin now runs 16/N)
+    tab3 = _csv(out / "tab03.csv")
     assert {(r["platform"], int(r["gpus"]), int(r["iterations"]), int(r["batch_per_gpu"])) for r in tab3} == {
         (p, n, 32 // n, 2) for p, counts in PLATFORMS.items() for n in counts}
     declared = declarations()["swinv2_thesis"]

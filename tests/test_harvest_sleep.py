@@ -27,12 +27,14 @@ import pytest
 from conftest import Workspace, campaign_id_from
 
 A, B_COMM, C = 0.024, 0.002, 0.002  # seconds per image: parallel, per doubling, serial (E(4) = 0.54)
-BATCH, BASE = 2, 128  # the 4-GPU window 3.1 s: one late last wake-up (up to ~30 ms on a loaded machine) stays within 1 %
+# the 4-GPU window 3.1 s: one late last wake-up (up to ~30 ms on a loaded machine) stays within 1 %
+BATCH, BASE = 2, 128
 GPUS = (1, 2, 4)
 LAW = [f"trainer.params.a_s={A}", f"trainer.params.b_s={B_COMM}", f"trainer.params.c_s={C}",
        f"experiment.images_per_gpu={BATCH}", f"experiment.base_iterations={BASE}", "experiment.warmup_iterations=1"]
-SAMPLE = 16  # the projected run times 16 of the 128 iterations at 1 GPU (0.83 s; with its warm-up 17/129 of the work); with 3, two
-# late wake-ups on a loaded machine (the last one not made up by a later sleep) moved the projection 55 %
+# the projected run times 16 of the 128 iterations at 1 GPU (0.83 s; with its warm-up 17/129 of the work); with
+# 3, two late wake-ups on a loaded machine (the last one not made up by a later sleep) moved the projection 55 %
+SAMPLE = 16
 
 
 def t(n: int) -> float:

@@ -11,7 +11,8 @@ callback).
 
 A Ctrl-C noted before a query starts (one a finalizer lost, or one that came while the
 driver connected, where psycopg 3 sees none) lets no query start. A query so ended is
-raised as ``KeyboardInterrupt`` (the command's one-line "interrupted", exit 130: campaign.cli.exits) or as a ``StoreError`` naming the budget (exit 2), never as a
+raised as ``KeyboardInterrupt`` (the command's one-line "interrupted", exit 130:
+campaign.cli.exits) or as a ``StoreError`` naming the budget (exit 2), never as a
 database error. The budget is per statement, ``CAMPAIGN_QUERY_TIMEOUT_S`` seconds (default
 ``DEFAULT_S``): the biggest harvest measured (benchmarks/harvest_scale.py, 1,000 points and
 1M iteration rows) takes under a second in its longest query, so the default leaves a store
