@@ -40,7 +40,7 @@ class JobEntry:
 
     def __call__(self) -> Any:
         spec = check_job_spec(self.spec)
-        # The job side's start-up (torch and the trainer's stack: some 300,000 objects, none of them
+        # The job side's start-up (torch and the trainer's stack: ~500,000 objects, none of them
         # garbage) without the collector's passes over it, about a tenth of the imports' CPU;
         # trainers/job.py freezes what start-up made and turns the collector back on before
         # the first iteration.
