@@ -18,6 +18,14 @@ try:
 except ImportError:  # tests/ on sys.path (rootdir-relative imports off)
     from conftest import hydra_version_base_kept
 
+
+def plans_agree(*args):
+    try:
+        from tests.test_plan_memo import plans_agree as agree
+    except ImportError:
+        from test_plan_memo import plans_agree as agree
+    return agree(*args)
+
 GROUPS = ("platform", "experiment", "dataset", "trainer", "store", "container")  # conf/'s groups, study aside
 STUDIES = ("swinv2_thesis", "dataparallel_a6000", "vit_deepspeed")
 
@@ -102,6 +110,11 @@ def test_every_group_option_composes_as_hydra_alone(hydra):
     for point in points:
         _same(composed(composer, point), hydra_alone(loader, master, point), point)
     assert composer.full_composes < len(points)  # one per group choice, not one per point
+    # planned through one launch's memo, each as planned alone (tests/test_plan_memo.py), the
+    # seeds of a class served from its plan
+    seeds = [p[:-1] + [f"seed={s}"] for p in points[:widest] for s in (1, 2)] + [["seed=5", "repeats=2"], ["gpus=3"]]
+    memo = plans_agree(composer, points + seeds + [["max_retries=-1"], ["max_retries=-1", "seed=4"]], None)
+    assert memo.served >= len(seeds) // 2, (memo.served, memo.planned)
 
 
 @pytest.mark.parametrize("study", [s + twin for s in STUDIES for twin in ("", "_small")])
@@ -126,6 +139,7 @@ def test_study_preset_points_compose_as_hydra_alone(hydra, study):
     assert composer.full_composes < len(points)
     for i in (0, -1):
         _same(got[i], hydra_alone(loader, master, points[i]), points[i])
+    plans_agree(composer, points, [f"study={study}"])  # through one launch's memo, each as planned alone
 
 
 def test_a_section_is_redacted_and_checked_once_and_never_shared():

@@ -220,6 +220,20 @@ def redact_shared(value: Any) -> Any:
     return _redact_top(value, _redact_kept)
 
 
+def redact_like(value: dict, like: dict, like_redacted: dict) -> dict:
+    """``redact_shared(value)`` of a config that holds many of ``like``'s very objects (a
+    launch's points served from one plan, campaign/launch/planmemo.py): a top-level value
+    that *is* ``like``'s takes ``like_redacted``'s answer for it (a config's values are
+    never changed once redacted: the memo's own contract), any other is redacted."""
+    out = {}
+    for k, v in value.items():
+        if k in like and like[k] is v and k in like_redacted:
+            out[k] = like_redacted[k]
+        else:
+            out[k] = _redact_top({k: v}, _redact_kept)[k]
+    return out
+
+
 def _redact_top(value: Any, section: Any) -> Any:
     """A config redacted, each of its sections (dicts, lists) through the memo ``section``."""
     if isinstance(value, dict):

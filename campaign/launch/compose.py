@@ -18,9 +18,11 @@ from __future__ import annotations
 import copy
 import marshal
 import re
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+
+from campaign.common.memo import fingerprint
 
 _INTERP = re.compile(r"\$\{([^}:]+)\}")
 # a subset of Hydra's override grammar: a dotted key of IDs (no package, no group path), a
@@ -38,6 +40,9 @@ class _Base:
     def __init__(self, cfg: DictConfig):
         self.cfg = cfg
         self.plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
+        # each section's fingerprint (campaign/common/memo.py), shared by the points that leave it as it is
+        self.fingerprints = {k: fingerprint(v) for k, v in self.plain.items() if isinstance(v, (dict, list))}
+        self.derived: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Optional[bytes]]]] = {}  # PointComposer._derived
         raw = OmegaConf.to_container(cfg, resolve=False)
         self.interpolated: set[str] = set()
         self._scan(raw)
@@ -209,7 +214,16 @@ class PointComposer:
         return (converted.name if isinstance(converted, enum.Enum) else converted,)
 
     def compose(self, overrides: Sequence[str]) -> dict[str, Any]:
-        """The point's resolved config as a plain dict (without Hydra's node)."""
+        """The point's resolved config as a plain dict (without Hydra's node), its own to change."""
+        config, fingerprints = self.compose_shared(overrides)
+        return config if fingerprints is None else plain_copy(config)
+
+    def compose_shared(self, overrides: Sequence[str]) -> tuple[dict[str, Any], Optional[dict[str, Optional[bytes]]]]:
+        """``compose``'s config with the sections the point's overrides leave as they are
+        shared with every other point of its group choices (the caller must not change
+        them; those its overrides set are copied along the keys' paths), and each
+        section's fingerprint (campaign/common/memo.py: the class of a plan,
+        campaign/launch/planmemo.py); (its own config, None) where the point was composed in full."""
         parsed = [self._parse(o) for o in overrides]
         groups = tuple(o.input_line for o in parsed if self._group(o))
         values = [o for o in parsed if not self._group(o)]
@@ -222,16 +236,58 @@ class PointComposer:
                 self._apply(cfg, values)
             else:  # +key / ++key / ~key: Hydra composes the point in full
                 cfg = self._load([o.input_line for o in parsed])
-            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
-        plain = plain_copy(base.plain)
-        for o in values:
+            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True), None
+        # values inside sections (platform.cpus_per_task=1) make a derived composition, shared
+        # by the points that set the same ones; top-level values (gpus=2, seed=3) are the point's
+        inner = [o for o in values if "." in o.key_or_group]
+        tops = [o for o in values if "." not in o.key_or_group]
+        if any(o.key_or_group.split(".", 1)[0] in {t.key_or_group for t in tops} for o in inner):
+            inner, tops = values, []  # a section set whole and inside: in the order given, this point's own
+        plain, fingerprints = self._derived(base, inner)
+        plain = dict(plain)
+        for o in tops:
+            key, value = o.key_or_group, self._value(base, o)
+            if isinstance(value, (dict, list)):
+                plain[key] = plain_copy(value)
+                fingerprints = dict(fingerprints)
+                fingerprints[key] = fingerprint(plain[key])
+            else:
+                plain[key] = value  # a scalar is not shared
+                if key in fingerprints:
+                    fingerprints = {k: v for k, v in fingerprints.items() if k != key}
+        return plain, fingerprints
+
+    def _derived(self, base: _Base, inner: Sequence[Any]) -> tuple[dict[str, Any], dict[str, Optional[bytes]]]:
+        """``base``'s plain config with ``inner``'s values set (each section on their paths
+        copied, the rest shared) and its sections' fingerprints, made once per distinct set of
+        lines; never changed after (the points that share it copy its top level only)."""
+        key = tuple(o.input_line for o in inner)
+        got = base.derived.get(key)
+        if got is not None:
+            return got
+        plain = dict(base.plain)
+        copied: set[str] = set()  # the paths this composition has its own copies of
+        fingerprints = dict(base.fingerprints)
+        for o in inner:
             *path, last = o.key_or_group.split(".")
-            node = plain
+            node, where = plain, ""
             for part in path:
-                node = node[part]
+                where += "." + part
+                child = node[part]
+                if where not in copied:
+                    child = node[part] = copy.copy(child)
+                    copied.add(where)
+                node = child
             value = self._value(base, o)
-            node[last] = plain_copy(value) if isinstance(value, (dict, list)) else value  # a scalar is not shared
-        return plain
+            node[last] = plain_copy(value) if isinstance(value, (dict, list)) else value
+            top = path[0] if path else last
+            fingerprints.pop(top, None)
+            if isinstance(plain[top], (dict, list)):
+                fingerprints[top] = fingerprint(plain[top])
+        if len(base.derived) >= 4096:  # a sweep of many distinct inner values: kept for the latest
+            base.derived.clear()
+        got = base.derived[key] = (plain, fingerprints)
+        return got
 
 
 def _plain_scalar(value: Any) -> bool:

@@ -200,9 +200,10 @@ def relabel(points: Sequence[Any], overrides: Sequence[str]) -> list[str]:
             if not turned:
                 continue
             labels = []
-            for p in turned:
+            for p in turned:  # a new section: a point's sections may be shared with others (planmemo.py)
                 exp = p.config["experiment"]
-                exp["name"] = f"{exp['name']}+{key.rsplit('.', 1)[-1]}={norm(value_at(p.config, key))}"
+                p.config["experiment"] = exp = dict(exp, name=f"{exp['name']}+{key.rsplit('.', 1)[-1]}="
+                                                             f"{norm(value_at(p.config, key))}")
                 labels.append(exp["name"])
             was = ", ".join(f"{k}={norm(v)}" for k, v in (kind.get("where") or {}).items())
             feeds = feeds_of([kind])

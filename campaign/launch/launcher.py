@@ -85,9 +85,11 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
     from campaign.launch.compose import PointComposer
     from campaign.launch.hydra_errors import as_config_error
     from campaign.launch.plan import leave_out_unplaceable, plan_point, point_where
+    from campaign.launch.planmemo import PlanMemo
     from campaign.launch.validate import check_point_count
 
     composer = PointComposer(launcher.hydra_context.config_loader, launcher.config)
+    memo = PlanMemo()  # each class of points planned once (campaign/launch/planmemo.py)
     points: list[PointPlan] = []
     errors: list[str] = []
     refused: list[str] = []
@@ -98,7 +100,7 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
         overrides = list(overrides)
         where = point_where(overrides)
         try:
-            cfg = composer.compose(overrides)
+            cfg, fingerprints = composer.compose_shared(overrides)  # sections shared: planned, never changed
         except (HydraException, OmegaConfBaseException, ValueError, ConfigError) as exc:
             errors.append(f"point {where}: {as_config_error(exc)}")
             continue
@@ -107,7 +109,8 @@ def compose_points(launcher: Any, job_overrides: Sequence[Sequence[str]],
             raise ConfigError(f"repeats must be a positive integer, got {repeats!r}")
         for r in range(repeats):
             try:
-                points.append(plan_point(cfg, initial_job_idx + idx, overrides, repeat=r, typed=typed))
+                points.append(plan_point(cfg, initial_job_idx + idx, overrides, repeat=r, typed=typed,
+                                         memo=memo, fingerprints=fingerprints))
             except InfeasiblePoint as exc:
                 refused.append(f"point {where}: {exc}")
                 break

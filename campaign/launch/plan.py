@@ -22,9 +22,11 @@ from campaign.common.errors import ConfigError, InfeasiblePoint
 from campaign.launch.arch import check_point_arch, emulated_gpus
 from campaign.launch.honoured import named_keys
 from campaign.launch.memory import check_gpu_memory
+from campaign.launch.planmemo import PlanMemo
 from campaign.launch.unread import settle
-from campaign.launch.validate import CheckedTrainer, check_known_keys, check_sizes, check_trainer, reference_dataset
-from campaign.common.redact import redact_obj, redact_shared
+from campaign.launch.validate import (CheckedTrainer, check_caps, check_known_keys, check_section_numbers, check_sizes,
+                                      check_top_numbers, check_trainer, reference_dataset)
+from campaign.common.redact import redact_like, redact_obj, redact_shared
 
 SCALINGS = ("fixed", "strong", "weak")
 
@@ -77,7 +79,9 @@ class PointPlan:
         the other points that have them, so a caller must not change it."""
         got = self.__dict__.get("_redacted")
         if got is None:
-            got = self.__dict__["_redacted"] = redact_shared(self.config)
+            like = self.__dict__.get("_like")  # the plan it was served from (campaign/launch/planmemo.py)
+            got = self.__dict__["_redacted"] = (redact_shared(self.config) if like is None else
+                                                redact_like(self.config, like.config, like.redacted_config()))
         return got
 
     def store_row(self, resolved: Optional[dict[str, str]] = None) -> dict[str, Any]:
@@ -319,12 +323,37 @@ def plain_config(cfg: DictConfig | dict) -> dict[str, Any]:
 
 
 def plan_point(cfg: DictConfig | dict, idx: int, overrides: list[str], repeat: int = 0,
-               typed: Optional[Sequence[str]] = None) -> PointPlan:
+               typed: Optional[Sequence[str]] = None, *, memo: Optional[PlanMemo] = None,
+               fingerprints: Optional[dict[str, Optional[bytes]]] = None) -> PointPlan:
     """Resolve, validate and schedule one sweep point; ``typed``: the command line's
-    overrides when they are not all of ``overrides`` (a study preset's sweep adds its own)."""
+    overrides when they are not all of ``overrides`` (a study preset's sweep adds its own).
+    ``memo``: the launch's plans, which serve a point of a class already planned
+    (campaign/launch/planmemo.py; ``fingerprints``: its sections', from the composer), so
+    the point's sections may be shared with other points and are never changed here."""
     c = plain_config(cfg)
+    if memo is None:
+        check_known_keys(c)
+        check_sizes(c)  # 64-bit integers, repeats and iterations within their caps: before anything is built
+        return plan_checked(c, idx, overrides, repeat, typed)
+    check_top_numbers(c)  # the point's own values; its sections' once a class (``first``)
+    return memo.plan(c, fingerprints, idx, overrides, repeat, typed,
+                     run=lambda w: plan_checked(w, idx, overrides, repeat, typed, caps=True),
+                     first=_check_class)
+
+
+def _check_class(c: dict[str, Any]) -> None:
+    """What a class of points shares: its keys and its sections' numbers (``plan_point``'s
+    first checks, once a class)."""
     check_known_keys(c)
-    check_sizes(c)  # 64-bit integers, repeats and iterations within their caps: before anything is built
+    check_section_numbers(c)
+
+
+def plan_checked(c: dict[str, Any], idx: int, overrides: list[str], repeat: int = 0,
+                 typed: Optional[Sequence[str]] = None, caps: bool = False) -> PointPlan:
+    """``plan_point`` of a config whose keys and numbers were checked (``caps``: all but its
+    caps on repeats and iterations, checked here)."""
+    if caps:
+        check_caps(c)
     plat = c["platform"]
     try:
         check_resources(plat, c["gpus"], c["nodes"])

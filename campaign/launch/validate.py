@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import importlib.util
 import typing
-from collections import abc
+from collections import ChainMap, abc
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
@@ -118,13 +118,35 @@ def check_numbers(config: Mapping[str, Any], where: str = "") -> None:
             int64(value, f"{where}{key}")
 
 
+def check_top_numbers(config: Mapping[str, Any]) -> None:
+    """``check_numbers`` of the top level's own integers (``seed``), not its sections'."""
+    from campaign.common.numbers import int64
+
+    for key, value in config.items():
+        if isinstance(value, int) and not isinstance(value, bool):
+            int64(value, key)
+
+
+def check_section_numbers(config: Mapping[str, Any]) -> None:
+    """``check_numbers`` of the top level's sections (dicts and lists), not its own integers."""
+    for key, value in config.items():
+        if isinstance(value, (dict, list, tuple, abc.Mapping)):
+            check_numbers({key: value})
+
+
 def check_sizes(config: Mapping[str, Any]) -> None:
     """Every integer within 64 bits; ``repeats`` and the experiment's iteration counts
     within their caps (``max_repeats``, ``max_iterations``): checked before a point or
     its repeats are built, so ``repeats=10**12`` is refused at once."""
+    check_numbers(config)
+    check_caps(config)
+
+
+def check_caps(config: Mapping[str, Any]) -> None:
+    """``repeats`` and the experiment's iteration counts within their caps (``check_sizes``
+    without the 64-bit check)."""
     from campaign.common.numbers import within_cap
 
-    check_numbers(config)
     caps = caps_of(config)
     repeats = config.get("repeats", 1)
     if isinstance(repeats, int) and repeats > 0:  # below 1: plan_point's own message
@@ -263,7 +285,9 @@ def check_engine(config: Mapping[str, Any], spec: Optional[TrainerDef] = None,
                               f"platform={platform['name']} runs on CPU, so use gpus=1 or engine={spec.engines[0]}")
     if spec.check is not None:
         try:
-            spec.check({**config, "trainer": {**config["trainer"], "params": params}})
+            # the point's own mapping beneath the completed trainer (a ChainMap: a planned point's
+            # reads stay noted, campaign/launch/planmemo.py; a copy would read every value)
+            spec.check(ChainMap({"trainer": {**config["trainer"], "params": params}}, config))
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
     # A containerised job imports from its image, not from this Python.
