@@ -154,7 +154,8 @@ class PlanMemo:
     def __init__(self) -> None:
         # class key -> [(the read keys, in order), {their typed values -> _Served}]
         self._classes: dict[tuple, list[tuple[tuple[str, ...], dict[tuple, _Served]]]] = {}
-        self._sections: dict[int, tuple[dict, tuple]] = {}  # id of a fingerprints dict -> (it, its sorted items)
+        # (id of a fingerprints dict, the config's keys) -> (it, its sorted items; None: a section has none)
+        self._sections: dict[tuple, tuple[dict, Optional[tuple]]] = {}
         self._lines: dict[Any, tuple[str, Optional[str]]] = {}  # override line -> (prefix, top-level key or None)
         self.planned = 0  # points planned in full (one a class and set of read values)
         self.served = 0  # points served from a plan
@@ -229,12 +230,16 @@ class PlanMemo:
         """What fixes a class (module docstring); None when a section has no fingerprint."""
         if fingerprints is None:
             return None
-        known = self._sections.get(id(fingerprints))  # the composer shares one a derived composition
+        keys = tuple(config)
+        known = self._sections.get((id(fingerprints), keys))  # the composer shares one a derived composition
         if known is None or known[0] is not fingerprints:
-            known = self._sections[id(fingerprints)] = (fingerprints, tuple(sorted(fingerprints.items())))
+            sections = tuple(sorted(fingerprints.items()))
+            if None in (fp for _, fp in sections) or any(
+                    isinstance(v, (dict, list)) and k not in fingerprints for k, v in config.items()):
+                sections = None  # a section without a fingerprint: planned in full
+            known = self._sections[(id(fingerprints), keys)] = (fingerprints, sections)
         sections = known[1]
-        if None in (fp for _, fp in sections) or any(
-                isinstance(v, (dict, list)) and k not in fingerprints for k, v in config.items()):
+        if sections is None:
             return None
         lines = []
         for line in overrides:
@@ -243,7 +248,7 @@ class PlanMemo:
             # line (a section's option, a key inside a section, an addition) is kept whole
             keyed = name is not None and name in config and not isinstance(config[name], (dict, list))
             lines.append((prefix, name) if keyed else line)
-        return (tuple(config), sections, tuple(lines), None if typed is None else tuple(str(t) for t in typed))
+        return (keys, sections, tuple(lines), None if typed is None else tuple(str(t) for t in typed))
 
     def _line_name(self, line: Any) -> tuple[str, Optional[str]]:
         """An override line's ``+``/``~`` prefix and its key when the key is top-level (no

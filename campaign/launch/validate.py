@@ -120,9 +120,11 @@ def check_numbers(config: Mapping[str, Any], where: str = "") -> None:
 
 def check_top_numbers(config: Mapping[str, Any]) -> None:
     """``check_numbers`` of the top level's own integers (``seed``), not its sections'."""
-    from campaign.common.numbers import int64
+    from campaign.common.numbers import INT64_MAX, INT64_MIN, int64
 
     for key, value in config.items():
+        if type(value) is int and INT64_MIN <= value <= INT64_MAX:
+            continue  # (most: once a point, 10,000 points)
         if isinstance(value, int) and not isinstance(value, bool):
             int64(value, key)
 
