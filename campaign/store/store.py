@@ -213,11 +213,18 @@ class Store(Submissions):
         """Insert a campaign and its points in one transaction; return the point ids in order.
         Each point is signed with the user's key (``campaign.common.signing``, made on first use):
         exactly what is stored, which a resubmission checks before it trusts any of it."""
+        from campaign.common.jsontext import Texts
         from campaign.common.signing import sign, signing_key
 
         key = signing_key(create=True)
         cid, results = campaign_row["id"], campaign_row.get("results_dir")
-        signed = [dict(r, campaign_id=cid, signature=sign(key, cid, results, r)) for r in point_rows]
+        # Each config's canonical (signed) and stored JSON made from its sections' texts, once
+        # a section the points share (campaign.common.jsontext): the same bytes as json.dumps's.
+        texts = Texts()
+        signed = [dict(r, campaign_id=cid, signature=sign(key, cid, results, r, texts)) for r in point_rows]
+        for r in signed:
+            if type(r.get("config")) is dict:
+                r["config"] = texts.stored_value(r["config"])
         with self._begin() as conn:
             conn.execute(insert(campaign), [dict(campaign_row)])
             conn.execute(insert(point), signed)
