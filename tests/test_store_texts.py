@@ -110,8 +110,8 @@ def test_texts_are_json_dumps_for_odd_values(top):
         for levels in (0, 1, 2, 3):
             assert texts.canonical(top, levels) == _canon(top)
             assert texts.stored(top, levels) == json.dumps(top)
-        doc = {"v": 1, "config": top, "overrides": ["a=1"], "idx": 1}
-        assert texts.canonical(doc) == _canon(doc)
+        doc = {"v": 1, "config": top, "overrides": ["a=1", *ODD["text"]], "idx": 1, "l": [1, "a"], "e": []}
+        assert texts.canonical(doc) == _canon(doc) and texts.stored(doc, 2) == json.dumps(doc)
         assert texts.stored_value(top).text == json.dumps(top) and texts.stored_value(top) == top
 
 

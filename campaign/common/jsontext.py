@@ -28,6 +28,7 @@ __all__ = ["Texts", "canonical_text", "scalar"]
 _CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 _PLAIN = json.JSONEncoder()  # json.dumps's own defaults (its cached encoder)
 _SCALARS = (str, int, float, bool, type(None))  # written alike in both texts
+_STR = {str}
 
 
 def canonical_text(value: Any) -> str:
@@ -64,7 +65,8 @@ class Texts:
         # values themselves are kept in _kept, so that no id is reused while the memo lives
         self._texts: dict[bool, dict[int, str]] = {True: {}, False: {}}
         self._kept: list[Any] = []
-        # (canonical?, a dict's keys in order) -> (their getter in the text's order, the text before each value)
+        # (canonical?, a dict's keys in order) -> (a getter of its values in the text's order,
+        # the text's parts: the text before each value, a place for the value's, the closing brace)
         self._layouts: dict[tuple[bool, tuple], Optional[tuple[Any, list]]] = {}
 
     def canonical(self, doc: Any, levels: int = 2) -> str:
@@ -85,6 +87,8 @@ class Texts:
         if type(doc) is dict and levels > 0:
             return self._dict(doc, levels, canon)
         if levels > 0 and type(doc) is list:  # made here (a point's own overrides): not kept
+            if set(map(type, doc)) <= _STR:  # strings only: written here (the encoder's set-up costs more)
+                return "[" + ("," if canon else ", ").join(map(encode_basestring_ascii, doc)) + "]"
             return (_CANON if canon else _PLAIN).encode(doc)
         got = self._texts[canon].get(id(doc))
         return got if got is not None else self._keep(doc)[0 if canon else 1]
@@ -98,14 +102,18 @@ class Texts:
             layout = self._layouts[layout_key] = _layout(doc, canon)
         if layout is None:  # a key that is not a string: json's own order and conversion
             return (_CANON if canon else _PLAIN).encode(doc)
-        values, heads = layout
-        values = values(doc)
+        values = layout[0](doc)
         texts = list(map(self._texts[canon].get, map(id, values)))
-        if None in texts:
-            for i, text in enumerate(texts):
-                if text is None:
-                    texts[i] = self._text(values[i], levels - 1, canon)
-        return "{" + "".join(map(str.__add__, heads, texts)) + "}"
+        i = -1
+        while True:  # the values not seen yet (found in C)
+            try:
+                i = texts.index(None, i + 1)
+            except ValueError:
+                break
+            texts[i] = self._text(values[i], levels - 1, canon)
+        parts = layout[1][:]  # '{"key":', text, ',"key":', text, ..., '}'
+        parts[1::2] = texts
+        return "".join(parts)
 
     def _keep(self, value: Any) -> tuple[str, str]:
         """A value's texts, kept by its id (with the value)."""
@@ -121,11 +129,14 @@ class Texts:
 
 
 def _layout(doc: dict, canon: bool) -> Optional[tuple[Any, list]]:
-    """A getter of ``doc``'s values in its text's order (always a tuple) and the text
-    before each value (separator, key, colon); None when a key is not a string."""
+    """A getter of ``doc``'s values in its text's order (always a tuple) and its text's
+    parts, a place (``""``) for each value's; None when a key is not a string."""
     if not all(type(k) is str for k in doc):
         return None
     keys = sorted(doc) if canon else list(doc)
     item, colon = (",", ":") if canon else (", ", ": ")
     get = (lambda d: ()) if not keys else operator.itemgetter(*keys) if len(keys) > 1 else (lambda d: (d[keys[0]],))
-    return get, [("" if i == 0 else item) + encode_basestring_ascii(k) + colon for i, k in enumerate(keys)]
+    heads = [("{" if i == 0 else item) + encode_basestring_ascii(k) + colon for i, k in enumerate(keys)]
+    parts = [""] * (2 * len(keys) + 1)  # each key's head, a place for its value's text, the closing brace
+    parts[0::2] = heads + ["}" if keys else "{}"]
+    return get, parts
