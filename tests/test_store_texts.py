@@ -198,3 +198,32 @@ def test_open_attempts_numbers_after_earlier_ones_in_the_range(tmp_path):
         assert s.open_attempts([], origin="retry") == {}
         assert [(a["idx"], a["attempt_no"], a["origin"]) for a in s.attempts("c1")] == [
             (0, 0, "retry"), (1, 0, "launch"), (1, 1, "retry"), (2, 0, "launch"), (3, 0, "retry")]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("driver", ["psycopg2", "psycopg"])
+def test_the_same_on_postgresql(driver, study_configs, tmp_path):
+    """On PostgreSQL, through either driver: the stored config text is json.dumps's, the
+    signatures verify, and mark_submitted's CASE guards and open_attempts' probe hold."""
+    pytest.importorskip(driver)
+    from test_postgres import fresh_database
+
+    with fresh_database() as url:
+        url = url.replace("postgresql+psycopg2://", f"postgresql+{driver}://")
+        configs = [dict(study_configs["swinv2_thesis"], results_dir=str(tmp_path), seed=i) for i in range(3)]
+        with open_store(url, create=True) as s:
+            ids = s.register({"id": "c1", "results_dir": str(tmp_path), "created_at": 1.0},
+                             [_point(i, c) for i, c in enumerate(configs)])
+            assert s.open_attempts(ids, origin="launch") == {pid: 0 for pid in ids}
+            s.set_state(ids[1], "running", "started")
+            s.mark_submitted([{"point_id": pid, "job_id": f"j{pid}", "attempt_no": 0, "executor": "slurm"}
+                              for pid in ids], "c1")
+            assert s.open_attempts(ids[:1], origin="retry") == {ids[0]: 1}
+            with s.engine.connect() as conn:
+                raw = dict(conn.exec_driver_sql("select id, config::text from point").all())
+            points = {p["id"]: p for p in s.points("c1")}
+        key = signing_key()
+        for i, (pid, config) in enumerate(zip(ids, configs)):
+            assert raw[pid] == json.dumps(config)
+            assert verify(key, "c1", str(tmp_path), points[pid]) and verify_job(key, "c1", points[pid])
+            assert points[pid]["state"] == ("running" if i == 1 else "pending")
