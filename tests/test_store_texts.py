@@ -227,3 +227,33 @@ def test_the_same_on_postgresql(driver, study_configs, tmp_path):
             assert raw[pid] == json.dumps(config)
             assert verify(key, "c1", str(tmp_path), points[pid]) and verify_job(key, "c1", points[pid])
             assert points[pid]["state"] == ("running" if i == 1 else "pending")
+
+
+def test_execute_many_writes_what_sqlalchemy_writes(tmp_path):
+    """campaign.store.many on SQLite: the rows SQLAlchemy's executemany writes, the JSON
+    columns through the same serializer; a Python-side default a row leaves out (and a row
+    missing a value) through SQLAlchemy itself."""
+    import sqlalchemy
+
+    from campaign.store import many
+    from campaign_sql.schema import attempt, campaign, point
+
+    rows = [{"point_id": 1, "attempt_no": i, "state": "registered", "origin": "launch",
+             "overrides": [None, ["a=\u00e9", {"b": 0.1}], "x"][i % 3]} for i in range(6)]
+    tables = {}
+    for name, run in (("mine", many.execute_many), ("sqlalchemy", lambda conn, stmt, r: conn.execute(stmt, r))):
+        with open_store(f"sqlite:///{tmp_path / name}.db", create=True) as s, s.engine.begin() as conn:
+            conn.execute(sqlalchemy.insert(campaign), [{"id": "c1", "created_at": 1.0}])
+            # no "repeat": its Python-side default (0), which only SQLAlchemy fills in
+            run(conn, sqlalchemy.insert(point), [{k: v for k, v in _point(i, {"i": [i]}).items() if k != "repeat"}
+                                                 | {"campaign_id": "c1"} for i in range(2)])
+            run(conn, sqlalchemy.insert(attempt), rows)
+            run(conn, sqlalchemy.update(attempt).where(attempt.c.attempt_no == sqlalchemy.bindparam("n"))
+                .values(state="pending", reason=sqlalchemy.bindparam("why")), [{"n": 1, "why": "\u2603"}, {"n": 4, "why": None}])
+            with pytest.raises(sqlalchemy.exc.StatementError):  # a row without a value the first has
+                run(conn, sqlalchemy.insert(attempt), [{"point_id": 2, "attempt_no": 0, "state": "r"}, {"point_id": 2}])
+        raw = sqlite3.connect(tmp_path / f"{name}.db")
+        tables[name] = [raw.execute(f"select * from {t} order by id").fetchall() for t in ("point", "attempt")]
+    assert tables["mine"] == tables["sqlalchemy"]
+    assert [r[9] for r in tables["mine"][0]] == [0, 0]  # repeat's default
+    assert [r[11] for r in tables["mine"][1]][:3] == ["null", '["a=\\u00e9", {"b": 0.1}]', '"x"']

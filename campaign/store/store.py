@@ -16,6 +16,7 @@ from campaign.common.bounded import stored
 from campaign.common.errors import NotFoundError, SchemaVersionError, StoreError, one_line
 from campaign.store.advice import upgrade_advice
 from campaign.store.budget import guard
+from campaign.store.many import execute_many
 from campaign.store.shape import check_shape
 from campaign.store.submissions import Submissions
 from campaign.store.url import check_store_url, describe_url  # noqa: F401  (their home before url.py)
@@ -227,7 +228,7 @@ class Store(Submissions):
                 r["config"] = texts.stored_value(r["config"])
         with self._begin() as conn:
             conn.execute(insert(campaign), [dict(campaign_row)])
-            conn.execute(insert(point), signed)
+            execute_many(conn, insert(point), signed)
             rows = conn.execute(
                 select(point.c.idx, point.c.id).where(point.c.campaign_id == campaign_row["id"])
             ).all()

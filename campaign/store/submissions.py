@@ -18,6 +18,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from sqlalchemy import and_, bindparam, case, func, insert, select, update
 
 from campaign.common.signing import sign_job, signing_key
+from campaign.store.many import execute_many
 from campaign_sql.schema import ACTIVE_STATES, JOB_SIGNED_SINCE, attempt, point
 
 OPEN = ("registered", "waiting")  # an attempt (or point) not handed to its scheduler yet
@@ -53,7 +54,7 @@ class Submissions:
                 new.append({"point_id": pid, "attempt_no": numbers[pid], "state": state, "origin": origin,
                             "overrides": list(overrides) if overrides else None})
             if new:
-                conn.execute(insert(attempt), new)
+                execute_many(conn, insert(attempt), new)
         return numbers
 
     def mark_submitted(self, updates: Iterable[Mapping[str, Any]], campaign_id: Optional[str] = None) -> None:
@@ -81,7 +82,7 @@ class Submissions:
         tried = [r for r in rows if r["b_attempt"] is not None]
         fresh = point.c.state == "registered"
         with self._begin() as conn:  # type: ignore[attr-defined]
-            conn.execute(update(point).where(point.c.id == bindparam("b_id"))
+            execute_many(conn, update(point).where(point.c.id == bindparam("b_id"))
                          .values(job_id=bindparam("b_job"), job_folder=bindparam("b_folder"),
                                  log_path=bindparam("b_log"), submitted_at=now, **signed,
                                  state=case((fresh, bindparam("b_state", type_=point.c.state.type)),
@@ -89,8 +90,9 @@ class Submissions:
                                  reason=case((fresh, bindparam("b_reason", type_=point.c.reason.type)),
                                              else_=point.c.reason)), rows)
             if tried:
-                conn.execute(update(attempt).where(and_(attempt.c.point_id == bindparam("b_id"),
-                                                        attempt.c.attempt_no == bindparam("b_attempt")))
+                execute_many(conn, update(attempt)
+                             .where(and_(attempt.c.point_id == bindparam("b_id"),
+                                         attempt.c.attempt_no == bindparam("b_attempt")))
                              .values(job_id=bindparam("b_job"), submitted_at=now,
                                      state=case((attempt.c.state == "registered", "pending"), else_=attempt.c.state)),
                              tried)
