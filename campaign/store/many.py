@@ -12,6 +12,7 @@ leaves out) and every other database go through SQLAlchemy as they are.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from sqlalchemy.sql import ClauseElement
@@ -21,48 +22,54 @@ def execute_many(conn: Any, stmt: ClauseElement, rows: Sequence[Mapping[str, Any
     """``conn.execute(stmt, rows)``: the same rows written, by the fewest steps a row."""
     if not rows:
         return
-    plan = _compiled(conn, stmt, rows) if conn.dialect.name == "sqlite" else None
-    if plan is None:
+    make = _compiled(conn, stmt, rows) if conn.dialect.name == "sqlite" else None
+    if make is None:
         conn.execute(stmt, rows)
         return
-    sql, getters = plan
+    sql, params = make
     try:
-        params = [tuple([get(r) for get in getters]) for r in rows]
+        values = params(rows)
     except KeyError:  # a row without a value another has: SQLAlchemy says so, its way
         conn.execute(stmt, rows)
         return
-    conn.exec_driver_sql(sql, params)
+    conn.exec_driver_sql(sql, values)
 
 
-def _compiled(conn: Any, stmt: ClauseElement, rows: Sequence[Mapping[str, Any]]) -> Optional[tuple[str, list]]:
-    """The statement's SQL and, for each of its positional parameters, how a row gives it
-    (its value through its type's bind processor, or the statement's own value); None
-    when this cannot be done for every row alike."""
+def _compiled(conn: Any, stmt: ClauseElement, rows: Sequence[Mapping[str, Any]]) -> Optional[tuple[str, Callable]]:
+    """The statement's SQL and a function of the rows that gives each row's tuple of
+    positional parameters (its values, through their types' bind processors, and the
+    statement's own values); None when this cannot be done for every row alike."""
     dialect = conn.dialect
     keys = list(rows[0])
     if dialect.paramstyle != "qmark":
         return None
     compiled = stmt.compile(dialect=dialect, column_keys=keys)
-    if (compiled.positiontup is None or compiled.insert_prefetch or compiled.update_prefetch
+    names = compiled.positiontup
+    if (not names or compiled.insert_prefetch or compiled.update_prefetch
             or compiled.literal_execute_params or compiled.post_compile_params):
         return None  # a value made per row (a column's Python-side default), an expanding IN: SQLAlchemy's work
-    getters: list[Callable[[Mapping[str, Any]], Any]] = []
-    for name in compiled.positiontup:
+    own: dict[str, Any] = {}  # the statement's own values (literals), by name
+    processed: list[tuple[int, Callable[[Any], Any]]] = []  # (position, bind processor) of the rows' values
+    for i, name in enumerate(names):
         bind = compiled.binds[name]
         process = bind.type.dialect_impl(dialect).bind_processor(dialect)
         if name in keys:
-            getters.append(_processed(name, process) if process else _plain(name))
+            if process is not None:
+                processed.append((i, process))
         elif bind.callable is None and not bind.required:
-            value = process(bind.value) if process else bind.value  # the statement's own (a literal)
-            getters.append(lambda _r, v=value: v)
+            own[name] = process(bind.value) if process else bind.value
         else:
             return None
-    return compiled.string, getters
+    get = operator.itemgetter(*names) if len(names) > 1 else (lambda r: (r[names[0]],))
 
+    def params(rows: Sequence[Mapping[str, Any]]) -> list[tuple]:
+        values = list(map(get, [{**r, **own} for r in rows] if own else rows))  # in C but for the processors
+        if processed:
+            for j, row in enumerate(values):
+                row = list(row)
+                for i, process in processed:
+                    row[i] = process(row[i])
+                values[j] = tuple(row)
+        return values
 
-def _plain(name: str) -> Callable[[Mapping[str, Any]], Any]:
-    return lambda r: r[name]
-
-
-def _processed(name: str, process: Callable[[Any], Any]) -> Callable[[Mapping[str, Any]], Any]:
-    return lambda r: process(r[name])
+    return compiled.string, params
