@@ -23,7 +23,7 @@ import operator
 from json.encoder import encode_basestring_ascii
 from typing import Any, Optional
 
-__all__ = ["Texts", "canonical_text", "scalar"]
+__all__ = ["Texts", "scalar"]
 
 _CANON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 _PLAIN = json.JSONEncoder()  # json.dumps's own defaults (its cached encoder)
@@ -31,15 +31,10 @@ _SCALARS = (str, int, float, bool, type(None))  # written alike in both texts
 _STR = {str}
 
 
-def canonical_text(value: Any) -> str:
-    """``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)``."""
-    return _CANON.encode(value)
-
-
 def scalar(value: Any) -> str:
-    """The JSON of a value as both texts write it: a string, an int, None, a bool made
-    here; anything else (a float: NaN, Infinity; a subclass) by the canonical encoder, which
-    writes a scalar as ``json.dumps`` does (a container's separators differ: not one here)."""
+    """A value's canonical JSON: a string, an int, None, a bool made here (as both texts
+    write them); anything else by the canonical encoder (a float: NaN, Infinity; a subclass;
+    a container, with the canonical text's separators)."""
     kind = type(value)
     if kind is str:
         return encode_basestring_ascii(value)
