@@ -11,6 +11,7 @@ file), PostgreSQL sessions are ``READ ONLY``.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sqlite3
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -26,6 +27,24 @@ from sqlalchemy.exc import ArgumentError, IntegrityError
 POSTGRES_DRIVERS = (("psycopg2", "psycopg2"), ("psycopg", "psycopg"))
 
 from campaign_sql.schema import SCHEMA_VERSION, meta, metadata
+
+
+class Dumped(dict):
+    """A JSON column's value (a dict) that carries its JSON text already made, exactly
+    ``json.dumps(value)`` (a launch makes its points' texts from their shared sections:
+    campaign.common.jsontext); ``dump_json`` stores that text as it is."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, value: Mapping[str, Any], text: str):
+        super().__init__(value)
+        self.text = text
+
+
+def dump_json(value: Any) -> str:
+    """How SQLite's and PostgreSQL's JSON columns are written (make_engine): a ``Dumped`` value's own text, else
+    ``json.dumps`` as SQLAlchemy does by default: the stored text is the same either way."""
+    return value.text if type(value) is Dumped else json.dumps(value)
 
 
 class SchemaMismatch(Exception):
@@ -80,9 +99,14 @@ def make_engine(url: str, *, busy_timeout_s: float = 30.0, readonly: bool = Fals
     psycopg2 query that waits on the server. ``json_deserializer``: how JSON columns
     are parsed, on every backend (SQLite's text, psycopg's own parsing); the host passes
     ``campaign.common.bounded.stored`` (a store others write is parsed within bounds; this
-    shared package imports nothing of the host), None: SQLAlchemy's ``json.loads``."""
+    shared package imports nothing of the host), None: SQLAlchemy's ``json.loads``.
+    SQLite's and PostgreSQL's JSON columns are written by ``dump_json`` (``json.dumps``)."""
     u = _parse(url)
-    json_args = {"json_deserializer": json_deserializer} if json_deserializer is not None else {}
+    json_args: dict[str, Any] = {}
+    if u.get_backend_name() in ("sqlite", "postgresql"):  # others may take no serializer: a Dumped is a dict
+        json_args["json_serializer"] = dump_json
+    if json_deserializer is not None:
+        json_args["json_deserializer"] = json_deserializer
     if u.get_backend_name() != "sqlite":
         engine = create_engine(u, pool_pre_ping=True, future=True, **json_args)
         if readonly and u.get_backend_name() == "postgresql":

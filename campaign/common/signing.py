@@ -19,7 +19,6 @@ stored columns a resubmission uses, exactly as stored (redacted). Stdlib only.
 from __future__ import annotations
 
 import errno
-import hashlib
 import hmac
 import json
 import os
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from campaign.common.errors import ConfigError
+from campaign.common.jsontext import scalar
 
 CONFIG_DIR_ENV = "CAMPAIGN_CONFIG_DIR"
 KEY_FILE = "signing.key"
@@ -138,9 +138,11 @@ def canonical(doc: Mapping[str, Any]) -> bytes:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
-def payload(campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any]) -> bytes:
+def payload(campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any], texts: Any = None) -> bytes:
     """What a signature covers, as canonical JSON: the campaign, its results folder, and
-    the point's stored config, overrides and ``SIGNED_COLUMNS``, as they are stored."""
+    the point's stored config, overrides and ``SIGNED_COLUMNS``, as they are stored.
+    ``texts`` (a ``campaign.common.jsontext.Texts``, Store.register): the same bytes, made
+    from the config's shared sections' texts."""
     doc = {
         "v": SIGNED_VERSION,
         "campaign": campaign_id,
@@ -150,12 +152,12 @@ def payload(campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any]
         **{c: row.get(c) for c in SIGNED_COLUMNS},
     }
     doc["repeat"] = int(doc["repeat"] or 0)  # the column's default when a row leaves it out
-    return canonical(doc)
+    return canonical(doc) if texts is None else texts.canonical(doc).encode()
 
 
-def sign(key: bytes, campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any]) -> str:
-    """The point's signature (64 hex digits)."""
-    return hmac.new(key, payload(campaign_id, results_dir, row), hashlib.sha256).hexdigest()
+def sign(key: bytes, campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any], texts: Any = None) -> str:
+    """The point's signature (64 hex digits); ``texts``: as ``payload``'s."""
+    return hmac.digest(key, payload(campaign_id, results_dir, row, texts), "sha256").hex()
 
 
 def verify(key: bytes, campaign_id: str, results_dir: Optional[str], row: Mapping[str, Any]) -> bool:
@@ -180,16 +182,18 @@ JOB_SIGNED_VERSION = 1
 
 def job_payload(campaign_id: str, point_id: Any, executor: Any, job_id: Any, job_folder: Any) -> bytes:
     """What a job signature covers, as canonical JSON: the campaign, the point (its row id),
-    the executor that would signal the job, its id and its folder, as they are stored."""
-    doc = {"v": JOB_SIGNED_VERSION, "kind": "job", "campaign": campaign_id, "point": point_id,
-           "executor": executor, "job_id": job_id, "job_folder": job_folder}
-    return canonical(doc)
+    the executor that would signal the job, its id and its folder, as they are stored.
+    Written here key by key (a launch signs each of its points' jobs): byte for byte
+    ``canonical`` of ``{"v": JOB_SIGNED_VERSION, "kind": "job", "campaign": ..., "point":
+    ..., "executor": ..., "job_id": ..., "job_folder": ...}``, sorted."""
+    return (f'{{"campaign":{scalar(campaign_id)},"executor":{scalar(executor)},"job_folder":{scalar(job_folder)},'
+            f'"job_id":{scalar(job_id)},"kind":"job","point":{scalar(point_id)},"v":{JOB_SIGNED_VERSION}}}').encode()
 
 
 def sign_job(key: bytes, campaign_id: str, point_id: int, executor: str, job_id: str,
              job_folder: Optional[str]) -> str:
     """The signature of a point's recorded job (64 hex digits)."""
-    return hmac.new(key, job_payload(campaign_id, point_id, executor, job_id, job_folder), hashlib.sha256).hexdigest()
+    return hmac.digest(key, job_payload(campaign_id, point_id, executor, job_id, job_folder), "sha256").hex()
 
 
 def verify_job(key: bytes, campaign_id: str, row: Mapping[str, Any]) -> bool:

@@ -16,6 +16,7 @@ from campaign.common.bounded import stored
 from campaign.common.errors import NotFoundError, SchemaVersionError, StoreError, one_line
 from campaign.store.advice import upgrade_advice
 from campaign.store.budget import guard
+from campaign.store.many import execute_many
 from campaign.store.shape import check_shape
 from campaign.store.submissions import Submissions
 from campaign.store.url import check_store_url, describe_url  # noqa: F401  (their home before url.py)
@@ -213,14 +214,21 @@ class Store(Submissions):
         """Insert a campaign and its points in one transaction; return the point ids in order.
         Each point is signed with the user's key (``campaign.common.signing``, made on first use):
         exactly what is stored, which a resubmission checks before it trusts any of it."""
+        from campaign.common.jsontext import Texts
         from campaign.common.signing import sign, signing_key
 
         key = signing_key(create=True)
         cid, results = campaign_row["id"], campaign_row.get("results_dir")
-        signed = [dict(r, campaign_id=cid, signature=sign(key, cid, results, r)) for r in point_rows]
+        # Each config's canonical (signed) and stored JSON made from its sections' texts, once
+        # a section the points share (campaign.common.jsontext): the same bytes as json.dumps's.
+        texts = Texts()
+        signed = [dict(r, campaign_id=cid, signature=sign(key, cid, results, r, texts)) for r in point_rows]
+        for r in signed:
+            if type(r.get("config")) is dict:
+                r["config"] = texts.stored_value(r["config"])
         with self._begin() as conn:
             conn.execute(insert(campaign), [dict(campaign_row)])
-            conn.execute(insert(point), signed)
+            execute_many(conn, insert(point), signed)
             rows = conn.execute(
                 select(point.c.idx, point.c.id).where(point.c.campaign_id == campaign_row["id"])
             ).all()
