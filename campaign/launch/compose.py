@@ -225,9 +225,14 @@ class PointComposer:
         section's fingerprint (campaign/common/memo.py: the class of a plan,
         campaign/launch/planmemo.py); (its own config, None) where the point was composed in full."""
         parsed = [self._parse(o) for o in overrides]
-        groups = tuple(o.input_line for o in parsed if self._group(o))
-        values = [o for o in parsed if not self._group(o)]
-        base = self._base(groups)
+        picks: list[str] = []  # the group choices' lines
+        values: list[Any] = []  # the value overrides
+        for o in parsed:
+            if self._group(o):
+                picks.append(o.input_line)
+            else:
+                values.append(o)
+        base = self._base(tuple(picks))
         simple = all(not (o.is_add() or o.is_force_add() or o.is_delete()) and not base.depends_on(o.key_or_group)
                      for o in values)
         if not simple:  # the general path: Hydra's semantics, then a full resolve

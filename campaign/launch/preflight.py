@@ -182,11 +182,16 @@ def preflight(points: Sequence[PointPlan], *, dry_run: bool = False, deferred: C
         # others who could write it could swap the job folders: refused (docs/security.md)
         check_shared_folder(first["results_dir"], "results_dir")
     seen: set = set()
+    same: dict[tuple, Any] = {}  # (check, a section's id, ...) -> the section: a launch's points share theirs
     for p in points:
         for check, section in ((check_dataset, p.config["dataset"]), (check_container, p.config["container"])):
             validation = bool(p.config["experiment"].get("validation"))  # reads the test split too
             # a missing image is named with its build command, --v100 for a Volta platform's
             v100 = check is check_container and needs_v100_image(p.config["platform"])
+            ident = (check.__name__, id(section), validation, v100)
+            if same.get(ident) is section:  # this very section, checked just before
+                continue
+            same[ident] = section
             key = (check.__name__, repr(sorted(section.items(), key=str)), validation, v100)
             if key in seen:
                 continue
