@@ -78,6 +78,16 @@ def test_a_value_a_step_reads_is_part_of_the_class(hydra, monkeypatch):
 
     memo = PlanMemo()
     assert run(memo) == [0, 1, 2, 3, 4, 5] and (memo.planned, memo.served) == (1, 5)
+    # what a caller sets on one point's top level (design.py's relabelling) reaches no other
+    memo, got = PlanMemo(), []
+    for i, point in enumerate(points[:3]):
+        cfg, fingerprints = composer.compose_shared(point)
+        got.append(plan_point(cfg, i, point, typed=None, memo=memo, fingerprints=fingerprints))
+        got[-1].config["experiment"] = {"name": f"relabelled {i}"}
+    assert [p.config["seed"] for p in got] == [0, 1, 2] and memo.served == 2
+    cfg, fingerprints = composer.compose_shared(points[3])
+    fourth = plan_point(cfg, 3, points[3], typed=None, memo=memo, fingerprints=fingerprints)
+    assert fourth.config["experiment"]["name"] == "weak_scaling"
     real = plan_module.check_recovery
 
     def reads_seed(c):

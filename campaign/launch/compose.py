@@ -42,7 +42,8 @@ class _Base:
         self.plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True, enum_to_str=True)
         # each section's fingerprint (campaign/common/memo.py), shared by the points that leave it as it is
         self.fingerprints = {k: fingerprint(v) for k, v in self.plain.items() if isinstance(v, (dict, list))}
-        self.derived: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Optional[bytes]]]] = {}  # PointComposer._derived
+        # in-section value lines -> (their composition, its fingerprints): PointComposer._derived
+        self.derived: dict[tuple[str, ...], tuple[dict[str, Any], dict[str, Optional[bytes]]]] = {}
         raw = OmegaConf.to_container(cfg, resolve=False)
         self.interpolated: set[str] = set()
         self._scan(raw)

@@ -210,7 +210,9 @@ class PlanMemo:
         if error is not None:
             raise error
         plan.config = dict(dict.items(plan.config))  # the plan's own (the served points' sections)
-        return dataclasses.replace(plan)  # the point's own PointPlan: the kept one stays as planned
+        # the point's own PointPlan and top level: the kept plan stays as planned whatever a
+        # caller then sets on the point (design.py gives a relabelled point a new section)
+        return dataclasses.replace(plan, config=dict(plan.config))
 
     @staticmethod
     def _serve(got: _Served, config: dict[str, Any], idx: int, overrides: Sequence[str], repeat: int) -> Any:
