@@ -225,21 +225,23 @@ def redact_like(value: dict, like: dict, like_redacted: dict) -> dict:
     launch's points served from one plan, campaign/launch/planmemo.py): a top-level value
     that *is* ``like``'s takes ``like_redacted``'s answer for it (a config's values are
     never changed once redacted: the memo's own contract), any other is redacted."""
-    out = {}
-    for k, v in value.items():
-        if k in like and like[k] is v and k in like_redacted:
-            out[k] = like_redacted[k]
-        else:
-            out[k] = _redact_top({k: v}, _redact_kept)[k]
-    return out
+    return {k: like_redacted[k] if k in like and like[k] is v and k in like_redacted else
+            _redact_entry(k, v, _redact_kept) for k, v in value.items()}
 
 
 def _redact_top(value: Any, section: Any) -> Any:
     """A config redacted, each of its sections (dicts, lists) through the memo ``section``."""
     if isinstance(value, dict):
-        return {k: _mask(v) if is_secret_key(k) else
-                (section(v) if isinstance(v, (dict, list)) else _redact_obj(v)) for k, v in value.items()}
+        return {k: _redact_entry(k, v, section) for k, v in value.items()}
     return _redact_obj(value)
+
+
+def _redact_entry(key: Any, value: Any, section: Any) -> Any:
+    """One top-level value of a config redacted (``_redact_top``): masked under a secret's
+    name, a section through the memo ``section``, anything else as ``_redact_obj``."""
+    if is_secret_key(key):
+        return _mask(value)
+    return section(value) if isinstance(value, (dict, list)) else _redact_obj(value)
 
 
 def _redact_obj(value: Any) -> Any:
