@@ -247,7 +247,8 @@ class PointComposer:
         # by the points that set the same ones; top-level values (gpus=2, seed=3) are the point's
         inner = [o for o in values if "." in o.key_or_group]
         tops = [o for o in values if "." not in o.key_or_group]
-        if any(o.key_or_group.split(".", 1)[0] in {t.key_or_group for t in tops} for o in inner):
+        whole = {t.key_or_group for t in tops}
+        if any(o.key_or_group.split(".", 1)[0] in whole for o in inner):
             inner, tops = values, []  # a section set whole and inside: in the order given, this point's own
         plain, fingerprints = self._derived(base, inner)
         plain = dict(plain)
