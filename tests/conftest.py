@@ -349,6 +349,8 @@ def _leaves_the_process_as_it_found_it():
     ``--shuffle``); the state is put back first so the next test starts clean."""
     before = _process_state()
     yield
+    if "matplotlib.pyplot" in sys.modules:  # figures a test drew to inspect (pyplot keeps each open)
+        sys.modules["matplotlib.pyplot"].close("all")
     after = _process_state()
     changed = _changes(before, after)
     if changed:

@@ -131,7 +131,7 @@ def test_a_launch_submits_through_the_fake_and_status_asks_it(fake, tmp_path, ca
 
 def test_status_eta_estimate_and_plan_ask_the_backend(fake):
     from campaign.observe.estimate import serial
-    from campaign.launch.plan import cpu_ranks
+    from campaign.launch.placement import cpu_ranks
     from campaign.observe.progress import PointETA, campaign_eta
     from campaign.observe.state import derive
 

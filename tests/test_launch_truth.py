@@ -303,7 +303,7 @@ def test_every_platform_of_the_catalogue_is_valid_for_its_dataclass():
 
     from campaign.catalogue.config import register
     from campaign.launch.validate import check_known_keys
-    from campaign.launch.plan import check_platform
+    from campaign.launch.placement import check_platform
 
     register()
     root = Path(__file__).resolve().parents[1] / "conf" / "platform"

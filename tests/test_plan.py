@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from campaign.common.errors import ConfigError
-from campaign.launch.plan import check_resources, plan_point, schedule
+from campaign.launch.placement import check_resources
+from campaign.launch.plan import plan_point, schedule
 from conftest import EMULATED_GPUS, hydra_version_base_kept
 
 V100 = {"name": "v100", "executor": "slurm", "gpus_per_node": 4, "max_nodes": 4}

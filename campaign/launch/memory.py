@@ -20,7 +20,7 @@ def estimate(config: Mapping[str, Any], spec: Any) -> Optional[Any]:
     it declares none or the point's ranks are CPU processes."""
     from campaign.backends import backend_of
 
-    backend = backend_of(config["platform"]["executor"])  # CPU ranks (plan.cpu_ranks: not imported, plan imports this)
+    backend = backend_of(config["platform"]["executor"])  # CPU ranks: as placement.cpu_ranks
     if getattr(spec, "gpu_memory", None) is None or backend is None or backend.rank_device(config["platform"]) == "cpu":
         return None
     return spec.gpu_memory(config)
