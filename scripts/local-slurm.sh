@@ -551,6 +551,15 @@ cmd_start() {
   # controller finds their batch step missing (~30 min), and keep every later job pending.
   # A started cluster's queue is empty, as after `stop`.
   ((CTLD_FRESH)) && cancel_queue "cancelling jobs left from before this start"
+  # Ended jobs' records stay MinJobAge (600 s) and count against MaxJobCount, those a stopped
+  # controller saved too: after a large benchmark they can leave no room for new jobs.
+  local held
+  held=$(squeue -h -t all -o %A 2>/dev/null | wc -l)
+  if ((held * 10 > MAX_JOBS)); then
+    log "note: the controller holds $held job records from before this start (MaxJobCount $MAX_JOBS):" \
+      "they leave room for $((MAX_JOBS > held ? MAX_JOBS - held : 0)) new jobs until they age out" \
+      "(MinJobAge, 600 s); 'stop --purge' then 'start' begins with none"
+  fi
   log "ready in $(elapsed "$T0")s: cluster $CLUSTER, partitions $(sinfo -h -o %P | tr '\n' ' ')-" \
     "$NODES node(s) $(IFS=,; echo "${NODE_NAMES[*]}"), each $CPUS cpus, ${MEM_MB} MB, gpu:$((GPUS / NODES))," \
     "features $FEATURES; SLURM_CONF=$SLURM_CONF"

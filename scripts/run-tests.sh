@@ -52,6 +52,12 @@ elif [[ $(id -u) == 0 && ${CAMPAIGN_TEST_SERVICES:-1} == 1 ]]; then
     echo "[tests] $queued job(s) already in the test cluster's queue: the SLURM tests' jobs wait behind them" \
       "(squeue; bash scripts/local-slurm.sh stop && start empties it)"
   fi
+  held=$(squeue -h -t all -o %A 2>/dev/null | wc -l)  # ended jobs' records too: MinJobAge, 600 s
+  cap=$(scontrol show config 2>/dev/null | awk '$1 == "MaxJobCount" {print $3}')
+  if [[ ${cap:-} =~ ^[0-9]+$ ]] && ((cap - held < 2000)); then
+    echo "[tests] the test cluster holds $held job records of its MaxJobCount $cap: the SLURM tests' jobs" \
+      "may wait for room (bash scripts/local-slurm.sh stop --purge && start begins with none)"
+  fi
   nodes=$(sinfo -h -p a100 -o %D 2>/dev/null | head -n 1)
   if [[ ${nodes:-0} -lt 2 ]]; then
     echo "[tests] the running SLURM cluster has ${nodes:-no} node(s): nodes=2 tests will be skipped" \
