@@ -37,10 +37,10 @@ def _legend(ax) -> list[str]:
 def test_every_series_once_in_each_legend_with_neutral_marks():
     scaling = scaling_table(_points())
     ax = plots.time_figure(scaling).axes[0]
-    assert _legend(ax) == ["v100", "trainer.optimizer=adamw", "ideal T(1)/N", "projected (hollow)"]
+    assert _legend(ax) == ["v100", "optimizer=adamw", "ideal T(1)/N", "projected (hollow)"]
     ax = plots.speedup_figure(scaling).axes[0]
     # the adamw series has no 1-GPU point: no speedup, but the legend still names it
-    assert _legend(ax) == ["v100", "trainer.optimizer=adamw (no 1-GPU baseline)", "projected (hollow)",
+    assert _legend(ax) == ["v100", "optimizer=adamw (no 1-GPU baseline)", "projected (hollow)",
                            "ideal (S = N)"]
     for fig in (plots.efficiency_figure(scaling), plots.throughput_figure(throughput_table(_points()))):
         names = _legend(fig.axes[0])
@@ -53,6 +53,61 @@ def test_labels_are_unique_even_when_a_value_is_empty():
     assert sorted(figure.series_labels(df).values()) == ["a", "x"]
     twin = df.with_columns(pl.Series("variant", ["", None]))  # both say nothing
     assert len(set(figure.series_labels(twin).values())) == 2
+
+
+def test_a_variant_is_named_by_the_overrides_that_differ_by_their_last_part():
+    """The DataParallel twin's series: five overrides each, one of which differs (the rest made
+    a legend wider than the figure); a last part two keys share stays whole."""
+    common = "experiment.global_batch=16 trainer.params.backbone=resnet18 trainer.params.hidden=64"
+    df = pl.DataFrame({"platform": ["a"] * 3, "trainer": ["t"] * 3, "experiment": ["e"] * 3,
+                       "variant": [f"{common} trainer.params.mode=train model.mode=x",
+                                   f"{common} trainer.params.mode=inference model.mode=x",
+                                   f"{common} trainer.params.mode=inference model.mode=y experiment.epochs=2"],
+                       "image": [None] * 3, "gpus": [1] * 3, "nodes": [1] * 3})
+    assert list(figure.series_labels(df).values()) == [
+        "trainer.params.mode=train model.mode=x", "trainer.params.mode=inference model.mode=x",
+        "trainer.params.mode=inference model.mode=y epochs=2"]
+    two = df.head(2)
+    assert list(figure.series_labels(two).values()) == ["mode=train", "mode=inference"]
+
+
+def test_each_dataset_is_a_line_of_its_own():
+    """The ViT twin's strong scaling on CIFAR-10 and CIFAR-100 at one batch: two lines, each
+    from its own 1-GPU baseline (one line through both drew two speedups at 2 GPUs)."""
+    rows = []
+    for dataset, times in (("cifar10", {1: 100.0, 2: 50.0}), ("cifar100", {1: 120.0, 2: 80.0})):
+        for gpus, t in times.items():
+            rows.append({"platform": "t4", "trainer": "vit", "experiment": "vit_strong", "dataset": dataset,
+                         "variant": "", "gpus": gpus, "repeat": 0, "time_s": t, "batch_per_gpu": 8,
+                         "iterations": 160 // gpus, "timed_iterations": 160 // gpus, "images": 8 * 160,
+                         "iter_median_s": t / (160 // gpus), "projected": False})
+    ax = plots.speedup_figure(scaling_table(pl.DataFrame(rows))).axes[0]
+    lines = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert lines["cifar10"] == [1.0, 100.0 / 50.0] and lines["cifar100"] == [1.0, 120.0 / 80.0]
+
+
+def test_a_long_legend_goes_below_the_axes_and_the_figure_grows_to_hold_it():
+    """Eight series of a whole campaign, each naming several overrides: the legend leaves the
+    axes for a band below them, wrapped, and neither covers the other. A laid-out figure keeps
+    no layout engine (each savefig would draw it once more, unseen)."""
+    rows = []
+    for k in range(8):
+        variant = f"trainer.params.mode=m{k} trainer.params.engine=e{k} experiment.epochs=null experiment.iterations={k}"
+        for gpus in (1, 2):
+            rows.append({"platform": "a6000", "trainer": "frozen_backbone", "experiment": "dp", "variant": variant,
+                         "gpus": gpus, "repeat": 0, "time_s": 10.0 / gpus, "batch_per_gpu": 8, "iterations": 20,
+                         "timed_iterations": 20, "images": 160, "iter_median_s": 0.5 / gpus, "projected": False})
+    fig = plots.time_figure(scaling_table(pl.DataFrame(rows)))
+    assert fig.get_layout_engine() is None and fig.axes[0].get_legend() is None and len(fig.legends) == 1
+    assert fig.get_size_inches()[1] > figure.FIG_H
+    renderer = fig.canvas.get_renderer()
+    band = fig.legends[0].get_window_extent(renderer)
+    axes = fig.axes[0].get_tightbbox(renderer)  # with its tick labels and x label
+    assert band.y1 <= axes.y0 and band.y0 >= 0 and band.x0 >= 0 and band.x1 <= fig.bbox.x1
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts[0].replace("\n  ", " ") == "mode=m0 engine=e0 iterations=0"
+    short = plots.time_figure(scaling_table(pl.DataFrame(rows[:4])))
+    assert short.axes[0].get_legend() is not None and not short.legends and short.get_layout_engine() is None
 
 
 def test_every_axis_has_its_unit():

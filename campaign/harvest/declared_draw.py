@@ -15,7 +15,7 @@ import polars as pl
 
 from campaign.harvest.convergence import WINDOWS
 from campaign.harvest.declared import Item, Panel
-from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, pyplot, series_lines
+from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, lay_out, pyplot, series_lines
 from campaign.harvest.xaxis import GPUS, draw_axis, varying_names
 
 KEY_COLUMNS = ("platform", "trainer", "experiment", "dataset", "variant", "nodes", "gpus")
@@ -168,7 +168,7 @@ def _caption_title(fig, caption: str) -> None:
 
     ax = fig.axes[0]
     ax.set_title(textwrap.fill(caption, 64), fontsize="medium")
-    fig.tight_layout()
+    lay_out(fig)
 
 
 def _integer_x(fig) -> None:
@@ -232,7 +232,7 @@ def _loss_accuracy_figure(rows: pl.DataFrame, caption: str):
     axes[0].set_title("training loss per epoch")
     axes[1].set_title("test accuracy after each epoch")
     fig.suptitle(caption)
-    fig.tight_layout()
+    lay_out(fig)
     return fig
 
 

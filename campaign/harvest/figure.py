@@ -44,19 +44,52 @@ def _part(name: str, value) -> str:
         return f"{value} GPU{plural}/node"
     if name == "image":
         return f"image {value or 'none'}"
-    if name in ("platform", "trainer", "experiment", "variant"):
+    if name in ("platform", "trainer", "experiment", "dataset", "variant"):
         return str(value) if value else ""
     return f"{name}={value}" if value is not None and value != "" else ""  # a varying override
+
+
+def _variant_parts(variant) -> dict[str, Optional[str]]:
+    """A series' ``variant`` (its varying overrides, ``trainer.params.mode=train ...``) as
+    key -> value, one entry an override (a word without ``=``: itself -> None)."""
+    out: dict[str, Optional[str]] = {}
+    for part in str(variant or "").split():
+        key, eq, value = part.partition("=")
+        out[key] = value if eq else None
+    return out
+
+
+def _short(keys: Sequence[str]) -> dict[str, str]:
+    """Each override key by its last part (``mode`` for ``trainer.params.mode``) where no other
+    of ``keys`` ends the same, else whole."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (t if last.count(t) == 1 else k) for k, t in zip(keys, last)}
 
 
 def series_labels(df: pl.DataFrame, keys: Sequence[str] = SERIES) -> dict[tuple, str]:
     """Series key (the values of ``keys``) -> legend label naming only what differs
     between the series (a container image as ``image <short sha256>``, ``image none``
-    without one); labels are unique (one legend entry per series)."""
+    without one; of a ``variant``, the overrides whose values differ, each by its key's last
+    part: ``mode=train``); labels are unique (one legend entry per series)."""
     keys = [k for k in keys if k in df.columns]  # a frame of an older store may lack one (dataset)
     rows = df.select(keys).unique(maintain_order=True).rows()
     varying = [i for i, _ in enumerate(keys) if len({k[i] for k in rows}) > 1] or [0]
-    out = {k: " ".join(p for i in varying if (p := _part(keys[i], k[i]))) or str(k[0]) for k in rows}
+    v = keys.index("variant") if "variant" in keys else None
+    parts = {k: _variant_parts(k[v]) for k in rows} if v is not None else {}
+    over = list(dict.fromkeys(o for p in parts.values() for o in p))
+    differ = [o for o in over if len({p.get(o, "=") for p in parts.values()}) > 1]  # "=": no such override
+    short = _short(differ)
+
+    def named(k: tuple) -> str:
+        out = []
+        for i in varying:
+            if i == v:
+                out += [o if parts[k][o] is None else f"{short[o]}={parts[k][o]}" for o in differ if o in parts[k]]
+            elif word := _part(keys[i], k[i]):
+                out.append(word)
+        return " ".join(out)
+
+    out = {k: named(k) or str(k[0]) for k in rows}
     seen: dict[str, int] = {}
     for k, label in out.items():  # two series one label would name (a key's value empty in one of them)
         seen[label] = seen.get(label, 0) + 1
@@ -80,6 +113,44 @@ def campaign_label(campaign: Optional[dict]) -> Optional[str]:
     return " · ".join(parts)
 
 
+def lay_out(fig) -> None:
+    """``fig.tight_layout()`` above a legend the figure has below its axes (``legend``), and
+    nothing left to lay out again: tight_layout leaves the figure a placeholder layout engine,
+    and on a figure with an engine every savefig draws it once unseen before drawing it (a PNG
+    and an SVG: four draws of every text, not two)."""
+    bottom = max((leg.get_window_extent(fig.canvas.get_renderer()).height / fig.bbox.height
+                  for leg in fig.legends), default=0.0)
+    fig.tight_layout(rect=(0, min(bottom, 0.8), 1, 1))
+    fig.set_layout_engine(None)
+
+
+LEGEND_SHORT = (6, 45)  # entries, characters: a legend this small stays inside its axes
+LEGEND_WRAP = 64  # characters a line of a legend below the axes holds
+
+
+def legend(fig, axes: Sequence) -> None:
+    """The legend of ``axes`` (panels of the same series): inside each while it is short and
+    few, else once, below them across the figure, its labels wrapped and the figure made
+    taller by its lines (a whole campaign's series can each name several overrides, and a
+    legend inside the axes then covered the lines and ran off the figure)."""
+    found = next(((h, l) for ax in axes if (hl := ax.get_legend_handles_labels())[0] for h, l in [hl]), None)
+    if found is None:
+        return
+    handles, labels = found
+    if len(labels) <= LEGEND_SHORT[0] and max(map(len, labels)) <= LEGEND_SHORT[1]:
+        for ax in axes:
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize="small")
+        return
+    import textwrap
+
+    wrapped = [textwrap.fill(label, LEGEND_WRAP, subsequent_indent="  ") for label in labels]
+    lines = sum(w.count("\n") + 1 for w in wrapped)
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + 0.16 * lines + 0.2)
+    fig.legend(handles, wrapped, loc="lower center", fontsize="small", frameon=False)
+
+
 def stamp(fig, label: Optional[str]) -> None:
     """Put the campaign's label above the figure (under a suptitle it has)."""
     if not label:
@@ -89,7 +160,7 @@ def stamp(fig, label: Optional[str]) -> None:
     from matplotlib.layout_engine import ConstrainedLayoutEngine
 
     if not isinstance(fig.get_layout_engine(), ConstrainedLayoutEngine):
-        fig.tight_layout()  # room above the axes for the suptitle (constrained layout makes its own)
+        lay_out(fig)  # room above the axes for the suptitle (constrained layout makes its own)
 
 
 def gpu_axis(ax, gpus: list[int]) -> None:
@@ -156,10 +227,8 @@ def headroom(ax) -> None:
 def finish(fig, ax, title: str) -> None:
     """Title the axes, draw the legend when something is labelled, and lay the figure out."""
     ax.set_title(title)
-    handles, _ = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(fontsize="small")
-    fig.tight_layout()
+    legend(fig, [ax])
+    lay_out(fig)
 
 
 def gpus_of(df: pl.DataFrame) -> list[int]:
@@ -184,7 +253,6 @@ def panels_figure(df: pl.DataFrame, panels: Sequence[tuple[str, float, str, str,
         gpu_axis(ax, gpus)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize="small")
-    fig.tight_layout()
+    legend(fig, axes)
+    lay_out(fig)
     return fig

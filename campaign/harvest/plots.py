@@ -13,7 +13,7 @@ from typing import Optional
 
 import polars as pl
 
-from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, panels_figure, pyplot, series_lines
+from campaign.harvest.figure import FIG_H, FIG_W, finish, headroom, lay_out, panels_figure, pyplot, series_lines
 from campaign.harvest.study_style import PLAIN, FigureStyle
 from campaign.harvest.xaxis import GPUS, draw_axis
 from campaign.harvest.views import with_placement
@@ -170,5 +170,5 @@ def platform_comparison_figure(scaling: pl.DataFrame, util: pl.DataFrame, platfo
                     ha="center", va="center", transform=ax.transAxes, wrap=True)
         ax.legend(fontsize="small")
     fig.suptitle("Platform comparison: " + " vs ".join(plats))
-    fig.tight_layout()
+    lay_out(fig)
     return fig

@@ -29,7 +29,7 @@ from campaign.common.errors import ConfigError
 GPUS = "gpus"
 NODES = "nodes"
 PER_NODE = "gpus_per_node"  # a helper column: gpus // nodes
-BASE = ["platform", "trainer", "experiment"]  # what every series keeps apart, whatever the axis
+BASE = ["platform", "trainer", "experiment", "dataset"]  # what every series keeps apart, whatever the axis
 AXIS_LABELS = {GPUS: "GPUs (N)", NODES: "nodes"}
 
 
