@@ -164,3 +164,28 @@ def test_the_figure_modules_share_one_helpers_module_and_import_nothing_of_each_
     assert "campaign.harvest.plots_bars" not in line and "campaign.harvest.plots" not in bars
     assert "campaign.harvest.figure" in line and "campaign.harvest.figure" in bars
     assert not {"campaign.harvest.plots", "campaign.harvest.plots_bars", "campaign.harvest.figures"} & helpers
+
+
+def test_the_bar_groups_of_many_long_series_are_named_without_overlap():
+    """A whole DataParallel campaign's breakdown: each series' label under its bars, wrapped to
+    its group's width, words whole, no two labels over each other."""
+    from campaign.harvest.plots_bars import breakdown_figure
+
+    rows = []
+    for k in range(6):
+        variant = (f"experiment.global_batch={8 * (k + 1)} trainer.params.backbone=squeezenet1_{k} "
+                   f"trainer.params.mode=inference trainer.params.stop_at_threshold=False")
+        for gpus in ((1,) if k % 2 else (1, 2, 4)):
+            for order, phase, s in ((0, "forward", 0.02), (1, "step", 0.01), (9, "iteration", 0.031)):
+                rows.append({"platform": "a6000", "trainer": "frozen_backbone", "experiment": "dp", "dataset": "mnist",
+                             "variant": variant, "image": None, "nodes": 1, "gpus": gpus, "phase": phase,
+                             "order": order, "label": phase, "per_iteration_s": s})
+    fig = breakdown_figure(pl.DataFrame(rows))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    groups = [a for a in fig.axes[0].child_axes if a is not fig.axes[0]][0]
+    labels = [t for t in groups.get_xticklabels() if t.get_text()]
+    assert len(labels) == 6 and all(" " not in w for t in labels for w in t.get_text().split())
+    assert all("backbone=squeezenet1_" in t.get_text().replace("\n", " ") for t in labels)  # words whole
+    boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+    assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))

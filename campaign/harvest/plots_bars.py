@@ -12,6 +12,7 @@ from campaign.harvest.study_timing import STUDY_TITLE, is_study_stack
 
 
 _GROUP_GAP = 0.6  # blank bar widths between the bars of two series
+_CHAR_IN = 0.075  # inches a character of matplotlib's "small" text takes, about (DejaVu Sans)
 # One colour per stacked phase, the same in every bar and every figure (utilisation.STACK_PHASES).
 _PHASE_COLORS = {"data": "C7", "forward": "C0", "backward": "C8", "backward_compute": "C2", "comm_exposed": "C3",
                  "comm_marked": "C1", "step": "C4", "train_step": "C5",
@@ -53,8 +54,13 @@ def breakdown_figure(stack: pl.DataFrame, x: str = GPUS):
     def bar_index(df: pl.DataFrame) -> list[int]:
         return [at[k] for k in df.select(on).rows()]
 
+    many = len(series) > 1
+    # inches an x unit (a bar and its share of the gaps) takes: 0.8, or what a group of one bar
+    # needs to hold the longest word of its series' label under it in one line
+    words = [w for s in series for w in labels[s].split()] if many else []
+    unit = max(0.8, (max(map(len, words), default=0) + 1) * _CHAR_IN / (1 + _GROUP_GAP))
     # constrained layout: room for the legend beside the bars, however many bars there are
-    fig, ax = plt.subplots(figsize=(max(3.0, 0.8 * xs_all[-1] + 2.4) + 3.4, FIG_H), layout="constrained")
+    fig, ax = plt.subplots(figsize=(max(3.0, unit * xs_all[-1] + 2.4) + 3.4, FIG_H), layout="constrained")
     top = [0.0] * len(keys)  # ms stacked so far on each bar
     for _, phase, label in bars.select("order", "phase", "label").unique().sort("order").rows():
         seg = bars.filter(pl.col("phase") == phase)
@@ -71,15 +77,15 @@ def breakdown_figure(stack: pl.DataFrame, x: str = GPUS):
     ax.set_xticks(xs_all)
     ax.set_xticklabels([str(k[-1]) for k in keys])
     ax.set_xlim(-0.6, xs_all[-1] + 0.6)
-    many = len(series) > 1
-    if many:  # each series named once, under its bars
+    if many:  # each series named once, under its bars, wrapped to its group's width
         import textwrap
 
         groups = ax.secondary_xaxis("bottom")
         centers = [sum(x for x, k in zip(xs_all, keys) if k[:-1] == s) / sum(k[:-1] == s for k in keys) for s in series]
         width = [sum(k[:-1] == s for k in keys) for s in series]
-        groups.set_xticks(centers, ["\n".join(textwrap.wrap(labels[s], max(16, 15 * n), break_on_hyphens=False))
-                                    for s, n in zip(series, width)])
+        groups.set_xticks(centers, ["\n".join(textwrap.wrap(labels[s], int((n + _GROUP_GAP) * unit / _CHAR_IN) - 1,
+                                                           break_long_words=False, break_on_hyphens=False))
+                                    for s, n in zip(series, width)], fontsize="small")
         groups.tick_params(length=0, pad=16)
         groups.spines["bottom"].set_visible(False)
         groups.set_xlabel(f"{axis.label}, per series")
