@@ -113,8 +113,33 @@ def test_a_signal_while_the_rank_starts_stops_it_at_its_first_boundary(ctx, tmp_
     with pytest.raises(Requeue, match=f"checkpointed at iteration 1 of {TOTAL} on SIGUSR2"):
         loop.train(trainer, rec, TOTAL, ckpt.hook(trainer, rec))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p7-r0-i1.pt"]
-    ckpt.requeue()
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        ckpt.requeue()
+    finally:
+        signal.signal(signal.SIGTERM, before)  # the requeue ignores it (the next test)
     assert requeued == [signal.SIGUSR2]
+
+
+def test_the_command_that_requeues_ignores_the_sigterm_its_requeue_sends(ctx, tmp_path):
+    """``scontrol requeue`` has the controller end the job: its SIGTERM reaches the scontrol
+    process too, which died of it under load before returning (the suite's run of
+    test_usr2_requeues_a_checkpointing_run_that_resumes_where_it_stopped: "died with
+    SIGTERM", a requeue stored as a failure). The requeue's command starts ignoring it."""
+    seen = []
+
+    def submitit_handler(signum, _frame):  # as submitit's: a command runs the requeue
+        probe = "import signal; print(signal.getsignal(signal.SIGTERM) is signal.SIG_IGN)"
+        seen.append(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip())
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        ckpt = Checkpointer(ctx, a_spec(7, checkpoint_dir=str(tmp_path), config=CFG, plan=PLAN), TOTAL)
+        ckpt._previous = submitit_handler  # what install() keeps of a job's handler
+        ckpt.requeue()
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert seen == ["True"]
 
 
 # A local job's ranks agree on their rendezvous port through a file that a requeued job

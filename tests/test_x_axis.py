@@ -87,7 +87,7 @@ def test_the_default_axis_is_gpus_one_line_per_batch_size(store):
         scaling = _tables(s, CID, None, ("scaling",))["scaling"]
     ax = plots.time_figure(scaling).axes[0]
     assert ax.get_xlabel() == "GPUs (N)"
-    assert _lines(ax)["experiment.global_batch=512"] == ([1, 2], [12.0, 7.0])
+    assert _lines(ax)["global_batch=512"] == ([1, 2], [12.0, 7.0])  # the override by its last part
 
 
 def test_harvest_with_x_writes_figures_and_refuses_an_unknown_key_in_one_line(store, tmp_path, capsys):

@@ -255,4 +255,11 @@ class Checkpointer:
         handler = self._previous
         if not callable(handler):
             raise RuntimeError("checkpointed, but this is not a submitit job: nothing can requeue it")
+        # On SLURM the handler runs `scontrol requeue`, and the controller ends the job at once:
+        # its SIGTERM reaches every process of the job, the scontrol that asked too, which under
+        # load died of it before returning (CalledProcessError -15: a requeue that happened,
+        # stored as a failure). An ignored signal stays ignored across exec, so that scontrol
+        # ignores it; this process, which ends here, ignored it already (submitit's tasks bypass
+        # SIGTERM; the local backend stops them with SIGINT).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         handler(preempt_signal(), None)
