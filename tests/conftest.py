@@ -301,7 +301,24 @@ def _process_state() -> dict:
         "root logger": (root.level, list(root.handlers)),
         "signal handlers": {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1,
                                                              signal.SIGUSR2, signal.SIGCHLD)},
+        # what the kernel holds, which a child inherits: a library's sigaction, or a mask, that
+        # Python's table above does not see (a worker whose commands then ignored Ctrl-C)
+        "signals ignored or blocked (kernel)": _kernel_signals(),
     }
+
+
+_WATCHED = {"SigIgn": (signal.SIGINT, signal.SIGTERM), "SigBlk": (signal.SIGINT, signal.SIGTERM, signal.SIGUSR2)}
+
+
+def _kernel_signals() -> dict:
+    """{"SigIgn": [...], "SigBlk": [...]}: which watched signals this process's kernel state
+    ignores or blocks (/proc/self/status; {} where there is none)."""
+    try:
+        with open("/proc/self/status") as fh:
+            masks = {k: int(v, 16) for k, _, v in (line.partition(":\t") for line in fh) if k in _WATCHED}
+    except OSError:
+        return {}
+    return {k: [s.name for s in sigs if masks.get(k, 0) >> (s - 1) & 1] for k, sigs in _WATCHED.items()}
 
 
 def _changes(before: dict, after: dict) -> list[str]:
@@ -340,7 +357,12 @@ def _restore(state: dict) -> None:
     root.handlers[:] = state["root logger"][1]
     for signum, handler in state["signal handlers"].items():
         if handler is not None:  # None: set outside Python, cannot be put back from here
-            signal.signal(signum, handler)
+            signal.signal(signum, handler)  # the kernel's disposition with it
+    kernel = state["signals ignored or blocked (kernel)"]
+    if kernel:
+        blocked = {signal.Signals[name] for name in kernel["SigBlk"]}
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(_WATCHED["SigBlk"]) - blocked)
+        signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
 
 
 @pytest.fixture(autouse=True)
