@@ -116,6 +116,12 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # The suite's commands take Ctrl-C as from a terminal. A suite started in the background
+    # (`cmd &` in a script, `nohup ... &`) inherits SIGINT ignored, and every command a test
+    # starts would inherit that in turn and rightly keep ignoring it: the tests that send one
+    # hung, or passed where a library had reset the kernel's disposition behind Python's back.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if config.pluginmanager.hasplugin("xdist") and not hasattr(config, "workerinput") \
             and getattr(config.option, "testrunuid", "unset") is None:
         config.option.testrunuid = uuid.uuid4().hex  # known here and on every worker: the groups' file

@@ -103,11 +103,7 @@ def test_a_legitimate_store_of_any_version_has_its_shape(tmp_path):
 # An endless query through the store's own engine, under the CLI's one error mapper: what
 # any read command's query that ran on would do.
 QUERY = f"""
-import signal, sys
-# Ctrl-C as a terminal delivers it to a command it started: SIGINT neither ignored nor blocked,
-# whatever this test's worker passed down (a worker ignoring it made the command ignore it too)
-signal.signal(signal.SIGINT, signal.default_int_handler)
-signal.pthread_sigmask(signal.SIG_UNBLOCK, {{signal.SIGINT}})
+import sys
 from sqlalchemy import text
 from campaign.cli.exits import exit_with, guarded
 from campaign.store import open_store
