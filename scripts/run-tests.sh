@@ -14,7 +14,7 @@
 # tests/durations.json): on 2 cores, 19.7 min of tests for 1,734 (2026-11-28), 38.5 for 1,907 on a quiet
 # machine (2026-11-29), 33.7 for 1,921 with the fork server and tmpfs, 32.0 for 1,914 with modules sharing their campaigns,
 # 21.9 for 1,902 on a quiet machine with the seventh session's cuts (bound by CPU, docs/performance.md: goal missed by ~2 min),
-# 14.9 to 20.4 for 1,922-1,927 on 2026-11-30, five of six clean-clone runs under 20 (docs/performance.md)
+# 14.9 to 20.4 for 1,922-1,927 on 2026-11-30, five of six clean-clone runs under 20, 17.0 in suite_time.py's saved run (docs/performance.md)
 # (most of a test's time is its jobs' and commands' start-up, which is CPU). -n 0 after the
 # command runs it in this process, as plain pytest. It prints the 25 slowest tests and the total.
 #
