@@ -133,14 +133,13 @@ def legend(fig, axes: Sequence) -> None:
     few, else once, below them across the figure, its labels wrapped and the figure made
     taller by its lines (a whole campaign's series can each name several overrides, and a
     legend inside the axes then covered the lines and ran off the figure)."""
-    found = next(((h, l) for ax in axes if (hl := ax.get_legend_handles_labels())[0] for h, l in [hl]), None)
-    if found is None:
+    labelled = [ax for ax in axes if ax.get_legend_handles_labels()[0]]
+    if not labelled:
         return
-    handles, labels = found
+    handles, labels = labelled[0].get_legend_handles_labels()
     if len(labels) <= LEGEND_SHORT[0] and max(map(len, labels)) <= LEGEND_SHORT[1]:
-        for ax in axes:
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize="small")
+        for ax in labelled:
+            ax.legend(fontsize="small")
         return
     import textwrap
 
